@@ -1,0 +1,34 @@
+"""The ``graphctx`` console script: one subcommand per module in :mod:`graphctx.commands`."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+COMMANDS: tuple[str, ...] = (
+    "data",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with every registered subcommand."""
+    parser = argparse.ArgumentParser(prog="graphctx", description=__doc__)
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for name in COMMANDS:
+        module = importlib.import_module(f"graphctx.commands.{name}")
+        sub = subparsers.add_parser(name, help=module.__doc__.strip().splitlines()[0])
+        module.add_arguments(sub)
+        sub.set_defaults(run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` and run the chosen subcommand; its return value is the exit status."""
+    args = build_parser().parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

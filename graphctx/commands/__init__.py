@@ -1,0 +1,1 @@
+"""Subcommands of the ``graphctx`` console script, one module each."""
