@@ -1,0 +1,191 @@
+"""Build (or read back from the cache) the train/validation/test ``DatasetDict`` of Q&A pairs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import datasets
+from transformers import PreTrainedTokenizerBase
+
+from graphctx.cache import atomic_path, cache_root, file_digest, fingerprint
+from graphctx.data.filters import QuestionFilter
+from graphctx.data.html import without_urls
+from graphctx.data.records import FEATURES, load_table, row_from_dump, rows_from_table
+from graphctx.data.settings import DatasetSettings, SplitSettings
+from graphctx.data.stackexchange import DumpReader, resolve_dump
+from graphctx.errors import ConfigError, DataError
+
+PIPELINE_VERSION = 1
+SPLITS = ("train", "validation", "test")
+REASONS = (
+    "no_accepted_answer",
+    "linked_duplicate",
+    "duplicate_title",
+    "short_answer",
+    "link_only_answer",
+    "too_long",
+)
+
+
+def load_qa_dataset(
+    settings: DatasetSettings,
+    cache_dir: str | Path | None = None,
+    tokenizer: PreTrainedTokenizerBase | None = None,
+) -> datasets.DatasetDict:
+    """The Q&A ``DatasetDict`` for ``settings``, built once and then read from the cache."""
+    return prepare_qa_dataset(settings, cache_dir, tokenizer)[0]
+
+
+def prepare_qa_dataset(
+    settings: DatasetSettings,
+    cache_dir: str | Path | None = None,
+    tokenizer: PreTrainedTokenizerBase | None = None,
+) -> tuple[datasets.DatasetDict, dict[str, Any]]:
+    """``(dataset, summary)``; the summary counts rows read, each filter's removals and split sizes.
+
+    The cache key hashes the source files' bytes, every setting, the tokenizer (when the token-length
+    filter uses it) and the pipeline version, so any change rebuilds and nothing stale is read.
+    """
+    _check_dates(settings.split)
+    if settings.filters.max_tokens is not None and tokenizer is None:
+        raise ConfigError(
+            "data.dataset.filters.max_tokens is set but no tokenizer was given; "
+            "pass the model's tokenizer or set max_tokens: null"
+        )
+    tokenizer_id = (tokenizer.name_or_path, len(tokenizer)) if settings.filters.max_tokens else None
+    key = fingerprint(PIPELINE_VERSION, asdict(settings), _source_fingerprint(settings.source), tokenizer_id)
+    folder = cache_root(cache_dir) / "datasets" / key
+    if not (folder / "summary.json").is_file():
+        with atomic_path(folder) as tmp:
+            _build(settings, tokenizer, tmp)
+    summary = json.loads((folder / "summary.json").read_text())
+    return datasets.load_from_disk(str(folder / "data")), summary
+
+
+def _source_fingerprint(source: str) -> Any:
+    if source.startswith("hf:"):
+        return source
+    path = Path(source)
+    if path.suffix.lower() in {".json", ".jsonl", ".csv", ".parquet"}:
+        if not path.is_file():
+            raise DataError(f"{path}: data file not found")
+        return file_digest(path)
+    posts, links = resolve_dump(path)
+    return [file_digest(posts), file_digest(links) if links else None]
+
+
+def _check_dates(split: SplitSettings) -> None:
+    for name in ("train_start", "train_end", "validation_start", "validation_end", "test_start", "test_end"):
+        try:
+            datetime.fromisoformat(getattr(split, name))
+        except ValueError as exc:
+            raise ConfigError(
+                f"data.dataset.split.{name}: {getattr(split, name)!r} is not an ISO date"
+            ) from exc
+
+
+def _build(settings: DatasetSettings, tokenizer: PreTrainedTokenizerBase | None, out: Path) -> None:
+    out.mkdir(parents=True)
+    counts: Counter[str] = Counter()
+    scratch = out / "scratch"
+    scratch.mkdir()
+    count_tokens = (
+        (lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])) if tokenizer else None
+    )
+    keep = QuestionFilter(settings.filters, count_tokens)
+    ranges = _split_ranges(settings.split)
+    files = {name: open(scratch / f"{name}.jsonl", "w") for name in SPLITS}  # noqa: SIM115 - closed below
+    try:
+        for has_answer, duplicate_of, make_row in _candidates(settings, scratch, counts):
+            reason = keep.reject_raw(has_answer, duplicate_of)
+            if reason is None:
+                row, answer_beyond_links = make_row()
+                reason = keep.reject_text(row["title"], row["question"], row["answer"], answer_beyond_links)
+            if reason:
+                counts[f"removed_{reason}"] += 1
+                continue
+            counts["kept"] += 1
+            split = next(
+                (name for name, (start, end) in ranges.items() if start <= row["created"] < end), None
+            )
+            if split is None:
+                counts["outside_split_ranges"] += 1
+                continue
+            files[split].write(json.dumps(row) + "\n")
+    finally:
+        for handle in files.values():
+            handle.close()
+    splits = {}
+    for name in SPLITS:
+        part = _read_split(scratch / f"{name}.jsonl", scratch / "hf")
+        if len(part) == 0:
+            start, end = ranges[name]
+            raise DataError(
+                f"{settings.source}: split '{name}' is empty: no kept question created in "
+                f"[{start}, {end}) (data.dataset.split.{name}_start/_end); counts so far: "
+                f"{_describe(counts)}"
+            )
+        size = getattr(settings.split, f"{name}_size", None)
+        if size is not None and size < len(part):
+            part = part.shuffle(seed=settings.split.seed).select(range(size)).sort("created")
+        splits[name] = part
+        counts[name] = len(part)
+    datasets.DatasetDict(splits).save_to_disk(str(out / "data"))
+    summary = {
+        "source": settings.source,
+        **{reason: 0 for reason in ("questions", "with_accepted_answer")},
+        **{f"removed_{reason}": 0 for reason in REASONS},
+        **counts,
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    shutil.rmtree(scratch)
+
+
+def _split_ranges(split: SplitSettings) -> dict[str, tuple[str, str]]:
+    """Half-open ISO ranges per split; ISO strings of one format compare like the dates they name."""
+    return {name: (getattr(split, f"{name}_start"), getattr(split, f"{name}_end")) for name in SPLITS}
+
+
+RowMaker = Callable[[], tuple[dict[str, Any], str]]
+
+
+def _candidates(
+    settings: DatasetSettings, scratch: Path, counts: Counter[str]
+) -> Iterator[tuple[bool, list[int], RowMaker]]:
+    """``(has answer, ids it duplicates, make_row)`` per source question.
+
+    ``make_row()`` returns the dataset row and the answer's text beyond links; it is called only for
+    questions that pass the cheap checks, so HTML is cleaned only where it is kept.
+    """
+    source = settings.source
+    if source.startswith("hf:") or Path(source).suffix.lower() in {".json", ".jsonl", ".csv", ".parquet"}:
+        table = load_table(source, settings.hf_split)
+        site = settings.site or Path(source.removeprefix("hf:")).stem
+        for row in rows_from_table(table, settings.column_mapping, site, source):
+            counts["rows"] += 1
+            counts["questions"] += 1
+            counts["with_accepted_answer"] += bool(row["answer"])
+            yield bool(row["answer"]), [], lambda row=row: (row, without_urls(row["answer"]).strip())
+        return
+    reader = DumpReader(source, scratch)
+    site = settings.site or reader.posts.parent.name
+    for raw in reader.questions():
+        yield raw.answer_html is not None, raw.duplicate_of, lambda raw=raw: row_from_dump(raw, site)
+    counts.update(reader.counts)
+
+
+def _read_split(path: Path, hf_cache: Path) -> datasets.Dataset:
+    if path.stat().st_size == 0:
+        return datasets.Dataset.from_dict({name: [] for name in FEATURES}, features=FEATURES)
+    return datasets.Dataset.from_json(str(path), features=FEATURES, cache_dir=str(hf_cache))
+
+
+def _describe(counts: Counter[str]) -> str:
+    return ", ".join(f"{name}={value}" for name, value in sorted(counts.items()))

@@ -1,0 +1,60 @@
+"""Settings of the data pipeline: where the posts come from, how they are filtered and split."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class FilterSettings:
+    """The paper's filters; each one can be switched off and each one is counted."""
+
+    require_accepted_answer: bool = True
+    """Drop questions whose accepted answer is missing (no AcceptedAnswerId, or the row is absent)."""
+    drop_linked_duplicates: bool = True
+    """Drop questions closed as duplicates (PostLinks.xml rows with LinkTypeId=3, PostId side)."""
+    drop_duplicate_titles: bool = True
+    """Drop questions whose normalised title equals an earlier question's title."""
+    min_answer_chars: int = 40
+    """Answers shorter than this (clean text, characters) are non-specific and dropped; 0 disables."""
+    drop_link_only_answers: bool = True
+    """Drop answers that are little more than links (under ``min_answer_chars`` once link text and URLs
+    are removed)."""
+    max_tokens: int | None = 1024
+    """Drop pairs whose prompt + answer exceed this many tokens of the model's tokenizer; null disables."""
+
+
+@dataclass
+class SplitSettings:
+    """Temporal split by question creation date; ranges are half-open ``[start, end)`` ISO dates."""
+
+    train_start: str = "2021-04-01"
+    train_end: str = "2021-09-15"
+    validation_start: str = "2021-09-15"
+    validation_end: str = "2021-10-15"
+    test_start: str = "2021-10-15"
+    test_end: str = "2022-01-01"
+    validation_size: int | None = None
+    """Randomly sample the validation split down to this many rows (seeded); null keeps all."""
+    test_size: int | None = None
+    """Randomly sample the test split down to this many rows (paper: a fixed sample); null keeps all."""
+    seed: int = 0
+    """Seed of the random sampling of validation and test."""
+
+
+@dataclass
+class DatasetSettings:
+    """Where the Q&A pairs come from and how they are cleaned, filtered and split."""
+
+    source: str = "../shared/data/stackexchange/cardano"
+    """A Stack Exchange site folder (Posts.xml [+ PostLinks.xml]) or a Posts.xml; or a local
+    .json/.jsonl/.csv/.parquet file; or a Hugging Face dataset id (``hf:owner/name``)."""
+    site: str | None = None
+    """Site name stored in each row; default: the folder name of ``source``."""
+    hf_split: str = "train"
+    """For Hugging Face / tabular sources: which split of the source to read."""
+    column_mapping: dict[str, str] = field(default_factory=dict)
+    """For tabular sources: graphctx column -> source column (e.g. ``{question: title, answer: best}``).
+    Needed columns: ``answer``, ``created``, and ``question`` or ``title`` (+ optional ``body``)."""
+    filters: FilterSettings = field(default_factory=FilterSettings)
+    split: SplitSettings = field(default_factory=SplitSettings)

