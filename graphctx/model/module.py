@@ -1,0 +1,170 @@
+"""The LightningModule that instruction-tunes a (Q)LoRA adapter on question -> answer batches.
+
+Batches follow the DataModule contract: ``input_ids`` and ``labels`` [B, T] (labels -100 on prompt and pad),
+``position_ids`` [B, T] restarting at 0 for each packed example, and ``attention_mask`` only when unpacked.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.pytorch.utilities import rank_zero_only
+
+from graphctx.model.attention import VARLEN, varlen_keyword_arguments
+from graphctx.model.export import export_adapter, export_merged
+from graphctx.model.loading import attach_lora, load_base_model, load_tokenizer
+from graphctx.model.loss import IGNORE_INDEX, answer_cross_entropy
+from graphctx.model.optim import build_optimizer, build_scheduler
+from graphctx.model.settings import ExportSettings, LoraSettings, ModelSpec, OptimizerSettings
+
+
+def remove_padding(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """One packed row [1, N] holding only the real tokens of ``batch`` (no ``attention_mask`` left).
+
+    A padded batch keeps the tokens where ``attention_mask`` is 1; a packed batch is flattened row after
+    row. Position ids restart at 0 for each example either way, which marks the example boundaries.
+    """
+    if "attention_mask" in batch:
+        keep = batch["attention_mask"].bool()
+        return {name: batch[name][keep].unsqueeze(0) for name in ("input_ids", "labels", "position_ids")}
+    return {name: batch[name].reshape(1, -1) for name in ("input_ids", "labels", "position_ids")}
+
+
+def next_token_targets(labels: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
+    """Targets for positions 0..T-2: ``labels`` shifted left, -100 where the next token starts an example."""
+    targets = labels[:, 1:].clone()
+    targets[position_ids[:, 1:] == 0] = IGNORE_INDEX
+    return targets
+
+
+def count_real_tokens(batch: dict[str, torch.Tensor]) -> int:
+    """Non-pad tokens in a batch: the ``attention_mask`` sum, or every token of a packed batch."""
+    if "attention_mask" in batch:
+        return int(batch["attention_mask"].sum())
+    return batch["input_ids"].numel()
+
+
+def peak_memory_gib(device: torch.device) -> float:
+    """Peak memory so far: CUDA allocator peak on GPU, the process's max resident set on CPU."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**30
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # Linux reports KiB
+
+
+class InstructionTuner(L.LightningModule):
+    """QLoRA/LoRA instruction tuning with the loss on answer tokens only.
+
+    Checkpoints hold only the trainable adapter weights (plus Lightning's optimizer, scheduler and loop
+    state); the frozen base is rebuilt from ``spec`` in :meth:`configure_model`. At the end of training the
+    adapter is exported in peft format (and, if asked, merged into a bf16 copy of the base).
+    """
+
+    def __init__(
+        self,
+        spec: ModelSpec = ModelSpec(),  # noqa: B008 -- dataclass defaults show up in --print_config
+        lora: LoraSettings = LoraSettings(),  # noqa: B008
+        optimizer: OptimizerSettings = OptimizerSettings(),  # noqa: B008
+        export: ExportSettings = ExportSettings(),  # noqa: B008
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.spec, self.lora, self.optimizer_settings, self.export = spec, lora, optimizer, export
+        self.model = None
+        self.strict_loading = False  # checkpoints carry the adapter only; the base comes from `spec`
+        self._last_step_end: float | None = None
+
+    # ---- model -------------------------------------------------------------------------------------
+    def configure_model(self) -> None:
+        """Load the frozen (quantised) base on this process's device and attach the adapter, once."""
+        if self.model is not None:
+            return
+        base = load_base_model(self.spec, device=self.device)
+        self.model = attach_lora(base, self.lora, self.spec.gradient_checkpointing)
+
+    def trainable_parameter_names(self) -> set[str]:
+        """Names (as in this module's ``state_dict``) of the parameters the optimiser updates."""
+        return {name for name, parameter in self.named_parameters() if parameter.requires_grad}
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Mean cross-entropy over the answer tokens of ``batch``."""
+        if self.spec.padding_free:
+            batch = remove_padding(batch)
+        base = self.model.get_base_model()
+        extra: dict[str, Any] = {}
+        if base.config._attn_implementation == VARLEN:
+            extra = varlen_keyword_arguments(batch["position_ids"])
+        hidden = base.get_decoder()(
+            input_ids=batch["input_ids"],
+            position_ids=batch["position_ids"],
+            attention_mask=batch.get("attention_mask"),
+            use_cache=False,
+            **extra,
+        ).last_hidden_state
+        targets = next_token_targets(batch["labels"], batch["position_ids"])
+        return answer_cross_entropy(
+            hidden[:, :-1], targets, base.get_output_embeddings(), self.spec.loss_chunk_tokens
+        )
+
+    # ---- steps and logging -------------------------------------------------------------------------
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss = self(batch)
+        size = batch["input_ids"].shape[0]
+        self.log("train/loss", loss, prog_bar=True, batch_size=size)
+        self.log("train/lr", self.optimizers().param_groups[0]["lr"], batch_size=size)
+        return loss
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss = self(batch)
+        self.log("val/loss", loss, prog_bar=True, sync_dist=True, batch_size=batch["input_ids"].shape[0])
+        return loss
+
+    def on_train_batch_end(self, outputs: Any, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        """Log real (non-pad) tokens per second over the interval since the previous step, and peak memory."""
+        now = time.perf_counter()
+        if self._last_step_end is not None:
+            tokens = count_real_tokens(batch)
+            self.log("train/tokens_per_s", tokens / (now - self._last_step_end), prog_bar=True, batch_size=1)
+        self.log("train/peak_mem_gib", peak_memory_gib(self.device), batch_size=1)
+        self._last_step_end = now
+
+    def on_train_epoch_start(self) -> None:
+        self._last_step_end = None
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        parameters = [parameter for parameter in self.parameters() if parameter.requires_grad]
+        optimizer = build_optimizer(parameters, self.optimizer_settings, self.device)
+        scheduler = build_scheduler(
+            optimizer, self.optimizer_settings, self.trainer.estimated_stepping_batches
+        )
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    # ---- checkpoints and export --------------------------------------------------------------------
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Keep only the adapter weights: the frozen base is a function of ``spec`` and is not saved."""
+        trainable = self.trainable_parameter_names()
+        checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items() if k in trainable}
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Refuse a checkpoint whose adapter does not match this one (names checked, not silently skipped)."""
+        saved, expected = set(checkpoint["state_dict"]), self.trainable_parameter_names()
+        if saved != expected:
+            missing, unexpected = sorted(expected - saved)[:3], sorted(saved - expected)[:3]
+            raise ValueError(
+                "checkpoint adapter does not match model.lora / model.spec: "
+                f"missing e.g. {missing}, unexpected e.g. {unexpected}"
+            )
+
+    def adapter_dir(self) -> Path:
+        """Where the adapter is exported: ``export.adapter_dir`` or ``<default_root_dir>/adapter``."""
+        return Path(self.export.adapter_dir or Path(self.trainer.default_root_dir) / "adapter")
+
+    @rank_zero_only
+    def on_train_end(self) -> None:
+        target = export_adapter(self.model, load_tokenizer(self.spec), self.adapter_dir())
+        if self.export.merged_dir:
+            export_merged(self.spec, target, self.export.merged_dir)

