@@ -1,0 +1,106 @@
+"""Fact score (in the spirit of FactSumm) and entity Jaccard between generated and gold answers."""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+import unicodedata
+from collections.abc import Iterable, Sequence
+
+import spacy
+
+from graphctx.knowledge.triplets import Triplet, TripletExtractor
+from graphctx.metrics.base import RowScoreMetric
+from graphctx.metrics.settings import FactSettings
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = str.maketrans(dict.fromkeys(string.punctuation, " "))
+
+Fact = tuple[str, str, str]
+
+
+def normalise(text: str) -> str:
+    """Matching form of a phrase: NFKC, lower case, punctuation and articles dropped, spaces collapsed."""
+    text = unicodedata.normalize("NFKC", text).lower().translate(_PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def fact_set(triplets: Iterable[Triplet]) -> set[Fact]:
+    """Normalised (head, relation, tail) facts; triplets that normalise to an empty part are dropped."""
+    facts = {(normalise(t.head), normalise(t.relation), normalise(t.tail)) for t in triplets}
+    return {fact for fact in facts if all(fact)}
+
+
+def comparable(facts: set[Fact], other: set[Fact]) -> set[Fact]:
+    """FactSumm's filter: the facts whose (head, relation) pair also occurs in ``other``."""
+    pairs = {(head, relation) for head, relation, _ in other}
+    return {fact for fact in facts if (fact[0], fact[1]) in pairs}
+
+
+class FactScore(RowScoreMetric):
+    """Share of generated facts found among the gold facts, and the raw triplet overlap counts.
+
+    With G the generated and R the gold answer's normalised facts (after FactSumm's comparability filter
+    when ``comparable_only``): fact_score = |G ∩ R| / |G|, and 0 when G is empty (as FactSumm).
+    ``triplets_generated``, ``triplets_gold`` and ``triplets_shared`` count facts before the filter.
+    """
+
+    score_states = ("fact_score", "triplets_generated", "triplets_gold", "triplets_shared")
+    count_states = ("answers_without_facts",)
+
+    def __init__(self, extractor: TripletExtractor, settings: FactSettings | None = None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.extractor = extractor
+        self.settings = settings or FactSettings()
+
+    def update(self, preds: Sequence[str], targets: Sequence[str]) -> None:
+        """Extract triplets from each generated answer (``preds``) and its gold answer (``targets``)."""
+        if len(preds) != len(targets):
+            raise ValueError(f"FactScore: {len(preds)} predictions but {len(targets)} targets")
+        triplets = self.extractor.extract([*preds, *targets])
+        generated = [fact_set(t) for t in triplets[: len(preds)]]
+        gold = [fact_set(t) for t in triplets[len(preds) :]]
+        scores = []
+        for gen, ref in zip(generated, gold, strict=True):
+            if self.settings.comparable_only:
+                gen, ref = comparable(gen, ref), comparable(ref, gen)
+            scores.append(len(gen & ref) / len(gen) if gen else 0.0)
+        self._append_rows(
+            fact_score=scores,
+            triplets_generated=[len(gen) for gen in generated],
+            triplets_gold=[len(ref) for ref in gold],
+            triplets_shared=[len(gen & ref) for gen, ref in zip(generated, gold, strict=True)],
+        )
+        self._add_counts(answers_without_facts=sum(not gen for gen in generated))
+
+
+class EntityJaccard(RowScoreMetric):
+    """Jaccard overlap |A ∩ B| / |A ∪ B| of the named entities (spaCy NER, normalised text) of the
+    generated and gold answers. Rows where neither side has an entity are left out of the mean and
+    counted in ``entity_rows_without_entities``.
+    """
+
+    score_states = ("entity_jaccard",)
+    count_states = ("entity_rows_without_entities",)
+
+    def __init__(
+        self, settings: FactSettings | None = None, nlp: spacy.Language | None = None, **kwargs
+    ) -> None:
+        super().__init__(**kwargs)
+        self.settings = settings or FactSettings()
+        self.nlp = nlp or spacy.load(self.settings.spacy_model, disable=["parser", "lemmatizer"])
+
+    def entities(self, texts: Sequence[str]) -> list[set[str]]:
+        """The normalised entity strings of each text."""
+        return [{normalise(ent.text) for ent in doc.ents} - {""} for doc in self.nlp.pipe(texts)]
+
+    def update(self, preds: Sequence[str], targets: Sequence[str]) -> None:
+        """Compare the entities of each generated answer (``preds``) with its gold answer's (``targets``)."""
+        if len(preds) != len(targets):
+            raise ValueError(f"EntityJaccard: {len(preds)} predictions but {len(targets)} targets")
+        entity_sets = self.entities([*preds, *targets])
+        pairs = zip(entity_sets[: len(preds)], entity_sets[len(preds) :], strict=True)
+        scores = [len(a & b) / len(a | b) if a | b else float("nan") for a, b in pairs]
+        self._append_rows(entity_jaccard=scores)
+        self._add_counts(entity_rows_without_entities=sum(math.isnan(score) for score in scores))

