@@ -46,7 +46,9 @@ def resolve_dump(path: str | Path) -> tuple[Path, Path | None]:
     path = Path(path)
     posts = path / "Posts.xml" if path.is_dir() else path
     if not posts.is_file():
-        raise DataError(f"{posts}: Stack Exchange Posts.xml not found")
+        raise DataError(
+            f"{posts}: not found (expected a Stack Exchange site folder holding Posts.xml, or a Posts.xml)"
+        )
     links = posts.with_name("PostLinks.xml")
     return posts, links if links.is_file() else None
 
