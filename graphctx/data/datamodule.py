@@ -66,7 +66,7 @@ class InstructionDataModule(L.LightningDataModule):
             cache_dir: graphctx cache folder (default ``$GRAPHCTX_CACHE`` or ``.cache/graphctx``).
         """
         super().__init__()
-        self.settings = dataset or DatasetSettings()
+        self.dataset = dataset or DatasetSettings()
         self.template = get_template(template)
         self.max_length = max_length
         self.min_prompt_tokens = min_prompt_tokens
@@ -91,7 +91,7 @@ class InstructionDataModule(L.LightningDataModule):
             )
         if self.splits:
             return
-        qa = load_qa_dataset(self.settings, self.cache_dir, self.tokenizer)
+        qa = load_qa_dataset(self.dataset, self.cache_dir, self.tokenizer)
         for split in ("train", "validation"):
             examples = [self._encode(row) for row in qa[split]]
             lengths = [len(example["input_ids"]) for example in examples]

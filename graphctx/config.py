@@ -1,0 +1,102 @@
+"""One YAML config for every entry point: train.py, evaluate.py and the ``graphctx`` subcommands.
+
+Sections: ``seed_everything``, ``trainer`` (Lightning Trainer arguments), ``model`` (``InstructionTuner``),
+``data`` (``InstructionDataModule``), ``retrieval`` (``RetrievalSettings``), ``knowledge``
+(``KnowledgeSettings``) and ``evaluation`` (``EvaluationSettings``). jsonargparse checks every key and type
+against those signatures, so a typo or a wrong type fails with the key's dotted name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from jsonargparse import ActionConfigFile, ArgumentParser
+
+from graphctx.data.datamodule import InstructionDataModule
+from graphctx.errors import ConfigError
+from graphctx.evaluation.settings import EvaluationSettings
+from graphctx.knowledge.settings import KnowledgeSettings
+from graphctx.model import InstructionTuner
+from graphctx.retrieval.settings import RetrievalSettings
+
+PIPELINE_SECTIONS: dict[str, type] = {
+    "retrieval": RetrievalSettings,
+    "knowledge": KnowledgeSettings,
+    "evaluation": EvaluationSettings,
+}
+
+
+def add_pipeline_sections(parser: ArgumentParser) -> None:
+    """Add the ``retrieval``, ``knowledge`` and ``evaluation`` sections (train.py uses it as well)."""
+    for name, settings_class in PIPELINE_SECTIONS.items():
+        parser.add_class_arguments(settings_class, name)
+
+
+@dataclass
+class PipelineConfig:
+    """A parsed config: the model and data modules (not yet set up) and the settings of each stage."""
+
+    path: Path
+    seed_everything: int | bool
+    trainer: dict[str, Any]
+    model: InstructionTuner
+    data: InstructionDataModule
+    retrieval: RetrievalSettings
+    knowledge: KnowledgeSettings
+    evaluation: EvaluationSettings
+
+    @property
+    def root_dir(self) -> Path:
+        """``trainer.default_root_dir`` (where checkpoints, logs and the adapter go)."""
+        return Path(self.trainer.get("default_root_dir") or ".")
+
+
+def check_mapping(path: Path) -> None:
+    """Fail clearly when ``path`` is missing or is not a YAML mapping."""
+    if not path.is_file():
+        raise ConfigError(f"{path}: config file not found")
+    try:
+        content = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(content, dict):
+        raise ConfigError(
+            f"{path}: a config must be a YAML mapping of sections, got {type(content).__name__}"
+        )
+
+
+def load_config(path: str | Path, overrides: Sequence[str] = ()) -> PipelineConfig:
+    """Parse and validate ``path`` (plus dotted ``--section.key value`` overrides) into a PipelineConfig."""
+    path = Path(path)
+    check_mapping(path)
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_argument("--config", action=ActionConfigFile)
+    parser.add_argument("--seed_everything", type=int | bool, default=0)
+    parser.add_argument("--trainer", type=dict[str, Any], default={})
+    parser.add_class_arguments(InstructionTuner, "model")
+    parser.add_class_arguments(InstructionDataModule, "data")
+    add_pipeline_sections(parser)
+    try:
+        parsed = parser.parse_args(["--config", str(path), *overrides])
+        objects = parser.instantiate_classes(parsed)
+    except Exception as exc:  # jsonargparse raises ArgumentError / ValueError / TypeError
+        raise ConfigError(f"{path}: {exc}") from exc
+    return PipelineConfig(
+        path=path,
+        **{
+            name: objects[name]
+            for name in (
+                "seed_everything",
+                "trainer",
+                "model",
+                "data",
+                "retrieval",
+                "knowledge",
+                "evaluation",
+            )
+        },
+    )

@@ -1,0 +1,1 @@
+"""Evaluation: the paper's variant matrix, generation, metrics tables and the validation callback."""

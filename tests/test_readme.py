@@ -1,0 +1,26 @@
+"""The README's fresh-machine commands and CI stay in step."""
+
+from __future__ import annotations
+
+import re
+
+from conftest import REPO_ROOT
+
+
+def _readme_commands() -> list[str]:
+    text = (REPO_ROOT / "README.md").read_text()
+    blocks = re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+    return [line for block in blocks[:2] for line in block.splitlines() if line and not line.startswith("#")]
+
+
+def test_first_screen_has_exactly_two_commands_train_then_test():
+    commands = _readme_commands()
+    assert len(commands) == 2
+    assert "torch==2.13.0" in commands[0] and "python train.py --config configs/tiny.yaml" in commands[0]
+    assert commands[1].endswith("pytest -q")
+    assert (REPO_ROOT / "configs" / "tiny.yaml").is_file()
+
+
+def test_ci_runs_the_readme_test_command_verbatim():
+    ci = (REPO_ROOT / ".ci" / "run").read_text()
+    assert _readme_commands()[1] in ci.splitlines()
