@@ -174,7 +174,23 @@ def load_base_model(spec: ModelSpec, device: torch.device | str = "cpu") -> PreT
     model.config.use_cache = False
     for parameter in model.parameters():
         parameter.requires_grad_(False)
+    if device.type == "cpu":
+        _keep_trainable_cpu_layout(model)
     return model
+
+
+def _keep_trainable_cpu_layout(model: PreTrainedModel) -> None:
+    """Stop bitsandbytes from repacking 4-bit weights for its CPU inference kernel.
+
+    On CPUs with AVX512-BF16, an eval-mode forward without gradients (validation, generation) repacks each
+    ``Linear4bit`` weight for a kernel that has no backward; later training steps would then drop the
+    gradient through the frozen base. Training needs the differentiable dequantise-and-matmul path.
+    """
+    import bitsandbytes as bnb
+
+    for module in model.modules():
+        if isinstance(module, bnb.nn.Linear4bit):
+            module.support_avx512bf16_for_cpu = False
 
 
 def attach_lora(model: PreTrainedModel, lora: LoraSettings, gradient_checkpointing: bool) -> PeftModel:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import resource
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,9 @@ class InstructionTuner(L.LightningModule):
         export: ExportSettings = ExportSettings(),  # noqa: B008
     ) -> None:
         super().__init__()
-        self.save_hyperparameters()
+        # plain dicts, so checkpoints load with torch.load(weights_only=True) and loggers show every field
+        settings = {"spec": spec, "lora": lora, "optimizer": optimizer, "export": export}
+        self.save_hyperparameters({name: asdict(value) for name, value in settings.items()})
         self.spec, self.lora, self.optimizer_settings, self.export = spec, lora, optimizer, export
         self.model = None
         self.strict_loading = False  # checkpoints carry the adapter only; the base comes from `spec`

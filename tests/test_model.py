@@ -1,0 +1,241 @@
+"""graphctx.model: loading, QLoRA on CPU, answer-only loss, padding-free batches, checkpoints, export."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+from peft import PeftModel
+from torch.utils.data import DataLoader
+
+from graphctx.data.instruct import encode_example, get_template
+from graphctx.data.packing import collate_rows
+from graphctx.errors import ConfigError
+from graphctx.model import InstructionTuner, LoraSettings, ModelSpec, load_base_model, load_tokenizer
+from graphctx.model.loss import answer_cross_entropy
+from graphctx.model.optim import build_optimizer, build_scheduler
+from graphctx.model.settings import ExportSettings, OptimizerSettings
+
+PAIRS = [
+    (
+        "How do I delegate my ADA to a stake pool?",
+        "Open your wallet, pick a pool and confirm the delegation.",
+    ),
+    ("What is a UTXO?", "An unspent transaction output: a coin you can spend exactly once."),
+    ("Which port does cardano-node listen on?", "3001 by default; set it with --port."),
+]
+
+
+@pytest.fixture(scope="module")
+def spec(tmp_path_factory: pytest.TempPathFactory) -> ModelSpec:
+    """A tiny random Llama, 4-bit NF4 on CPU (float32 compute so logits compare exactly)."""
+    cache = tmp_path_factory.mktemp("model-cache")
+    return ModelSpec(source="tiny-random", compute_dtype="float32", cache_dir=str(cache))
+
+
+@pytest.fixture(scope="module")
+def examples(spec: ModelSpec) -> list[dict[str, list[int]]]:
+    tokenizer = load_tokenizer(spec)
+    template = get_template("paper")
+    return [encode_example(tokenizer, template, q, a, max_length=128) for q, a in PAIRS]
+
+
+def padded_batch(examples: list[dict[str, list[int]]]) -> dict[str, torch.Tensor]:
+    return collate_rows([[ex] for ex in examples], pad_id=0, packed=False)
+
+
+def packed_batch(examples: list[dict[str, list[int]]]) -> dict[str, torch.Tensor]:
+    return collate_rows([examples], pad_id=0, packed=True)
+
+
+def tuner(spec: ModelSpec, root: Path | None = None, **lora: float) -> InstructionTuner:
+    settings = LoraSettings(r=8, alpha=16, dropout=0.0, **lora)
+    export = ExportSettings(adapter_dir=str(root / "adapter") if root else None)
+    return InstructionTuner(spec=spec, lora=settings, optimizer=OptimizerSettings(lr=1e-2), export=export)
+
+
+def trainer(root: Path, max_steps: int) -> L.Trainer:
+    return L.Trainer(
+        accelerator="cpu",
+        max_steps=max_steps,
+        default_root_dir=root,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[L.pytorch.callbacks.ModelCheckpoint(dirpath=root / "checkpoints", save_last=True)],
+    )
+
+
+def test_qlora_base_is_4bit_and_only_lora_weights_train(spec: ModelSpec, examples) -> None:
+    module = tuner(spec)
+    module.configure_model()
+    module.train()
+    q_proj = module.model.get_base_model().model.layers[0].self_attn.q_proj
+    assert q_proj.base_layer.weight.dtype == torch.uint8  # packed NF4
+    trainable = module.trainable_parameter_names()
+    assert trainable and all("lora_" in name for name in trainable)
+    batch = padded_batch(examples)
+    ids = batch["input_ids"][:1]
+
+    def base_logits() -> torch.Tensor:
+        with torch.no_grad(), module.model.disable_adapter():
+            return module.model(input_ids=ids).logits
+
+    base_before = base_logits()
+    lora_before = {n: p.detach().clone() for n, p in module.named_parameters() if p.requires_grad}
+    optimizer = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=1e-2)
+    losses = []
+    for _ in range(8):
+        loss = module(batch)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0] - 0.5, losses
+    after = dict(module.named_parameters())
+    assert all(p.grad is None for p in module.parameters() if not p.requires_grad)
+    torch.testing.assert_close(base_logits(), base_before, rtol=0, atol=0)  # the frozen base is untouched
+    assert any(not torch.equal(lora_before[n], after[n]) for n in lora_before)
+
+
+def test_gradients_through_the_4bit_base_survive_an_eval_pass(spec: ModelSpec, examples) -> None:
+    """bitsandbytes must not switch a trained CPU model to its inference-only (no backward) kernel."""
+    module = tuner(spec)
+    module.configure_model()
+    batch = padded_batch(examples)
+    first_layer_lora = next(p for n, p in module.named_parameters() if "layers.0" in n and "lora_A" in n)
+
+    def first_layer_grad() -> torch.Tensor:
+        module.train()
+        module.zero_grad()
+        module(batch).backward()
+        return first_layer_lora.grad.clone()
+
+    before = first_layer_grad()
+    module.eval()
+    with torch.no_grad():
+        module.model(input_ids=batch["input_ids"])
+    torch.testing.assert_close(first_layer_grad(), before)
+
+
+def test_padding_free_packed_and_padded_batches_give_the_same_loss(spec: ModelSpec, examples) -> None:
+    module = tuner(spec)
+    module.configure_model()
+    module.eval()
+    with torch.no_grad():
+        packed = module(packed_batch(examples))
+        padded = module(padded_batch(examples))
+        module.spec.padding_free = False
+        padded_with_mask = module(padded_batch(examples))
+        module.spec.padding_free = True
+        # reference: each example alone, answer-token losses pooled
+        single = [module(padded_batch([ex])) for ex in examples]
+    weights = torch.tensor([sum(label != -100 for label in ex["labels"][1:]) for ex in examples])
+    pooled = (torch.stack(single) * weights).sum() / weights.sum()
+    torch.testing.assert_close(packed, pooled, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(padded, pooled, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(padded_with_mask, pooled, rtol=1e-4, atol=1e-4)
+
+
+def test_chunked_answer_loss_matches_full_cross_entropy() -> None:
+    torch.manual_seed(0)
+    head = torch.nn.Linear(16, 50, bias=False)
+    hidden = torch.randn(2, 9, 16, requires_grad=True)
+    targets = torch.randint(0, 50, (2, 9))
+    targets[0, :4] = -100
+    chunked = answer_cross_entropy(hidden, targets, head, chunk_tokens=3)
+    (grad_chunked,) = torch.autograd.grad(chunked, hidden)
+    full = torch.nn.functional.cross_entropy(head(hidden).reshape(-1, 50), targets.reshape(-1))
+    (grad_full,) = torch.autograd.grad(full, hidden)
+    torch.testing.assert_close(chunked, full)
+    torch.testing.assert_close(grad_chunked, grad_full)
+
+
+def test_checkpoint_holds_only_the_adapter_and_resume_continues(spec: ModelSpec, examples, tmp_path) -> None:
+    loader = DataLoader([padded_batch(examples)] * 10, batch_size=None)
+    first = tuner(spec, tmp_path)
+    trainer(tmp_path, max_steps=3).fit(first, loader)
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    checkpoint = torch.load(last, weights_only=False)
+    assert set(checkpoint["state_dict"]) == first.trainable_parameter_names()
+    assert checkpoint["global_step"] == 3
+    base_bytes = sum(p.stat().st_size for p in Path(spec.cache_dir).rglob("*.safetensors"))
+    assert last.stat().st_size < 0.1 * base_bytes
+
+    class FirstStep(L.Callback):
+        seen: int | None = None
+
+        def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
+            self.seen = trainer.global_step if self.seen is None else self.seen
+
+    resumed, first_step = tuner(spec, tmp_path), FirstStep()
+    run = trainer(tmp_path, max_steps=5)
+    run.callbacks.append(first_step)
+    run.fit(resumed, loader, ckpt_path="last")
+    assert first_step.seen == 3 and run.global_step == 5
+    saved = {k: v for k, v in checkpoint["state_dict"].items()}
+    restored = {k: v for k, v in resumed.state_dict().items() if k in saved}
+    assert any(not torch.equal(saved[k], restored[k]) for k in saved)  # kept training from the saved weights
+
+
+def test_resume_rejects_a_checkpoint_of_another_adapter(spec: ModelSpec, examples, tmp_path) -> None:
+    loader = DataLoader([padded_batch(examples)] * 4, batch_size=None)
+    trainer(tmp_path, max_steps=1).fit(tuner(spec, tmp_path), loader)
+    other = tuner(spec, tmp_path, target_modules=["q_proj", "v_proj"])
+    with pytest.raises(ValueError, match="checkpoint adapter does not match"):
+        trainer(tmp_path, max_steps=2).fit(other, loader, ckpt_path="last")
+
+
+def test_exported_adapter_reloads_with_the_same_logits(spec: ModelSpec, examples, tmp_path) -> None:
+    loader = DataLoader([packed_batch(examples)] * 4, batch_size=None)
+    module = tuner(spec, tmp_path)
+    trainer(tmp_path, max_steps=4).fit(module, loader)
+    adapter = tmp_path / "adapter"
+    assert (adapter / "adapter_config.json").is_file() and (adapter / "adapter_model.safetensors").is_file()
+    ids = torch.tensor([examples[0]["input_ids"]])
+    module.model.eval()
+    with torch.no_grad():
+        trained = module.model(input_ids=ids).logits
+        reloaded_model = PeftModel.from_pretrained(load_base_model(spec), str(adapter)).eval()
+        reloaded = reloaded_model(input_ids=ids).logits
+        base_only = load_base_model(spec)(input_ids=ids).logits
+    torch.testing.assert_close(reloaded, trained)
+    assert not torch.allclose(base_only, trained, atol=1e-3)  # the adapter changed the model
+
+
+def test_optimizer_and_schedule() -> None:
+    parameters = [torch.nn.Parameter(torch.zeros(3))]
+    settings = OptimizerSettings(lr=1e-3, schedule="cosine", warmup_ratio=0.1)
+    optimizer = build_optimizer(parameters, settings, torch.device("cpu"))
+    assert isinstance(optimizer, torch.optim.AdamW)
+    scheduler = build_scheduler(optimizer, settings, total_steps=100)
+    lrs = []
+    for _ in range(100):
+        lrs.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    assert lrs[0] == 0.0 and lrs[10] == pytest.approx(1e-3) and lrs[-1] < 1e-5
+    with pytest.raises(ConfigError, match="paged_adamw_8bit needs CUDA"):
+        build_optimizer(parameters, OptimizerSettings(name="paged_adamw_8bit"), torch.device("cpu"))
+
+
+def test_missing_model_paths_name_the_setting(tmp_path) -> None:
+    with pytest.raises(ConfigError, match=r"model.spec.source: GGUF file .*missing.gguf does not exist"):
+        load_tokenizer(ModelSpec(source=str(tmp_path / "missing.gguf")))
+    with pytest.raises(ConfigError, match=r"has no config\.json"):
+        load_tokenizer(ModelSpec(source=str(tmp_path)))
+
+
+@pytest.mark.slow
+def test_packaged_gguf_is_converted_once_and_answers(tmp_path) -> None:
+    spec = ModelSpec(cache_dir=str(tmp_path), quantization="none")
+    tokenizer = load_tokenizer(spec)
+    (converted,) = (tmp_path / "models").iterdir()
+    stamp = (converted / "model.safetensors").stat().st_mtime_ns
+    model = load_base_model(spec)
+    assert (converted / "model.safetensors").stat().st_mtime_ns == stamp  # reused, not converted again
+    prompt = tokenizer("The capital of France is", return_tensors="pt")
+    output = model.generate(**prompt, max_new_tokens=4, do_sample=False)
+    assert "Paris" in tokenizer.decode(output[0])
