@@ -1,7 +1,8 @@
 """Peak memory of reading a large Stack Exchange dump: graphctx's streaming pipeline vs a whole-tree parse.
 
 Generates a dump of at least ``--mb`` megabytes by repeating the real cardano posts under fresh ids (so
-questions, accepted answers and duplicate links keep their real shapes; titles get a copy number), then, each in its own process:
+questions, accepted answers and duplicate links keep their real shapes; titles get a copy number), then,
+each in its own process:
 graphctx's full pipeline (``prepare_qa_dataset``: stream, join, clean, filter, split, save) on a dump of
 ``--mb / 5`` and of ``--mb``, and ``xml.etree.ElementTree.parse`` of the big dump (what a loader that reads
 the whole tree does). Prints one JSON object as its last line.
