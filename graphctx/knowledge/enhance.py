@@ -1,0 +1,213 @@
+"""KG-driven context enhancement (the paper's second stage), batched and cached.
+
+For a query with retrieved pairs C:
+
+1. τ^init: triplets extracted from each pair (question + accepted answer) by the configured extractor;
+2. Ent(C): heads and tails of τ^init, plus KG labels mentioned in C (``link_mentions``), normalised and
+   linked to KG ids;
+3. one hop: every labelled edge leaving a linked entity;
+4. τ' = { (h, r, t) in one hop : t ∈ Ent(C) }  and  τ^f = τ^init ∪ τ';
+5. S = verbalise(τ^f), KG facts τ' first (they are the new information; τ^init restates C and is trimmed
+   first), and C_enc = C ⊕ S under ``token_budget``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from graphctx.cache import cache_root, fingerprint, write_json_atomic
+from graphctx.knowledge.budget import QAPair, TokenCounter, build_token_counter, fit_budget, render
+from graphctx.knowledge.entities import EntitySet
+from graphctx.knowledge.kg import SparqlKnowledgeGraph, build_knowledge_graph
+from graphctx.knowledge.mentions import MentionMatcher
+from graphctx.knowledge.settings import KnowledgeSettings
+from graphctx.knowledge.sparql import KGFact
+from graphctx.knowledge.triplets import Triplet, TripletExtractor, build_extractor
+from graphctx.knowledge.verbalise import Sentence, fact_to_triplet, verbalise
+
+CONTEXT_FORMAT = 1
+"""Bump when the enhanced context changes shape: part of the cache key."""
+
+
+@dataclass(frozen=True)
+class EnhancedContext:
+    """C_enc for one query: the text, the pairs and sentences kept under the budget, and all of τ^f."""
+
+    text: str
+    pairs: list[QAPair]
+    triplets: list[Triplet]
+    sentences: list[Sentence]
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, payload: dict[str, Any]) -> EnhancedContext:
+        return cls(
+            text=payload["text"],
+            pairs=[QAPair(**p) for p in payload["pairs"]],
+            triplets=[Triplet(**t) for t in payload["triplets"]],
+            sentences=[Sentence(s["text"], Triplet(**s["triplet"])) for s in payload["sentences"]],
+        )
+
+
+def filter_one_hop(facts: Sequence[KGFact], entities: EntitySet) -> list[KGFact]:
+    """τ': the one-hop facts whose tail is in Ent(C) (by KG id, else by normalised label); no self-loops."""
+    return [f for f in facts if f.tail_id != f.head_id and entities.contains(f.tail_id, f.tail_label)]
+
+
+def combine(
+    extracted: Sequence[Triplet], kg_triplets: Sequence[Triplet], include_extracted: bool
+) -> list[Triplet]:
+    """τ^f = τ' ∪ τ^init (KG facts first), duplicates removed, order kept."""
+    return list(dict.fromkeys([*kg_triplets, *(extracted if include_extracted else ())]))
+
+
+class Enhancer:
+    """Turns (query, retrieved pairs) into :class:`EnhancedContext`; see the module docstring."""
+
+    def __init__(
+        self,
+        settings: KnowledgeSettings,
+        extractor: TripletExtractor,
+        kg: SparqlKnowledgeGraph,
+        matcher: MentionMatcher | None,
+        count_tokens: TokenCounter,
+        cache_dir: Path | None = None,
+    ) -> None:
+        self.settings = settings
+        self.extractor = extractor
+        self.kg = kg
+        self.matcher = matcher
+        self.count_tokens = count_tokens
+        self.cache_dir = cache_dir
+
+    @classmethod
+    def from_settings(cls, settings: KnowledgeSettings) -> Enhancer:
+        """Build the extractor, the KG backend, the mention matcher and the token counter."""
+        from graphctx.knowledge.mentions import english_words
+        from graphctx.knowledge.spacy_extractor import SpacyExtractor
+        from graphctx.knowledge.store import load_gazetteer
+
+        extractor = build_extractor(settings)
+        matcher = None
+        if settings.link_mentions:
+            if isinstance(extractor, SpacyExtractor) and extractor.matcher is not None:
+                matcher = extractor.matcher
+            else:
+                import spacy
+
+                matcher = MentionMatcher(
+                    load_gazetteer(settings), english_words(spacy.load(settings.spacy_model))
+                )
+        return cls(
+            settings,
+            extractor,
+            build_knowledge_graph(settings),
+            matcher,
+            build_token_counter(settings.tokenizer),
+            cache_root(settings.cache_dir or None) / "enhanced",
+        )
+
+    def _cache_file(self, query: str, pairs: Sequence[QAPair]) -> Path | None:
+        if self.cache_dir is None:
+            return None
+        relevant = {
+            k: v for k, v in dataclasses.asdict(self.settings).items() if k not in {"batch_size", "device"}
+        }
+        kg_identity = str(getattr(self.kg, "path", getattr(getattr(self.kg, "client", None), "endpoint", "")))
+        key = fingerprint(
+            CONTEXT_FORMAT,
+            relevant,
+            self.kg.name,
+            Path(kg_identity).name or kg_identity,
+            query,
+            [dataclasses.asdict(p) for p in pairs],
+        )
+        return self.cache_dir / f"{key}.json"
+
+    def enhance(self, query: str, pairs: Sequence[QAPair]) -> EnhancedContext:
+        """C_enc for one query (see :meth:`enhance_batch`)."""
+        return self.enhance_batch([query], [pairs])[0]
+
+    def enhance_batch(
+        self, queries: Sequence[str], pairs_per_query: Sequence[Sequence[QAPair]]
+    ) -> list[EnhancedContext]:
+        """C_enc for each query: one extraction pass over all pair texts, one link and one one-hop query."""
+        if len(queries) != len(pairs_per_query):
+            raise ValueError(f"{len(queries)} queries but {len(pairs_per_query)} lists of retrieved pairs")
+        results: list[EnhancedContext | None] = []
+        todo: list[int] = []
+        for index, (query, pairs) in enumerate(zip(queries, pairs_per_query, strict=True)):
+            cache_file = self._cache_file(query, pairs)
+            if cache_file is not None and cache_file.is_file():
+                results.append(EnhancedContext.from_json(json.loads(cache_file.read_text())))
+            else:
+                results.append(None)
+                todo.append(index)
+        for index, context in zip(todo, self._compute([pairs_per_query[i] for i in todo]), strict=True):
+            results[index] = context
+            cache_file = self._cache_file(queries[index], pairs_per_query[index])
+            if cache_file is not None:
+                write_json_atomic(cache_file, context.to_json())
+        return [r for r in results if r is not None]
+
+    def _extract(self, pairs_per_query: Sequence[Sequence[QAPair]]) -> dict[str, list[Triplet]]:
+        texts = list(dict.fromkeys(f"{p.question}\n\n{p.answer}" for pairs in pairs_per_query for p in pairs))
+        if not self.settings.enabled or not texts:
+            return {}
+        return dict(zip(texts, self.extractor.extract(texts), strict=True))
+
+    def _compute(self, pairs_per_query: Sequence[Sequence[QAPair]]) -> list[EnhancedContext]:
+        extracted = self._extract(pairs_per_query)
+        surfaces_per_query: list[list[str]] = []
+        init_per_query: list[list[Triplet]] = []
+        for pairs in pairs_per_query:
+            init: list[Triplet] = []
+            mentions: list[str] = []
+            for rank, pair in enumerate(pairs):
+                text = f"{pair.question}\n\n{pair.answer}"
+                init += [
+                    dataclasses.replace(t, source=f"{t.source}@pair={rank}") for t in extracted.get(text, [])
+                ]
+                if self.matcher is not None and self.settings.enabled:
+                    mentions += self.matcher.find(text)
+            init_per_query.append(init)
+            surfaces_per_query.append([*EntitySet.surfaces_of(init), *mentions])
+        links = (
+            self.kg.link({s for surfaces in surfaces_per_query for s in surfaces})
+            if self.settings.enabled
+            else {}
+        )
+        entity_sets = [EntitySet.from_surfaces(surfaces, links) for surfaces in surfaces_per_query]
+        head_ids = [
+            sorted({i for e in entities.linked()[: self.settings.max_entities] for i in e.ids})
+            for entities in entity_sets
+        ]
+        facts_by_head: dict[str, list[KGFact]] = {}
+        for fact in self.kg.one_hop(sorted({i for ids in head_ids for i in ids})):
+            facts_by_head.setdefault(fact.head_id, []).append(fact)
+        contexts = []
+        for pairs, init, entities, ids in zip(
+            pairs_per_query, init_per_query, entity_sets, head_ids, strict=True
+        ):
+            facts = filter_one_hop([f for i in ids for f in facts_by_head.get(i, [])], entities)
+            kg_triplets = list(dict.fromkeys(fact_to_triplet(f, self.kg.name) for f in facts))
+            triplets = (
+                combine(init, kg_triplets, self.settings.include_extracted) if self.settings.enabled else []
+            )
+            kept_pairs, sentences = fit_budget(
+                pairs, verbalise(triplets), self.settings.token_budget, self.count_tokens
+            )
+            contexts.append(EnhancedContext(render(kept_pairs, sentences), kept_pairs, triplets, sentences))
+        return contexts
+
+
+def build_enhancer(settings: KnowledgeSettings) -> Enhancer:
+    """The :class:`Enhancer` for ``settings`` (loads models, builds or opens the KG store)."""
+    return Enhancer.from_settings(settings)

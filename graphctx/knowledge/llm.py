@@ -1,0 +1,183 @@
+"""Triplet extraction by prompting a causal LM (the answer model itself), with a forgiving parser.
+
+The prompt (``LLM_TRIPLET_PROMPT``) asks for one ``(subject | relation | object)`` per line. Small models
+drift from any format, so :func:`parse_llm_triplets` also accepts JSON lists/objects, numbered or bulleted
+lines, ``;``/``,``/``->`` separators, quotes, and REBEL's linearised form; everything else is ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from graphctx.knowledge.rebel import parse_rebel_output
+from graphctx.knowledge.settings import KnowledgeSettings
+from graphctx.knowledge.text import strip_code_blocks
+from graphctx.knowledge.triplets import Triplet
+
+LLM_TRIPLET_PROMPT = (
+    "Extract the facts stated in the text below as triplets.\n"
+    "Write one triplet per line in the form (subject | relation | object).\n"
+    "Subjects and objects are short names (software, packages, commands, concepts); the relation is a "
+    "short verb phrase. Write nothing else.\n\n"
+    "Text:\n{text}\n\nTriplets:\n"
+)
+"""The instruction sent to the LM; ``{text}`` is one retrieved question/answer pair (code removed)."""
+
+MAX_PART_CHARS = 100
+"""Longer heads, relations or tails are sentences, not entities: such lines are dropped."""
+
+_BULLET = re.compile(r"^\s*(?:[-*•>]+|\(?\d+[.):]|triplet\s*\d*\s*:)\s*", re.IGNORECASE)
+_SEPARATORS = (re.compile(r"\s*\|\s*"), re.compile(r"\s*;\s*"), re.compile(r"\s*(?:->|→|=>)\s*"))
+_LABELLED = re.compile(
+    r"(?:subject|head)\s*[:=]\s*(?P<head>.+?)\s*[,;|]\s*(?:relation|predicate|verb)\s*[:=]\s*(?P<rel>.+?)"
+    r"\s*[,;|]\s*(?:object|tail)\s*[:=]\s*(?P<tail>.+)",
+    re.IGNORECASE,
+)
+_STRIP_CHARS = " \t\"'`()[]{}<>.,"
+_KEYS = {
+    "head": ("head", "subject", "s"),
+    "relation": ("relation", "predicate", "r", "p"),
+    "tail": ("tail", "object", "o"),
+}
+
+
+def _clean(part: str) -> str:
+    return " ".join(part.strip(_STRIP_CHARS).split())
+
+
+def _accept(parts: Sequence[Any]) -> tuple[str, str, str] | None:
+    if len(parts) != 3 or not all(isinstance(p, str) for p in parts):
+        return None
+    head, relation, tail = (_clean(p) for p in parts)
+    if head and relation and tail and max(len(head), len(relation), len(tail)) <= MAX_PART_CHARS:
+        return head, relation, tail
+    return None
+
+
+def _from_json(value: Any) -> list[tuple[str, str, str]]:
+    items = value if isinstance(value, list) else [value]
+    found = []
+    for item in items:
+        if isinstance(item, dict):
+            lowered = {str(k).lower(): v for k, v in item.items()}
+            parts = [next((lowered[k] for k in keys if k in lowered), None) for keys in _KEYS.values()]
+            triplet = _accept(parts)
+        else:
+            triplet = _accept(item) if isinstance(item, list | tuple) else None
+        if triplet:
+            found.append(triplet)
+    return found
+
+
+def _from_line(line: str) -> tuple[str, str, str] | None:
+    line = _BULLET.sub("", line).strip()
+    labelled = _LABELLED.search(line)
+    if labelled:
+        return _accept([labelled["head"], labelled["rel"], labelled["tail"]])
+    line = line.strip(" \t.")
+    if line.startswith(("(", "[")) and line.endswith((")", "]")):
+        line = line[1:-1]
+    for separator in _SEPARATORS:
+        parts = separator.split(line)
+        if len(parts) == 3:
+            return _accept(parts)
+    parts = [p for p in re.split(r"\s*,\s*", line) if p]
+    return _accept(parts) if len(parts) == 3 else None
+
+
+def parse_llm_triplets(text: str) -> list[tuple[str, str, str]]:
+    """Every well-formed triplet in an LM reply, in order, duplicates removed (see module docstring)."""
+    if "<triplet>" in text:
+        return parse_rebel_output(text)
+    found: list[tuple[str, str, str]] = []
+    start, end = text.find("["), text.rfind("]")
+    brace_start, brace_end = text.find("{"), text.rfind("}")
+    for begin, finish in ((start, end), (brace_start, brace_end)):
+        if 0 <= begin < finish:
+            try:
+                found = _from_json(json.loads(text[begin : finish + 1]))
+            except json.JSONDecodeError:
+                continue
+            if found:
+                break
+    if not found:
+        for line in text.splitlines():
+            if found and re.match(r"\s*(text|question|answer)\s*:", line, re.IGNORECASE):
+                break  # the model started a new example of its own
+            triplet = _from_line(line)
+            if triplet:
+                found.append(triplet)
+    return list(dict.fromkeys(found))
+
+
+class LLMExtractor:
+    """Prompt any transformers causal LM for triplets, batched greedy decoding with left padding."""
+
+    name = "llm"
+
+    def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int = 128, batch_size: int = 8) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.max_new_tokens = max_new_tokens
+        self.batch_size = batch_size
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+
+    @classmethod
+    def from_pretrained(cls, settings: KnowledgeSettings) -> LLMExtractor:
+        """Load ``settings.llm_model`` (optionally a GGUF file inside it) onto ``settings.device``."""
+        if not settings.llm_model:
+            raise ValueError("knowledge.llm_model: set the causal LM id or folder to use extractor=llm")
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        gguf = {"gguf_file": settings.llm_gguf_file} if settings.llm_gguf_file else {}
+        tokenizer = AutoTokenizer.from_pretrained(settings.llm_model, **gguf)
+        model = AutoModelForCausalLM.from_pretrained(settings.llm_model, **gguf).to(settings.device)
+        return cls(
+            model, tokenizer, max_new_tokens=settings.llm_max_new_tokens, batch_size=settings.batch_size
+        )
+
+    def prompt(self, text: str) -> str:
+        """The full model input for one text: the instruction, wrapped in the chat template if any."""
+        message = LLM_TRIPLET_PROMPT.format(text=strip_code_blocks(text).strip())
+        if getattr(self.tokenizer, "chat_template", None):
+            return self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": message}], add_generation_prompt=True, tokenize=False
+            )
+        return message
+
+    @torch.inference_mode()
+    def generate(self, texts: Sequence[str]) -> list[str]:
+        """The LM's raw replies, one per text."""
+        replies: list[str] = []
+        device = next(self.model.parameters()).device
+        for start in range(0, len(texts), self.batch_size):
+            prompts = [self.prompt(t) for t in texts[start : start + self.batch_size]]
+            # A chat template already writes BOS and role markers; a raw prompt needs the tokenizer's.
+            templated = bool(getattr(self.tokenizer, "chat_template", None))
+            inputs = self.tokenizer(
+                prompts, padding=True, return_tensors="pt", add_special_tokens=not templated
+            )
+            inputs = inputs.to(device)
+            output = self.model.generate(
+                **inputs,
+                max_new_tokens=self.max_new_tokens,
+                do_sample=False,
+                pad_token_id=self.tokenizer.pad_token_id,
+            )
+            new_tokens = output[:, inputs["input_ids"].shape[1] :]
+            replies.extend(self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True))
+        return replies
+
+    def extract(self, texts: Sequence[str]) -> list[list[Triplet]]:
+        """One list of triplets per text, parsed forgivingly from the LM's reply."""
+        return [
+            [Triplet(h, r, t, self.name) for h, r, t in parse_llm_triplets(reply)]
+            for reply in self.generate(texts)
+        ]

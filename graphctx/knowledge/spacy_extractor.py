@@ -1,0 +1,117 @@
+"""Offline triplets from spaCy's dependency parse: subject–verb–object over noun chunks.
+
+For every verb (or copula) with a nominal subject, each direct object / attribute gives
+``(subject, verb lemma, object)`` and each prepositional object gives ``(subject, verb lemma + preposition,
+object)``; passives read ``be <participle> <prep>``, negation adds ``not``. Subjects and objects are the
+noun chunks around the tokens; pronouns, wh-words and stop-word-only phrases are skipped. Phrases that
+name a KG label (software, Debian package) are replaced by that label, which links them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import spacy
+from spacy.lang.en.stop_words import STOP_WORDS
+from spacy.language import Language
+from spacy.tokens import Doc, Span, Token
+
+from graphctx.knowledge.entities import normalise_entity
+from graphctx.knowledge.mentions import MentionMatcher, english_words
+from graphctx.knowledge.text import strip_code_blocks
+from graphctx.knowledge.triplets import Triplet
+
+SUBJECT_DEPS = {"nsubj", "nsubjpass"}
+OBJECT_DEPS = {"dobj", "attr", "oprd"}
+MAX_PHRASE_TOKENS = 6
+
+
+def _phrase(token: Token, chunks: Mapping[int, Span]) -> Span | None:
+    """The noun chunk holding ``token`` (leading determiners/possessives dropped), if it is informative."""
+    if token.pos_ == "PRON" or token.tag_ in {"WP", "WDT", "WRB"}:
+        return None
+    span = chunks.get(token.i) or token.doc[token.i : token.i + 1]
+    while len(span) > 1 and (span[0].pos_ in {"DET", "PRON"} or span[0].tag_ == "PRP$"):
+        span = span[1:]
+    if len(span) > MAX_PHRASE_TOKENS or all(t.is_stop or t.is_punct for t in span):
+        return None
+    return span
+
+
+def _subjects(verb: Token) -> list[Token]:
+    subjects = [c for c in verb.children if c.dep_ in SUBJECT_DEPS]
+    if not subjects and verb.dep_ in {"conj", "xcomp"} and verb.head is not verb:
+        return _subjects(verb.head)  # "X downloads and installs Y": installs inherits X
+    return subjects
+
+
+def svo_triplets(doc: Doc) -> list[tuple[str, str, str]]:
+    """(subject, relation, object) phrases of one parsed document, in text order, without duplicates."""
+    chunks = {token.i: chunk for chunk in doc.noun_chunks for token in chunk}
+    found: list[tuple[str, str, str]] = []
+    for verb in doc:
+        if verb.pos_ not in {"VERB", "AUX"}:
+            continue
+        subjects = [s for s in (_phrase(t, chunks) for t in _subjects(verb)) if s is not None]
+        if not subjects:
+            continue
+        passive = any(c.dep_ == "nsubjpass" for c in verb.children)
+        negated = any(c.dep_ == "neg" for c in verb.children)
+        particle = " ".join(c.text.lower() for c in verb.children if c.dep_ == "prt")
+        base = " ".join(
+            p
+            for p in (
+                "not" if negated else "",
+                "be" if passive else "",
+                verb.text.lower() if passive else verb.lemma_.lower(),
+                particle,
+            )
+            if p
+        )
+        objects: list[tuple[str, Token]] = [(base, c) for c in verb.children if c.dep_ in OBJECT_DEPS]
+        for prep in (c for c in verb.children if c.dep_ in {"prep", "agent"}):
+            objects += [(f"{base} {prep.text.lower()}", o) for o in prep.children if o.dep_ == "pobj"]
+        for relation, obj in objects:
+            tail = _phrase(obj, chunks)
+            if tail is None:
+                continue
+            for head in subjects:
+                triplet = (head.text, relation, tail.text)
+                if head.text != tail.text and triplet not in found:
+                    found.append(triplet)
+    return found
+
+
+class SpacyExtractor:
+    """Batched spaCy SVO extraction with KG-label canonicalisation of heads and tails."""
+
+    name = "spacy"
+
+    def __init__(self, nlp: Language, matcher: MentionMatcher | None = None, batch_size: int = 32) -> None:
+        self.nlp = nlp
+        self.matcher = matcher
+        self.batch_size = batch_size
+
+    @classmethod
+    def load(cls, model: str, gazetteer: Mapping[str, Mapping[str, str]] | None = None) -> SpacyExtractor:
+        """Load the spaCy pipeline ``model``; with a gazetteer, heads/tails naming KG labels are linked."""
+        nlp = spacy.load(model)
+        matcher = MentionMatcher(gazetteer, english_words(nlp)) if gazetteer is not None else None
+        return cls(nlp, matcher)
+
+    def canonical(self, phrase: str) -> str:
+        """The KG label a phrase names (``postgres`` → ``PostgreSQL``), else the phrase itself."""
+        label = self.matcher.prose_label(phrase) if self.matcher is not None else None
+        return label or phrase
+
+    def extract(self, texts: Sequence[str]) -> list[list[Triplet]]:
+        """One list of triplets per text (prose only: fenced code is not parsed)."""
+        results = []
+        for doc in self.nlp.pipe((strip_code_blocks(t) for t in texts), batch_size=self.batch_size):
+            triplets = []
+            for head, relation, tail in svo_triplets(doc):
+                triplet = Triplet(self.canonical(head), relation, self.canonical(tail), self.name)
+                if triplet not in triplets and normalise_entity(triplet.head) not in STOP_WORDS:
+                    triplets.append(triplet)
+            results.append(triplets)
+        return results
