@@ -50,7 +50,8 @@ class AutoAIS(RowScoreMetric):
         pair_premises = [p for p, hyps in zip(premises, rows, strict=True) for _ in hyps]
         pair_hypotheses = [h for hyps in rows for h in hyps]
         lengths = iter(self.judge.input_lengths(pair_premises, pair_hypotheses))
-        too_long = [any(next(lengths) > self.judge.max_input_tokens for _ in hyps) for hyps in rows]
+        row_lengths = [[next(lengths) for _ in hyps] for hyps in rows]
+        too_long = [any(length > self.judge.max_input_tokens for length in row) for row in row_lengths]
 
         judged_premises = [
             p for p, hyps, long in zip(premises, rows, too_long, strict=True) if not long for _ in hyps

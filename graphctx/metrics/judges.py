@@ -119,7 +119,7 @@ class T5NliJudge:
             )
             decoded = self.tokenizer.batch_decode(generated, skip_special_tokens=True)
             entailed.extend(text.strip() == "1" for text in decoded)
-            labels = self.entailed_ids.to(self.model.device).expand(len(decoded), -1)
+            labels = self.entailed_ids.to(self.model.device).repeat(len(decoded), 1)
             log_probs = self.model(**batch, labels=labels).logits.float().log_softmax(-1)
             soft.append(log_probs.gather(-1, labels.unsqueeze(-1)).squeeze(-1).sum(-1).exp().cpu())
         return torch.tensor(entailed, dtype=torch.bool), torch.cat(soft) if soft else torch.empty(0)

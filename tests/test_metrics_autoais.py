@@ -1,0 +1,210 @@
+"""AutoAIS: the exact judge inputs, the T5 NLI and causal-LM judges on tiny random models, sentence mode,
+premises that are too long, and state merging."""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    T5Config,
+    T5ForConditionalGeneration,
+    T5Tokenizer,
+)
+
+from graphctx.metrics import AutoAIS, AutoAISSettings, CausalLMJudge, T5NliJudge, build_judge, nli_input
+from graphctx.model.loading import build_tiny_random, packaged_llama_sentencepiece
+from graphctx.model.settings import TINY_RANDOM, ModelSpec
+
+QUESTION = "How do I delegate ADA?"
+PREMISE = (
+    "To delegate ADA, open Daedalus or Yoroi, pick a stake pool and sign a delegation certificate. "
+    "The deposit of 2 ADA is returned when you deregister."
+)
+ANSWER = "Pick a stake pool in your wallet and sign a delegation certificate. The deposit is 2 ADA."
+
+
+@pytest.fixture(scope="module")
+def t5_folder(tmp_path_factory) -> Path:
+    """A tiny random T5 with a real SentencePiece T5 tokenizer (the packaged Llama piece model)."""
+    folder = tmp_path_factory.mktemp("tiny-t5")
+    shutil.copy(packaged_llama_sentencepiece(), folder / "spiece.model")
+    tokenizer = T5Tokenizer.from_pretrained(folder, model_max_length=512)
+    config = T5Config(
+        vocab_size=len(tokenizer),
+        d_model=32,
+        d_kv=8,
+        d_ff=64,
+        num_layers=2,
+        num_heads=4,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.pad_token_id,
+    )
+    torch.manual_seed(0)
+    T5ForConditionalGeneration(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def t5_judge(t5_folder) -> T5NliJudge:
+    judge = build_judge(AutoAISSettings(model=str(t5_folder), device="cpu", batch_size=2, max_new_tokens=1))
+    assert isinstance(judge, T5NliJudge)
+    return judge
+
+
+@pytest.fixture(scope="module")
+def llama_judge(tmp_path_factory) -> CausalLMJudge:
+    cache = str(tmp_path_factory.mktemp("cache"))
+    judge = build_judge(AutoAISSettings(model=TINY_RANDOM, device="cpu", batch_size=3), cache_dir=cache)
+    assert isinstance(judge, CausalLMJudge)
+    return judge
+
+
+def test_judge_input_is_the_autoais_string_byte_for_byte(t5_judge):
+    metric = AutoAIS(t5_judge)
+    (hypothesis,) = metric.hypotheses(QUESTION, ANSWER)
+    assert hypothesis == (
+        "The answer to the question 'How do I delegate ADA?' is 'Pick a stake pool in your wallet and sign "
+        "a delegation certificate. The deposit is 2 ADA.'"
+    )
+    assert nli_input("P.", "H.") == "premise: P. hypothesis: H."
+    assert t5_judge.texts([PREMISE], [hypothesis]) == [f"premise: {PREMISE} hypothesis: {hypothesis}"]
+
+
+def _generated_text_is_one(judge: T5NliJudge, text: str) -> bool:
+    encoded = judge.tokenizer(text, return_tensors="pt")
+    generated = judge.model.generate(**encoded, max_new_tokens=1, do_sample=False)
+    return judge.tokenizer.decode(generated[0], skip_special_tokens=True).strip() == "1"
+
+
+def test_t5_judge_entails_iff_the_generated_text_is_1(t5_judge):
+    one = t5_judge.tokenizer("1", add_special_tokens=False)["input_ids"][-1]
+    everything_but_one = [i for i in range(t5_judge.model.config.vocab_size) if i != one]
+    premises, hypotheses = [PREMISE, "Short premise."], ["A hypothesis.", "Another, longer hypothesis here."]
+    texts = t5_judge.texts(premises, hypotheses)
+    config = t5_judge.model.generation_config
+    try:
+        config.suppress_tokens = everything_but_one  # the model can only say "1"
+        entailed, _ = t5_judge.judge(premises, hypotheses)
+        assert entailed.tolist() == [True, True] == [_generated_text_is_one(t5_judge, t) for t in texts]
+        config.suppress_tokens = [one]  # the model can say anything but "1"
+        entailed, _ = t5_judge.judge(premises, hypotheses)
+        assert entailed.tolist() == [False, False] == [_generated_text_is_one(t5_judge, t) for t in texts]
+    finally:
+        config.suppress_tokens = None
+
+
+def test_t5_soft_score_is_p1_under_teacher_forcing(t5_judge):
+    premises, hypotheses = (
+        [PREMISE, "Short."],
+        ["A hypothesis.", "Another hypothesis, longer than the first."],
+    )
+    _, soft = t5_judge.judge(premises, hypotheses)  # one padded batch of two
+    label = t5_judge.tokenizer("1", add_special_tokens=False, return_tensors="pt")["input_ids"]
+    for text, score in zip(t5_judge.texts(premises, hypotheses), soft, strict=True):
+        encoded = t5_judge.tokenizer(text, return_tensors="pt")
+        with torch.no_grad():
+            logits = t5_judge.model(**encoded, labels=label).logits[0]
+        expected = logits.log_softmax(-1).gather(-1, label[0, :, None]).sum().exp()
+        assert score.item() == pytest.approx(expected.item(), rel=1e-4)
+        assert 0 < score < 1
+
+
+def test_causal_judge_scores_p1_against_p0_at_the_reply(llama_judge):
+    premises = [PREMISE, "Short premise.", "Another premise of medium length here."]
+    hypotheses = ["First hypothesis.", "Second.", "Third hypothesis."]
+    entailed, soft = llama_judge.judge(premises, hypotheses)  # one left-padded batch of three
+    tokenizer = llama_judge.tokenizer
+    assert not tokenizer.chat_template
+    for premise, hypothesis, score, decided in zip(premises, hypotheses, soft, entailed, strict=True):
+        prompt = llama_judge.prompt(premise, hypothesis)
+        assert prompt.endswith(f"{nli_input(premise, hypothesis)}\nAnswer:")
+        with_one = tokenizer(prompt + " 1", add_special_tokens=False)["input_ids"]
+        with_zero = tokenizer(prompt + " 0", add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            logits = llama_judge.model(torch.tensor([with_one[:-1]])).logits[0, -1]
+        expected = torch.stack([logits[with_one[-1]], logits[with_zero[-1]]]).softmax(-1)[0]
+        assert score.item() == pytest.approx(expected.item(), abs=1e-5)
+        assert decided.item() == (expected.item() > 0.5)
+
+
+def test_causal_judge_output_is_labelled(llama_judge):
+    metric = AutoAIS(llama_judge)
+    metric.update([QUESTION], [ANSWER], [PREMISE])
+    assert set(metric.compute()) == {
+        "autoais[causal-lm-judge]",
+        "autoais_soft[causal-lm-judge]",
+        "autoais_premise_too_long[causal-lm-judge]",
+    }
+    assert set(metric.per_row()) == {"autoais[causal-lm-judge]", "autoais_soft[causal-lm-judge]"}
+
+
+def test_sentence_mode_scores_the_fraction_of_entailed_sentences(llama_judge):
+    metric = AutoAIS(llama_judge, AutoAISSettings(mode="sentence"))
+    answer = "Pick a stake pool in your wallet. Sign the delegation certificate! Is the deposit 2 ADA?"
+    sentences = metric.hypotheses(QUESTION, answer)
+    assert sentences == [
+        "Pick a stake pool in your wallet.",
+        "Sign the delegation certificate!",
+        "Is the deposit 2 ADA?",
+    ]
+    metric.update([QUESTION, QUESTION], [answer, ""], [PREMISE, PREMISE])
+    entailed, soft = llama_judge.judge([PREMISE] * 3, sentences)
+    rows = metric.per_row()
+    assert rows["autoais[causal-lm-judge]"].tolist() == pytest.approx([entailed.double().mean().item(), 0.0])
+    assert rows["autoais_soft[causal-lm-judge]"].tolist() == pytest.approx([soft.double().mean().item(), 0.0])
+
+
+@pytest.mark.parametrize("mode", ["answer", "sentence"])
+def test_too_long_premises_are_counted_and_left_out_never_cut(t5_folder, t5_judge, mode):
+    settings = AutoAISSettings(mode=mode)
+    short_metric = AutoAIS(t5_judge, settings)
+    long_premise = " ".join([PREMISE] * 20)
+    pairs = [(p, h) for h in short_metric.hypotheses(QUESTION, ANSWER) for p in (PREMISE, long_premise)]
+    lengths = t5_judge.input_lengths(*zip(*pairs, strict=True))
+    limit = max(length for (p, _), length in zip(pairs, lengths, strict=True) if p == PREMISE)
+    assert limit < min(length for (p, _), length in zip(pairs, lengths, strict=True) if p == long_premise)
+
+    tokenizer = AutoTokenizer.from_pretrained(t5_folder)
+    limited = T5NliJudge(t5_judge.model, tokenizer, max_input_tokens=limit, max_new_tokens=1)
+    metric = AutoAIS(limited, settings)
+    metric.update([QUESTION, QUESTION], [ANSWER, ANSWER], [long_premise, PREMISE])
+    short_metric.update([QUESTION], [ANSWER], [PREMISE])
+
+    rows = metric.per_row()
+    assert math.isnan(rows["autoais"][0]) and math.isnan(rows["autoais_soft"][0])
+    assert rows["autoais_soft"][1].item() == pytest.approx(short_metric.per_row()["autoais_soft"][0].item())
+    result = metric.compute()
+    assert result["autoais_premise_too_long"].item() == 1
+    assert result["autoais_soft"].item() == pytest.approx(rows["autoais_soft"][1].item())
+
+
+def test_two_ranks_merge_to_the_single_process_result(llama_judge):
+    questions = [QUESTION, "What is a stake pool?", "Why is there a deposit?", "Can I undelegate?"]
+    answers = [ANSWER, "A server that runs a node.", "It pays for the ledger entry.", "Yes, any time."]
+    premises = [PREMISE] * 4
+    single, rank0, rank1 = (AutoAIS(llama_judge) for _ in range(3))
+    single.update(questions, answers, premises)
+    rank0.update(questions[:1], answers[:1], premises[:1])
+    rank1.update(questions[1:], answers[1:], premises[1:])
+    rank1.merge_state(rank0)
+    for key, value in single.compute().items():
+        torch.testing.assert_close(rank1.compute()[key], value)
+    for key, rows in single.per_row().items():
+        torch.testing.assert_close(rank1.per_row()[key], rows)
+
+
+def test_build_judge_reads_sources_like_the_model_spec(tmp_path):
+    folder = build_tiny_random(ModelSpec(source=TINY_RANDOM, cache_dir=str(tmp_path)))
+    judge = build_judge(AutoAISSettings(model=str(folder), device="cpu"))
+    assert isinstance(judge, CausalLMJudge)
+    assert (
+        judge.max_input_tokens == AutoModelForCausalLM.from_pretrained(folder).config.max_position_embeddings
+    )
