@@ -1,0 +1,266 @@
+"""Personalized PageRank retrieval: networkx per query (the paper) vs igraph/prpack per query (HippoRAG) vs
+graphctx batched, on one pool graph and one query set.
+
+    python benchmarks/retrieval.py --pool 20000 --queries 2000 --device cpu
+    python benchmarks/retrieval.py --pool 1000000 --dim 1024 --queries 10000 --device cuda \
+        --networkx-queries 0 --igraph-queries 0
+
+Embeddings are clustered synthetic unit vectors (each point is its cluster centre plus noise of a
+per-point scale, so degrees range from isolated to dense hubs); with ``--real`` they are the packaged
+MiniLM's embeddings of the real cardano questions (pool + queries must fit in the 1,042 questions).
+The baselines run on a random sample of the queries (they are slow); ``topk_agreement`` compares
+graphctx's top-k with networkx's on that sample, rank by rank, skipping ranks whose networkx score is tied
+with a neighbour (relative gap < 1e-6) and ranks beyond the nodes reachable from the query (networkx
+orders those by query-independent leftover mass). All three rank from the same query edges; computing
+those (one chunked product of queries × pool) is timed apart as ``query_edges_ms_per_query``.
+Progress goes to stderr; the last stdout line is JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from graphctx.retrieval.graph import build_question_graph, degree_stats, query_edges
+from graphctx.retrieval.pagerank import PoolPageRank
+from graphctx.retrieval.settings import RetrievalSettings
+
+
+def log(message: str) -> None:
+    print(f"[retrieval-bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def clustered_embeddings(
+    count: int, dim: int, clusters: int, noise: tuple[float, float], seed: int, device: torch.device
+) -> torch.Tensor:
+    """Unit vectors ``normalise(centre + s·g/√dim)``: cluster sizes vary (lognormal weights), and the
+    per-point noise ``s`` (uniform in ``noise``) sets how many neighbours a point has above the threshold."""
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    centres = torch.nn.functional.normalize(torch.randn(clusters, dim, generator=generator), dim=1)
+    weights = torch.exp(torch.randn(clusters, generator=torch.Generator().manual_seed(0)))
+    members = torch.multinomial(weights, count, replacement=True, generator=generator)
+    scale = torch.empty(count, 1).uniform_(*noise, generator=generator)
+    embeddings = torch.empty(count, dim, device=device)
+    for start in range(0, count, 65536):  # bounded host memory for a million points
+        stop = min(start + 65536, count)
+        points = centres[members[start:stop]] + scale[start:stop] * torch.randn(
+            stop - start, dim, generator=generator
+        ) / math.sqrt(dim)
+        embeddings[start:stop] = torch.nn.functional.normalize(points, dim=1).to(device)
+    return embeddings
+
+
+def real_embeddings(pool: int, queries: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """MiniLM embeddings of real cardano questions (pool first, queries after)."""
+    from graphctx.data import load_qa_dataset
+    from graphctx.data.settings import DatasetSettings
+    from graphctx.retrieval.embeddings import embed_texts
+
+    dataset = load_qa_dataset(DatasetSettings())
+    texts = [text for split in dataset.values() for text in split["question"]]
+    if pool + queries > len(texts):
+        raise SystemExit(f"--real: only {len(texts)} questions, asked for {pool} + {queries}")
+    embeddings = embed_texts(texts[: pool + queries], RetrievalSettings(device=str(device))).to(device)
+    return embeddings[:pool], embeddings[pool:]
+
+
+def networkx_top(graph_nx, edges: list[list[tuple[int, float]]], sample: list[int], settings, k: int):
+    """The paper's way, per query: copy the graph, add the query node, networkx.pagerank."""
+    import networkx as nx
+
+    tops, start = {}, time.perf_counter()
+    for query in sample:
+        graph = graph_nx.copy()
+        graph.add_node("q")
+        graph.add_weighted_edges_from(("q", node, weight) for node, weight in edges[query])
+        scores = nx.pagerank(
+            graph,
+            alpha=settings.alpha,
+            personalization={"q": 1},
+            max_iter=settings.max_iter,
+            tol=settings.tol,
+        )
+        reachable = nx.node_connected_component(graph, "q") - {"q"}
+        ranked = sorted(reachable, key=lambda node: -scores[node])[: k + 1]
+        tops[query] = [(node, scores[node]) for node in ranked]
+    return tops, (time.perf_counter() - start) * 1000 / max(len(sample), 1)
+
+
+def igraph_time(graph_data, edges: list[list[tuple[int, float]]], sample: list[int], settings) -> float:
+    """HippoRAG's way, per query: add the query vertex, igraph personalized_pagerank (prpack), remove it."""
+    import igraph
+
+    num_nodes = int(graph_data.num_nodes)
+    edge_index = graph_data.edge_index.cpu()
+    keep = edge_index[0] < edge_index[1]
+    graph = igraph.Graph(n=num_nodes, edges=edge_index[:, keep].T.tolist(), directed=False)
+    graph.es["weight"] = graph_data.edge_weight.cpu()[keep].tolist()
+    start = time.perf_counter()
+    for query in sample:
+        graph.add_vertices(1)
+        graph.add_edges(
+            [(num_nodes, node) for node, _ in edges[query]], {"weight": [w for _, w in edges[query]]}
+        )
+        graph.personalized_pagerank(
+            directed=False,
+            damping=settings.alpha,
+            reset_vertices=[num_nodes],
+            weights="weight",
+            implementation="prpack",
+        )
+        graph.delete_vertices(num_nodes)
+    return (time.perf_counter() - start) * 1000 / max(len(sample), 1)
+
+
+def agreement(ours: torch.Tensor, reference: dict[int, list[tuple[int, float]]], k: int) -> float | None:
+    """Fraction of comparable ranks (untied, reachable) where graphctx and networkx pick the same node."""
+    same = total = 0
+    for query, ranked in reference.items():
+        scores = [score for _, score in ranked]
+        for rank in range(min(k, len(ranked))):
+            neighbours = [scores[r] for r in (rank - 1, rank + 1) if 0 <= r < len(scores)]
+            if any(abs(scores[rank] - other) <= 1e-6 * scores[rank] for other in neighbours):
+                continue
+            total += 1
+            same += int(ours[query, rank].item() == ranked[rank][0])
+    return same / total if total else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--pool", type=int, default=20000)
+    parser.add_argument("--queries", type=int, default=2000)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--dim", type=int, default=256, help="synthetic embedding width")
+    parser.add_argument("--clusters", type=int, default=None, help="synthetic clusters (default pool/10)")
+    parser.add_argument("--noise", type=float, nargs=2, default=(0.45, 0.8), help="per-point noise range")
+    parser.add_argument("--real", action="store_true", help="MiniLM embeddings of real cardano questions")
+    parser.add_argument("--threshold", type=float, default=0.8)
+    parser.add_argument("--top-k", type=int, default=2)
+    parser.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    parser.add_argument("--chunk-size", type=int, default=4096)
+    parser.add_argument("--batch-slots", type=int, default=None, help="max_batch_slots (default per device)")
+    parser.add_argument("--networkx-queries", type=int, default=40, help="sample size (0 skips)")
+    parser.add_argument("--igraph-queries", type=int, default=400, help="sample size (0 skips)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    device = torch.device(args.device)
+    settings = RetrievalSettings(
+        device=args.device,
+        threshold=args.threshold,
+        top_k=args.top_k,
+        pagerank_dtype=args.dtype,
+        similarity_chunk_size=args.chunk_size,
+        query_batch_size=args.queries,
+        max_batch_slots=args.batch_slots or (1 << 24 if device.type == "cpu" else 1 << 30),
+    )
+    log(f"embeddings: pool {args.pool}, queries {args.queries}, device {device}")
+    if args.real:
+        pool, queries = real_embeddings(args.pool, args.queries, device)
+    else:
+        clusters = args.clusters or max(1, args.pool // 10)
+        both = clustered_embeddings(
+            args.pool + args.queries, args.dim, clusters, args.noise, args.seed, device
+        )
+        pool, queries = both[: args.pool], both[args.pool :]
+
+    synchronize(device)
+    start = time.perf_counter()
+    graph = build_question_graph(pool, settings)
+    ranker = PoolPageRank(graph, settings)
+    synchronize(device)
+    build_s = time.perf_counter() - start
+    stats = degree_stats(graph)
+    log(f"graph built in {build_s:.2f} s: {stats}")
+
+    ranker.run(query_edges(queries[:64], pool, settings))  # warm-up (kernels, allocator)
+    synchronize(device)
+    start = time.perf_counter()
+    edges = query_edges(queries, pool, settings)
+    synchronize(device)
+    edges_ms = (time.perf_counter() - start) * 1000 / args.queries
+    start = time.perf_counter()
+    result = ranker.run(edges)
+    synchronize(device)
+    graphctx_ms = (time.perf_counter() - start) * 1000 / args.queries
+    linked = int(result.linked.sum())
+    log(
+        f"graphctx: PPR {graphctx_ms:.4f} ms/query, query edges {edges_ms:.4f} ms/query; "
+        f"{linked} queries linked, iterations {int(result.iterations.max())} max, "
+        f"converged {bool(result.converged.all())}"
+    )
+
+    per_query: list[list[tuple[int, float]]] = [[] for _ in range(args.queries)]
+    for query, node, weight in zip(
+        edges.query.tolist(), edges.node.tolist(), edges.weight.tolist(), strict=True
+    ):
+        per_query[query].append((node, weight))
+    rng = np.random.default_rng(args.seed)
+    linked_ids = result.linked.nonzero()[:, 0].cpu().numpy()
+    sample = rng.permutation(linked_ids).tolist()
+
+    networkx_ms = topk = None
+    if args.networkx_queries:
+        import networkx as nx
+
+        graph_nx = nx.Graph()
+        graph_nx.add_nodes_from(range(args.pool))
+        edge_index, weight = graph.edge_index.cpu(), graph.edge_weight.cpu()
+        keep = edge_index[0] < edge_index[1]
+        graph_nx.add_weighted_edges_from(
+            zip(*edge_index[:, keep].tolist(), weight[keep].double().tolist(), strict=True)
+        )
+        reference, networkx_ms = networkx_top(
+            graph_nx, per_query, sample[: args.networkx_queries], settings, args.top_k
+        )
+        topk = agreement(result.node_ids.cpu(), reference, args.top_k)
+        log(f"networkx: {networkx_ms:.2f} ms/query on {len(reference)} queries; top-k agreement {topk}")
+    igraph_ms = None
+    if args.igraph_queries:
+        igraph_ms = igraph_time(graph, per_query, sample[: args.igraph_queries], settings)
+        log(f"igraph/prpack: {igraph_ms:.3f} ms/query on {min(len(sample), args.igraph_queries)} queries")
+
+    print(
+        json.dumps(
+            {
+                "pool": args.pool,
+                "queries": args.queries,
+                "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+                "networkx_ms_per_query": networkx_ms,
+                "igraph_ms_per_query": igraph_ms,
+                "graphctx_ms_per_query": graphctx_ms,
+                "speedup": networkx_ms / graphctx_ms if networkx_ms else None,
+                "speedup_vs_igraph": igraph_ms / graphctx_ms if igraph_ms else None,
+                "topk_agreement": topk,
+                "build_s": build_s,
+                "query_edges_ms_per_query": edges_ms,
+                "edges": stats["edges"],
+                "isolated": stats["isolated"],
+                "largest_component": stats["largest_component"],
+                "max_iterations": int(result.iterations.max()),
+                "linked_queries": linked,
+                "embeddings": "real" if args.real else f"synthetic-{args.dim}d",
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()

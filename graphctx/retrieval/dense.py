@@ -1,0 +1,53 @@
+"""Dense cosine top-k over the pool (the paper's TextGen baseline), in torch or with a FAISS index."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from graphctx.retrieval.settings import RetrievalSettings
+
+
+def cosine_top_k(queries: Tensor, pool: Tensor, k: int, chunk_size: int = 4096) -> tuple[Tensor, Tensor]:
+    """Exact top-k pool rows by cosine for each query (inputs L2-normalised): (scores [B, k], ids [B, k]).
+
+    Queries go ``chunk_size`` at a time, so memory is ``chunk_size × pool``.
+    """
+    k = min(k, len(pool))
+    scores, ids = [], []
+    for start in range(0, len(queries), chunk_size):
+        similarity = queries[start : start + chunk_size] @ pool.T
+        best = similarity.topk(k, dim=1)
+        scores.append(best.values)
+        ids.append(best.indices)
+    if not scores:
+        return queries.new_zeros(0, k), torch.zeros(0, k, dtype=torch.long, device=queries.device)
+    return torch.cat(scores), torch.cat(ids)
+
+
+class FaissIndex:
+    """Exact inner-product FAISS index over the pool (``IndexFlatIP``; cosine on normalised vectors)."""
+
+    def __init__(self, pool: Tensor) -> None:
+        try:
+            import faiss
+        except ImportError as error:
+            raise ImportError(
+                "retrieval.use_faiss=true needs faiss: pip install 'graphctx[faiss]' (faiss-cpu)"
+            ) from error
+        self.index = faiss.IndexFlatIP(pool.shape[1])
+        self.index.add(pool.float().cpu().contiguous().numpy())
+
+    def search(self, queries: Tensor, k: int) -> tuple[Tensor, Tensor]:
+        """(scores [B, k], ids [B, k]) on the queries' device."""
+        scores, ids = self.index.search(queries.float().cpu().contiguous().numpy(), min(k, self.index.ntotal))
+        return torch.from_numpy(scores).to(queries.device), torch.from_numpy(ids).long().to(queries.device)
+
+
+def dense_top_k(
+    queries: Tensor, pool: Tensor, settings: RetrievalSettings, faiss_index: FaissIndex | None = None
+) -> tuple[Tensor, Tensor]:
+    """Cosine top ``settings.top_k``: FAISS when an index is given, else chunked torch products."""
+    if faiss_index is not None:
+        return faiss_index.search(queries, settings.top_k)
+    return cosine_top_k(queries, pool.to(queries.dtype), settings.top_k, settings.similarity_chunk_size)

