@@ -61,13 +61,14 @@ class MentionMatcher:
             form in self.dictionary for form in (word, word.removesuffix("s"), word.removesuffix("es"))
         )
 
-    def prose_label(self, surface: str) -> str | None:
+    def prose_label(self, surface: str, sentence_initial: bool = False) -> str | None:
         """The label a prose surface names under the English-word rules above, or ``None``."""
         key = normalise_entity(surface)
         is_word = " " not in key and (len(key) <= 2 or key.isdigit() or self._is_english(key))
         label = self.software.get(key)
         if label is not None:
-            return label if not is_word or surface == label else None
+            # a capitalised English word opening a sentence ("Go to settings") is not a name
+            return label if not is_word or (surface == label and not sentence_initial) else None
         label = self.packages.get(key)
         return label if label is not None and not is_word else None
 
@@ -88,9 +89,13 @@ class MentionMatcher:
         while index < len(tokens):
             for width in range(min(self.max_words, len(tokens) - index), 0, -1):
                 words = tokens[index : index + width]
-                label = self.prose_label(" ".join(w for w, _ in words))
+                start = words[0][1]
+                initial = (
+                    start == 0 or re.search(r"[.!?:\n]\s*$", text[max(0, start - 4) : start]) is not None
+                )
+                label = self.prose_label(" ".join(w for w, _ in words), initial)
                 if label is not None:
-                    found.setdefault(words[0][1], label)
+                    found.setdefault(start, label)
                     index += width
                     break
             else:

@@ -1,0 +1,53 @@
+"""Retrieve past Q&A for a question and print the KG-enhanced context C_enc = C ⊕ S."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from graphctx.knowledge.budget import QAPair
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, help="YAML config (data, retrieval, knowledge)")
+    parser.add_argument("--question", required=True, help="the new question to build a context for")
+    parser.add_argument("--json", action="store_true", help="print the structure (pairs, triplets, sources)")
+    parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's data.cache_dir)")
+
+
+def pairs_for_hits(hits: Sequence[Any], rows_by_id: Mapping[int, Mapping[str, Any]]) -> list[QAPair]:
+    """Retrieved hits (best first) → the pool's question/accepted-answer pairs."""
+    pairs = []
+    for hit in hits:
+        row = rows_by_id.get(int(hit.id))
+        if row is None:
+            raise KeyError(f"retrieved id {hit.id} is not in the retrieval pool (stale index?)")
+        pairs.append(QAPair(row["question"], row["answer"], int(row["id"])))
+    return pairs
+
+
+def run(args: argparse.Namespace) -> int:
+    from graphctx.config import load_config
+    from graphctx.data import load_qa_dataset
+    from graphctx.knowledge.enhance import build_enhancer
+    from graphctx.retrieval.index import build_index
+    from graphctx.retrieval.retriever import build_retriever
+
+    config = load_config(args.config)
+    cache_dir = args.cache_dir or config.data.cache_dir
+    pool = load_qa_dataset(config.data.dataset, cache_dir)["train"]
+    rows_by_id = {int(row["id"]): row for row in pool}
+    index = build_index(pool["id"], pool["question"], config.retrieval, cache_dir=cache_dir)
+    hits = build_retriever(index, config.retrieval).retrieve([args.question])[0]
+    knowledge = config.knowledge
+    if not knowledge.cache_dir and cache_dir:
+        knowledge = dataclasses.replace(knowledge, cache_dir=str(cache_dir))
+    context = build_enhancer(knowledge).enhance(args.question, pairs_for_hits(hits, rows_by_id))
+    if args.json:
+        print(json.dumps({"question": args.question, **context.to_json()}, indent=2))
+    else:
+        print(context.text)
+    return 0
