@@ -7,7 +7,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-COMMANDS: tuple[str, ...] = ("data",)
+COMMANDS: tuple[str, ...] = ("data", "index", "retrieve")
 
 
 def build_parser() -> argparse.ArgumentParser:

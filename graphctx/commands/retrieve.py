@@ -1,0 +1,43 @@
+"""Rank the pool's past questions for one question (personalized PageRank or dense, per the config)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import replace
+
+from graphctx.config import load_config
+from graphctx.retrieval.index import build_index
+from graphctx.retrieval.pool import cache_dir_of, load_config_dataset
+from graphctx.retrieval.retriever import build_retriever
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, help="YAML config (sections data, model, retrieval)")
+    parser.add_argument("--question", required=True, help="the new question (title and body as one text)")
+    parser.add_argument("--top-k", type=int, help="hits to return (default: the config's retrieval.top_k)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's data.cache_dir)")
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    settings = config.retrieval
+    if args.top_k is not None:
+        settings = replace(settings, top_k=args.top_k)
+    cache_dir = cache_dir_of(config, args.cache_dir)
+    train = load_config_dataset(config)["train"]
+    index = build_index(train["id"], train["question"], settings, cache_dir)
+    hits = build_retriever(index, settings).retrieve([args.question])[0]
+    titles = dict(zip(train["id"], train["title"], strict=True))
+    rows = [
+        {"rank": rank, "id": hit.id, "score": hit.score, "fallback": hit.fallback, "title": titles[hit.id]}
+        for rank, hit in enumerate(hits, start=1)
+    ]
+    if args.json:
+        print(json.dumps({"question": args.question, "method": settings.method, "hits": rows}))
+        return 0
+    for row in rows:
+        marker = " (cosine fallback)" if row["fallback"] else ""
+        print(f"{row['rank']:>3}  {row['score']:.6f}  #{row['id']}  {row['title']}{marker}")
+    return 0
