@@ -178,7 +178,10 @@ class Enhancer:
                 if self.matcher is not None and self.settings.enabled:
                     mentions += self.matcher.find(text)
             init_per_query.append(init)
-            surfaces_per_query.append([*EntitySet.surfaces_of(init), *mentions])
+            surfaces = EntitySet.surfaces_of(init)
+            if self.matcher is not None:  # common words would link to same-named Debian packages
+                surfaces = [s for s in surfaces if not self.matcher.is_common_word(s)]
+            surfaces_per_query.append([*surfaces, *mentions])
         links = (
             self.kg.link({s for surfaces in surfaces_per_query for s in surfaces})
             if self.settings.enabled

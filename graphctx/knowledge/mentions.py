@@ -61,6 +61,12 @@ class MentionMatcher:
             form in self.dictionary for form in (word, word.removesuffix("s"), word.removesuffix("es"))
         )
 
+    def is_common_word(self, surface: str) -> bool:
+        """A one-word English surface not written exactly as a software label (``server``, ``docker``)."""
+        key = normalise_entity(surface)
+        is_word = " " not in key and (len(key) <= 2 or key.isdigit() or self._is_english(key))
+        return is_word and self.software.get(key) != surface.strip()
+
     def prose_label(self, surface: str, sentence_initial: bool = False) -> str | None:
         """The label a prose surface names under the English-word rules above, or ``None``."""
         key = normalise_entity(surface)

@@ -1,10 +1,11 @@
 """Offline triplets from spaCy's dependency parse: subject–verb–object over noun chunks.
 
 For every verb (or copula) with a nominal subject, each direct object / attribute gives
-``(subject, verb lemma, object)`` and each prepositional object gives ``(subject, verb lemma + preposition,
-object)``; passives read ``be <participle> <prep>``, negation adds ``not``. Subjects and objects are the
-noun chunks around the tokens; pronouns, wh-words and stop-word-only phrases are skipped. Phrases that
-name a KG label (software, Debian package) are replaced by that label, which links them.
+``(subject, verb, object)`` and each prepositional object gives ``(subject, verb + preposition, object)``,
+the verb as written with a passive auxiliary (``failed on``, ``is required by``); negation adds ``not``.
+Subjects and objects are the noun chunks around the tokens; pronouns, wh-words and stop-word-only
+phrases are skipped. Phrases that name a KG label (software, Debian package) are replaced by that label,
+which links them.
 """
 
 from __future__ import annotations
@@ -55,19 +56,15 @@ def svo_triplets(doc: Doc) -> list[tuple[str, str, str]]:
         subjects = [s for s in (_phrase(t, chunks) for t in _subjects(verb)) if s is not None]
         if not subjects:
             continue
-        passive = any(c.dep_ == "nsubjpass" for c in verb.children)
+        passive_aux = " ".join(c.text.lower() for c in verb.children if c.dep_ == "auxpass")
         negated = any(c.dep_ == "neg" for c in verb.children)
         particle = " ".join(c.text.lower() for c in verb.children if c.dep_ == "prt")
-        base = " ".join(
-            p
-            for p in (
-                "not" if negated else "",
-                "be" if passive else "",
-                verb.text.lower() if passive else verb.lemma_.lower(),
-                particle,
-            )
-            if p
-        )
+        negation = "not" if negated else ""
+        if verb.pos_ == "AUX":  # "is not", but "not support" (its "does" is a separate token)
+            words = (passive_aux, verb.text.lower(), negation, particle)
+        else:
+            words = (passive_aux, negation, verb.text.lower(), particle)
+        base = " ".join(w for w in words if w)  # "is required by", "not support", "set up"
         objects: list[tuple[str, Token]] = [(base, c) for c in verb.children if c.dep_ in OBJECT_DEPS]
         for prep in (c for c in verb.children if c.dep_ in {"prep", "agent"}):
             objects += [(f"{base} {prep.text.lower()}", o) for o in prep.children if o.dep_ == "pobj"]
