@@ -369,9 +369,15 @@ class PoolPageRank:
         ids = torch.full((num_queries, k), -1, dtype=torch.long, device=self.device)
         best = torch.zeros(num_queries, k, dtype=x.dtype, device=self.device)
         if layout.slot_query is None:
+            # Rank only the components each column's query touches (elsewhere: leftover mass, see top).
+            touched = torch.zeros(len(self.component_size), x.shape[1], dtype=torch.bool, device=self.device)
+            touched[self.component[layout.slot_node[layout.edge_row]], layout.edge_col] = True
+            reachable = touched[self.component[layout.slot_node]]
             take = min(k, x.shape[0])
-            values, slots = x.topk(take, dim=0)
-            ids[:, :take], best[:, :take] = layout.slot_node[slots].T, values.T
+            values, slots = x.masked_fill(~reachable, -1).topk(take, dim=0)
+            found = values.T >= 0
+            ids[:, :take] = torch.where(found, layout.slot_node[slots].T, -1)
+            best[:, :take] = torch.where(found, values.T, 0)
             return ids, best
         scores = x[:, 0]
         order = torch.argsort(scores, descending=True, stable=True)
