@@ -1,40 +1,43 @@
-"""Evaluation metrics as torchmetrics ``Metric``s (DDP-safe, per-row scores kept) and result statistics."""
+"""Evaluation metrics as torchmetrics ``Metric``s (DDP-safe, per-row scores kept) and result statistics.
 
-from graphctx.metrics.autoais import AutoAIS
-from graphctx.metrics.base import RowScoreMetric
-from graphctx.metrics.bertscore import BertScoreF1, build_scorer
-from graphctx.metrics.facts import EntityJaccard, FactScore
-from graphctx.metrics.judges import CausalLMJudge, EntailmentJudge, T5NliJudge, build_judge, nli_input
-from graphctx.metrics.rouge import RougeF1
-from graphctx.metrics.settings import (
-    AutoAISSettings,
-    BertScoreSettings,
-    FactSettings,
-    MetricSettings,
-    RougeSettings,
-)
-from graphctx.metrics.stats import Interval, PairedComparison, bootstrap_interval, paired_test
+Names are imported on first use, so ``graphctx.metrics.settings`` (read by the config loader) stays cheap
+to import and the model libraries load only when a metric is built.
+"""
 
-__all__ = [
-    "AutoAIS",
-    "AutoAISSettings",
-    "BertScoreF1",
-    "BertScoreSettings",
-    "CausalLMJudge",
-    "EntailmentJudge",
-    "EntityJaccard",
-    "FactScore",
-    "FactSettings",
-    "Interval",
-    "MetricSettings",
-    "PairedComparison",
-    "RougeF1",
-    "RougeSettings",
-    "RowScoreMetric",
-    "T5NliJudge",
-    "bootstrap_interval",
-    "build_judge",
-    "build_scorer",
-    "nli_input",
-    "paired_test",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "AnswerMetrics": "suite",
+    "AutoAIS": "autoais",
+    "AutoAISSettings": "settings",
+    "BertScoreF1": "bertscore",
+    "BertScoreSettings": "settings",
+    "CausalLMJudge": "judges",
+    "EntailmentJudge": "judges",
+    "EntityJaccard": "facts",
+    "FactScore": "facts",
+    "FactSettings": "settings",
+    "Interval": "stats",
+    "MetricSettings": "settings",
+    "PairedComparison": "stats",
+    "RougeF1": "rouge",
+    "RougeSettings": "settings",
+    "RowScoreMetric": "base",
+    "T5NliJudge": "judges",
+    "bootstrap_interval": "stats",
+    "build_judge": "judges",
+    "build_scorer": "bertscore",
+    "nli_input": "judges",
+    "paired_test": "stats",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
