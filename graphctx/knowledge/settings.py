@@ -53,7 +53,8 @@ class KnowledgeSettings:
     """Knowledge graph: ``local`` (embedded pyoxigraph store) or ``wikidata`` (live SPARQL endpoint)."""
 
     kg_dir: str = "../shared/data/kg"
-    """Folder with ``software_entities.sql`` and ``debian_bookworm_packages.jsonl.gz`` for the local store."""
+    """Folder with ``software_entities.sql`` and ``debian_bookworm_packages.jsonl.gz`` for the local store
+    (``""``: build it from ``ntriples`` alone)."""
 
     ntriples: list[str] = field(default_factory=list)
     """Extra N-Triples files (e.g. a cut of a Wikidata truthy dump) loaded into the local store."""

@@ -273,8 +273,14 @@ def _ntriples_gazetteer(store: pyoxigraph.Store, writer: _TripleWriter, language
 
 def store_path(settings: KnowledgeSettings) -> Path:
     """Cache folder of the store for these sources (key: format version + digests of every input file)."""
-    kg_dir = Path(settings.kg_dir)
-    sources = [kg_dir / SOFTWARE_SQL, kg_dir / DEBIAN_JSONL, *map(Path, settings.ntriples)]
+    builtin = (
+        [Path(settings.kg_dir) / SOFTWARE_SQL, Path(settings.kg_dir) / DEBIAN_JSONL]
+        if settings.kg_dir
+        else []
+    )
+    sources = [*builtin, *map(Path, settings.ntriples)]
+    if not sources:
+        raise ValueError("knowledge: no KG sources (set knowledge.kg_dir and/or knowledge.ntriples)")
     for source in sources:
         if not source.is_file():
             raise FileNotFoundError(
@@ -296,9 +302,9 @@ def build_store(settings: KnowledgeSettings) -> Path:
     started = time.perf_counter()
     writer = _TripleWriter()
     writer.properties()
-    kg_dir = Path(settings.kg_dir)
-    _software_triples(kg_dir / SOFTWARE_SQL, writer)
-    _debian_triples(kg_dir / DEBIAN_JSONL, writer)
+    if settings.kg_dir:
+        _software_triples(Path(settings.kg_dir) / SOFTWARE_SQL, writer)
+        _debian_triples(Path(settings.kg_dir) / DEBIAN_JSONL, writer)
     with atomic_path(target) as tmp:
         tmp.mkdir()
         store = pyoxigraph.Store(str(tmp / "oxigraph"))
