@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import lightning as L
+from sentence_transformers import SentenceTransformer
 from torch.utils.data import DataLoader
 
 from graphctx.retrieval.embeddings import load_encoder
@@ -22,10 +23,14 @@ from graphctx.retrieval.settings import RetrievalSettings
 class RetrievalModule(L.LightningModule):
     """``predict_step`` ranks a batch of query strings (or ``{"question": [...]}``) into hits per query."""
 
-    def __init__(self, index: RetrievalIndex, settings: RetrievalSettings) -> None:
+    def __init__(
+        self, index: RetrievalIndex, settings: RetrievalSettings, encoder: SentenceTransformer | None = None
+    ) -> None:
+        """``encoder``: an already loaded query encoder; by default each process loads its own."""
         super().__init__()
         self.settings = settings
         self.index = index
+        self.encoder = encoder
         self.retriever: EmbeddingRetriever | None = None
 
     def configure_model(self) -> None:
@@ -33,7 +38,7 @@ class RetrievalModule(L.LightningModule):
         if self.retriever is not None:
             return
         device = self.trainer.strategy.root_device
-        encoder = load_encoder(self.settings, device)
+        encoder = self.encoder.to(device) if self.encoder is not None else load_encoder(self.settings, device)
         self.retriever = build_retriever(self.index, self.settings, encoder=encoder, device=device)
 
     def predict_step(self, batch: Sequence[str] | dict[str, Any], batch_idx: int = 0) -> list[list[Hit]]:

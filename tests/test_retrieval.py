@@ -1,0 +1,190 @@
+"""Retrievers on real cardano questions with the packaged MiniLM: embeddings cache, graph vs networkx,
+fallback, dense/FAISS, the LightningModule's predict, and the index/retrieve commands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import lightning as L
+import networkx as nx
+import pytest
+import torch
+
+import graphctx.retrieval.embeddings as embeddings_module
+from graphctx.data import DatasetSettings, load_qa_dataset
+from graphctx.retrieval.embeddings import embed_texts, load_encoder
+from graphctx.retrieval.index import RetrievalIndex, build_index
+from graphctx.retrieval.module import RetrievalModule, query_loader
+from graphctx.retrieval.retriever import DenseRetriever, GraphRetriever, Hit, build_retriever
+from graphctx.retrieval.settings import RetrievalSettings
+
+# MiniLM's cosines are lower than bge's: 0.5 gives this pool a real graph (0.8 links almost nothing).
+SETTINGS = RetrievalSettings(threshold=0.5, max_seq_length=128, device="cpu", top_k=3)
+POOL_SIZE = 80
+
+
+@pytest.fixture(scope="module")
+def questions(cardano_dir: Path, tmp_path_factory: pytest.TempPathFactory):
+    settings = DatasetSettings(source=str(cardano_dir))
+    settings = replace(settings, filters=replace(settings.filters, max_tokens=None))
+    return load_qa_dataset(settings, tmp_path_factory.mktemp("data-cache"))
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    return load_encoder(SETTINGS)
+
+
+@pytest.fixture(scope="module")
+def index(questions, encoder, tmp_path_factory: pytest.TempPathFactory) -> RetrievalIndex:
+    train = questions["train"].select(range(POOL_SIZE))
+    cache = tmp_path_factory.mktemp("retrieval-cache")
+    embed_texts(train["question"], SETTINGS, cache_dir=cache, model=encoder)  # warm the embedding cache
+    return build_index(train["id"], train["question"], SETTINGS, cache)
+
+
+def test_embeddings_are_cached_by_model_and_texts(questions, encoder, tmp_path, monkeypatch) -> None:
+    texts = questions["train"]["question"][:6]
+    first = embed_texts(texts, SETTINGS, cache_dir=tmp_path, model=encoder)
+    assert first.shape == (6, 384)
+    assert torch.allclose(first.norm(dim=1), torch.ones(6), atol=1e-5)
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the cache should have answered")
+
+    monkeypatch.setattr(embeddings_module, "load_encoder", no_model)
+    assert torch.equal(embed_texts(texts, SETTINGS, cache_dir=tmp_path), first)
+    with pytest.raises(AssertionError, match="cache should have answered"):
+        embed_texts(texts[:5], SETTINGS, cache_dir=tmp_path)  # other texts: a miss
+
+
+def test_query_instruction_applies_to_queries_only(questions, encoder, tmp_path) -> None:
+    texts = questions["train"]["question"][:4]
+    settings = replace(
+        SETTINGS, query_instruction="Represent this sentence for searching relevant passages: "
+    )
+    as_pool = embed_texts(texts, settings, cache_dir=tmp_path, model=encoder)
+    as_query = embed_texts(texts, settings, cache_dir=tmp_path, model=encoder, is_query=True)
+    assert torch.allclose(as_pool, embed_texts(texts, SETTINGS, cache_dir=tmp_path, model=encoder))
+    assert not torch.allclose(as_pool, as_query, atol=1e-3)
+    assert len(list((tmp_path / "embeddings").iterdir())) == 2
+
+
+def test_index_is_cached_and_reloaded(index, questions, tmp_path) -> None:
+    train = questions["train"].select(range(POOL_SIZE))
+    assert index.stats["edges"] > 20 and index.stats["isolated"] < POOL_SIZE
+    index.save(tmp_path / "copy")
+    loaded = RetrievalIndex.load(tmp_path / "copy")
+    assert torch.equal(loaded.ids, torch.tensor(train["id"]))
+    assert torch.equal(loaded.graph.edge_index, index.graph.edge_index)
+    with pytest.raises(ValueError, match="unique"):
+        build_index([1, 1], ["a", "b"], SETTINGS, tmp_path)
+
+
+def test_graph_retriever_equals_networkx_on_real_questions(index, questions, encoder) -> None:
+    settings = replace(SETTINGS, pagerank_dtype="float64")
+    retriever = GraphRetriever(index, settings, encoder=encoder)
+    queries = questions["test"]["question"][:12]
+    hits = retriever.retrieve(queries)
+    query_embeddings = retriever.embed(queries).double()
+    pool_embeddings = index.embeddings.double()
+    graph = nx.Graph()
+    graph.add_nodes_from(range(POOL_SIZE))
+    for (head, tail), weight in zip(
+        index.graph.edge_index.T.tolist(), index.graph.edge_weight.tolist(), strict=True
+    ):
+        graph.add_edge(head, tail, weight=weight)
+    linked = 0
+    for query, ranked in enumerate(hits):
+        assert len(ranked) == settings.top_k
+        cosines = pool_embeddings @ query_embeddings[query]
+        neighbours = (cosines > settings.threshold).nonzero()[:, 0].tolist()
+        if not neighbours:
+            assert all(hit.fallback for hit in ranked)
+            continue
+        linked += 1
+        augmented = graph.copy()
+        augmented.add_weighted_edges_from(("q", node, float(cosines[node])) for node in neighbours)
+        scores = nx.pagerank(augmented, personalization={"q": 1})
+        reachable = nx.node_connected_component(augmented, "q") - {"q"}
+        expected = sorted(reachable, key=lambda node: -scores[node])[: settings.top_k]
+        graph_hits = [hit for hit in ranked if not hit.fallback]
+        assert [hit.id for hit in graph_hits] == [int(index.ids[node]) for node in expected]
+        assert [hit.score for hit in graph_hits] == pytest.approx([scores[n] for n in expected], abs=1e-6)
+    assert linked >= 3
+
+
+def test_unlinked_query_falls_back_to_cosine(index, encoder) -> None:
+    settings = replace(SETTINGS, threshold=0.99)
+    query = ["Which wallet supports staking ADA to a stake pool?"]
+    graph_hits = GraphRetriever(index, settings, encoder=encoder).retrieve(query)[0]
+    dense_hits = DenseRetriever(index, settings, encoder=encoder).retrieve(query)[0]
+    assert all(hit.fallback for hit in graph_hits) and not any(hit.fallback for hit in dense_hits)
+    assert [(hit.id, hit.score) for hit in graph_hits] == [(hit.id, hit.score) for hit in dense_hits]
+    assert dense_hits[0].score >= dense_hits[1].score >= dense_hits[2].score
+
+
+def test_dense_retriever_finds_the_question_itself(index, questions, encoder) -> None:
+    train = questions["train"].select(range(POOL_SIZE))
+    retriever = build_retriever(index, replace(SETTINGS, method="dense"), encoder=encoder)
+    hits = retriever.retrieve(train["question"][:5])
+    assert [ranked[0].id for ranked in hits] == train["id"][:5]
+    assert all(ranked[0].score == pytest.approx(1.0, abs=1e-4) for ranked in hits)
+
+
+def test_faiss_index_equals_torch(index, questions, encoder) -> None:
+    pytest.importorskip("faiss")
+    queries = questions["test"]["question"][:6]
+    torch_hits = DenseRetriever(index, replace(SETTINGS, method="dense"), encoder=encoder).retrieve(queries)
+    faiss_hits = DenseRetriever(index, replace(SETTINGS, method="dense", use_faiss=True), encoder=encoder)
+    for ours, theirs in zip(torch_hits, faiss_hits.retrieve(queries), strict=True):
+        assert [hit.id for hit in ours] == [hit.id for hit in theirs]
+        assert [hit.score for hit in ours] == pytest.approx([hit.score for hit in theirs], abs=1e-5)
+
+
+def test_predict_step_matches_retrieve(index, questions, encoder) -> None:
+    queries = questions["test"]["question"][:10]
+    expected = GraphRetriever(index, SETTINGS, encoder=encoder).retrieve(queries)
+    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False)
+    batches = trainer.predict(
+        RetrievalModule(index, SETTINGS, encoder=encoder),
+        query_loader(queries, replace(SETTINGS, query_batch_size=4)),
+    )
+    predicted = [ranked for batch in batches for ranked in batch]
+    assert len(batches) == 3 and all(isinstance(hit, Hit) for ranked in predicted for hit in ranked)
+    assert [[hit.id for hit in ranked] for ranked in predicted] == [
+        [hit.id for hit in ranked] for ranked in expected
+    ]
+    for ours, theirs in zip(predicted, expected, strict=True):
+        assert [hit.score for hit in ours] == pytest.approx([hit.score for hit in theirs], abs=1e-5)
+
+
+def test_unknown_method_is_named() -> None:
+    with pytest.raises(ValueError, match=r"retrieval\.method"):
+        build_retriever(None, replace(SETTINGS, method="bm25"))
+
+
+@pytest.mark.slow
+def test_index_and_retrieve_commands(cardano_dir: Path, tmp_path: Path, capsys) -> None:
+    from graphctx.commands import index as index_command
+    from graphctx.commands import retrieve as retrieve_command
+
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        f"data:\n  dataset:\n    source: {cardano_dir}\n    filters:\n      max_tokens: null\n"
+        f"  cache_dir: {tmp_path / 'cache'}\n"
+        "retrieval:\n  threshold: 0.5\n  max_seq_length: 64\n  device: cpu\n"
+    )
+    assert index_command.run(argparse.Namespace(config=str(config), cache_dir=None)) == 0
+    stats = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert stats["pool"] == stats["nodes"] > 100 and stats["edges"] > 0
+    question = "How do I delegate my ADA to a stake pool from Daedalus?"
+    arguments = argparse.Namespace(config=str(config), cache_dir=None, question=question, top_k=4, json=True)
+    assert retrieve_command.run(arguments) == 0
+    answer = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert answer["question"] == question and len(answer["hits"]) == 4
+    assert [hit["rank"] for hit in answer["hits"]] == [1, 2, 3, 4]
+    assert all(hit["title"] for hit in answer["hits"])
