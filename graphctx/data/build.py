@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -15,6 +16,7 @@ import datasets
 from transformers import PreTrainedTokenizerBase
 
 from graphctx.cache import atomic_path, cache_root, file_digest, fingerprint
+from graphctx.data.arrow import ArrowRowWriter, write_rows
 from graphctx.data.filters import QuestionFilter
 from graphctx.data.html import without_urls
 from graphctx.data.records import FEATURES, load_table, row_from_dump, rows_from_table
@@ -66,7 +68,8 @@ def prepare_qa_dataset(
         with atomic_path(folder) as tmp:
             _build(settings, tokenizer, tmp)
     summary = json.loads((folder / "summary.json").read_text())
-    return datasets.load_from_disk(str(folder / "data")), summary
+    splits = {name: datasets.Dataset.from_file(str(folder / f"{name}.arrow")) for name in SPLITS}
+    return datasets.DatasetDict(splits), summary
 
 
 def _source_fingerprint(source: str) -> Any:
@@ -94,16 +97,14 @@ def _check_dates(split: SplitSettings) -> None:
 def _build(settings: DatasetSettings, tokenizer: PreTrainedTokenizerBase | None, out: Path) -> None:
     out.mkdir(parents=True)
     counts: Counter[str] = Counter()
-    scratch = out / "scratch"
-    scratch.mkdir()
     count_tokens = (
         (lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])) if tokenizer else None
     )
     keep = QuestionFilter(settings.filters, count_tokens)
     ranges = _split_ranges(settings.split)
-    files = {name: open(scratch / f"{name}.jsonl", "w") for name in SPLITS}  # noqa: SIM115 - closed below
+    writers = {name: ArrowRowWriter(out / f"{name}.arrow", FEATURES) for name in SPLITS}
     try:
-        for has_answer, duplicate_of, make_row in _candidates(settings, scratch, counts):
+        for has_answer, duplicate_of, make_row in _candidates(settings, out / "scratch", counts):
             reason = keep.reject_raw(has_answer, duplicate_of)
             if reason is None:
                 row, answer_beyond_links = make_row()
@@ -112,19 +113,19 @@ def _build(settings: DatasetSettings, tokenizer: PreTrainedTokenizerBase | None,
                 counts[f"removed_{reason}"] += 1
                 continue
             counts["kept"] += 1
-            split = next(
-                (name for name, (start, end) in ranges.items() if start <= row["created"] < end), None
-            )
+            created = row["created"]
+            split = next((name for name, (start, end) in ranges.items() if start <= created < end), None)
             if split is None:
                 counts["outside_split_ranges"] += 1
                 continue
-            files[split].write(json.dumps(row) + "\n")
+            writers[split].write(row)
     finally:
-        for handle in files.values():
-            handle.close()
-    splits = {}
+        for writer in writers.values():
+            writer.close()
+        shutil.rmtree(out / "scratch", ignore_errors=True)
     for name in SPLITS:
-        part = _read_split(scratch / f"{name}.jsonl", scratch / "hf")
+        path = out / f"{name}.arrow"
+        part = datasets.Dataset.from_file(str(path))
         if len(part) == 0:
             start, end = ranges[name]
             raise DataError(
@@ -134,10 +135,10 @@ def _build(settings: DatasetSettings, tokenizer: PreTrainedTokenizerBase | None,
             )
         size = getattr(settings.split, f"{name}_size", None)
         if size is not None and size < len(part):
-            part = part.shuffle(seed=settings.split.seed).select(range(size)).sort("created")
-        splits[name] = part
-        counts[name] = len(part)
-    datasets.DatasetDict(splits).save_to_disk(str(out / "data"))
+            sample = part.shuffle(seed=settings.split.seed).select(range(size)).sort("created")
+            write_rows(out / f"{name}.sample.arrow", FEATURES, sample)
+            os.replace(out / f"{name}.sample.arrow", path)
+        counts[name] = min(len(part), size or len(part))
     summary = {
         "source": settings.source,
         **{reason: 0 for reason in ("questions", "with_accepted_answer")},
@@ -145,7 +146,6 @@ def _build(settings: DatasetSettings, tokenizer: PreTrainedTokenizerBase | None,
         **counts,
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    shutil.rmtree(scratch)
 
 
 def _split_ranges(split: SplitSettings) -> dict[str, tuple[str, str]]:
@@ -174,17 +174,12 @@ def _candidates(
             counts["with_accepted_answer"] += bool(row["answer"])
             yield bool(row["answer"]), [], lambda row=row: (row, without_urls(row["answer"]).strip())
         return
+    scratch.mkdir()
     reader = DumpReader(source, scratch)
     site = settings.site or reader.posts.parent.name
     for raw in reader.questions():
         yield raw.answer_html is not None, raw.duplicate_of, lambda raw=raw: row_from_dump(raw, site)
     counts.update(reader.counts)
-
-
-def _read_split(path: Path, hf_cache: Path) -> datasets.Dataset:
-    if path.stat().st_size == 0:
-        return datasets.Dataset.from_dict({name: [] for name in FEATURES}, features=FEATURES)
-    return datasets.Dataset.from_json(str(path), features=FEATURES, cache_dir=str(hf_cache))
 
 
 def _describe(counts: Counter[str]) -> str:
