@@ -7,7 +7,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-COMMANDS: tuple[str, ...] = ("data", "index", "retrieve")
+COMMANDS: tuple[str, ...] = ("data", "index", "retrieve", "enhance")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -31,14 +31,14 @@ def pairs_for_hits(hits: Sequence[Any], rows_by_id: Mapping[int, Mapping[str, An
 
 def run(args: argparse.Namespace) -> int:
     from graphctx.config import load_config
-    from graphctx.data import load_qa_dataset
     from graphctx.knowledge.enhance import build_enhancer
     from graphctx.retrieval.index import build_index
+    from graphctx.retrieval.pool import cache_dir_of, load_config_dataset
     from graphctx.retrieval.retriever import build_retriever
 
     config = load_config(args.config)
-    cache_dir = args.cache_dir or config.data.cache_dir
-    pool = load_qa_dataset(config.data.dataset, cache_dir)["train"]
+    cache_dir = cache_dir_of(config, args.cache_dir)
+    pool = load_config_dataset(config)["train"]  # the retrieval pool, filtered as for training
     rows_by_id = {int(row["id"]): row for row in pool}
     index = build_index(pool["id"], pool["question"], config.retrieval, cache_dir=cache_dir)
     hits = build_retriever(index, config.retrieval).retrieve([args.question])[0]
