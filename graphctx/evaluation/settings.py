@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from graphctx.metrics.settings import MetricSettings
 
@@ -14,11 +15,23 @@ class GenerationSettings:
     max_new_tokens: int = 128
     """Most tokens generated per answer."""
     batch_size: int = 8
-    """Prompts decoded together (sorted by length, so a batch holds prompts of similar length)."""
+    """Prompts decoded together, longest first, so a batch holds prompts of similar length (H200 with a
+    7B model: 64-128)."""
     max_prompt_tokens: int = 1536
     """Prompts longer than this are cut from the left of the context, never the question."""
     merge_adapter: bool = True
-    """Merge the LoRA adapter into bf16/fp32 base weights before decoding (faster than 4-bit + adapter)."""
+    """Decode with unquantised base weights in ``dtype`` and the adapter merged into them (several times
+    faster); false: the base as trained (4-bit under QLoRA) with the adapter applied on the fly."""
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
+    """Weights' dtype when ``merge_adapter``; ``auto``: bfloat16 on CUDA, float32 on the CPU."""
+    static_cache: bool = False
+    """CUDA only: static KV cache and the decoding step compiled into CUDA graphs. Prompts are padded to
+    multiples of ``cache_bucket_tokens`` and batches to ``batch_size`` so few shapes compile (each costs
+    tens of seconds once); pays for long evaluations."""
+    cache_bucket_tokens: int = 256
+    """With ``static_cache``: prompt widths are rounded up to a multiple of this."""
+    device: str | None = None
+    """Torch device of the generating model; null: ``cuda`` when available, else ``cpu``."""
 
 
 @dataclass
@@ -41,6 +54,10 @@ class EvaluationSettings:
     """Seed of the bootstrap."""
     generation: GenerationSettings = field(default_factory=GenerationSettings)
     metrics: MetricSettings = field(default_factory=MetricSettings)
+    wandb_project: str | None = "graphctx"
+    """W&B project the results are logged to; null: no W&B logging."""
+    wandb_mode: Literal["offline", "online"] = "offline"
+    """``offline`` writes the run under ``output_dir/wandb`` (``wandb sync`` uploads it later)."""
     callback_every_n_validations: int = 1
     """During training: generate and score every N validation runs (0 disables the callback)."""
     callback_examples: int = 8

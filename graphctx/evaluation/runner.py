@@ -1,0 +1,271 @@
+"""The evaluation run behind ``evaluate.py``: contexts → answers → scores → results table, all resumable.
+
+Layout of ``evaluation.output_dir``::
+
+    predictions/<variant>.jsonl   one line per answered question (prompt, context, answer, gold, hits)
+    predictions/<variant>.meta.json   the settings the answers depend on (a rerun with others is refused)
+    scores/<variant>.jsonl        one line of per-row metric scores per answered question
+    results.md, results.csv       the table (means, 95% intervals, paired tests vs the best baseline)
+
+A rerun skips every batch whose rows are already in the JSONL files. Answers are decoded in a fixed plan of
+length-sorted batches over the whole split, and scores in fixed chunks of rows, so a resumed run computes
+exactly what an uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from graphctx.cache import file_digest, fingerprint, write_json_atomic
+from graphctx.config import PipelineConfig
+from graphctx.errors import ConfigError
+from graphctx.evaluation.contexts import ContextBuilder, RetrievedContext
+from graphctx.evaluation.records import RecordFile
+from graphctx.evaluation.scoring import Scorer
+from graphctx.evaluation.settings import EvaluationSettings
+from graphctx.evaluation.table import ResultsTable, VariantScores, build_table, write_table
+from graphctx.evaluation.tracking import log_results
+from graphctx.generation import Generator, length_sorted_batches, load_generator
+from graphctx.model import load_tokenizer
+from graphctx.prompts import Variant, build_prompt, encode_prompt, get_variants
+from graphctx.retrieval.pool import load_config_dataset
+
+SCORE_CHUNK_ROWS = 64
+"""Rows scored together (one resumable unit of scoring)."""
+
+
+def adapter_dir_of(config: PipelineConfig) -> Path:
+    """``evaluation.adapter``, else ``model.export.adapter_dir``, else ``<default_root_dir>/adapter``."""
+    chosen = config.evaluation.adapter or config.model.export.adapter_dir
+    return Path(chosen) if chosen else config.root_dir / "adapter"
+
+
+def _adapter_digest(adapter_dir: Path) -> str:
+    weights = sorted(adapter_dir.glob("adapter_model.*"))
+    if not weights:
+        raise ConfigError(f"evaluation.adapter: no adapter weights (adapter_model.*) in {adapter_dir}")
+    return file_digest(weights[0])
+
+
+class EvaluationRun:
+    """One evaluation of a config: call :meth:`run` (or the steps one by one)."""
+
+    def __init__(
+        self,
+        config: PipelineConfig,
+        variants: Sequence[str] | None = None,
+        limit: int | None = None,
+        output_dir: str | Path | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.settings: EvaluationSettings = config.evaluation
+        self.variants = get_variants(variants if variants is not None else self.settings.variants)
+        self.limit = limit if limit is not None else self.settings.limit
+        self.output_dir = Path(output_dir or self.settings.output_dir)
+        self.cache_dir = config.data.cache_dir
+        self.log = log or (lambda message: print(message, file=sys.stderr, flush=True))
+        self.tokenizer = load_tokenizer(config.model.spec)
+        self.adapter_dir = adapter_dir_of(config)
+
+    # ---- data and contexts ---------------------------------------------------------------------------
+    def load_rows(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """(evaluated rows sorted by id and cut to ``limit``, the training pool)."""
+        dataset = load_config_dataset(self.config)
+        split = self.settings.split
+        if split not in dataset:
+            raise ConfigError(f"evaluation.split: no split {split!r}; the dataset has {list(dataset)}")
+        rows = sorted(dataset[split], key=lambda row: int(row["id"]))[: self.limit]
+        if not rows:
+            raise ConfigError(f"evaluation.split: split {split!r} of {self.config.path} is empty")
+        return rows, list(dataset["train"])
+
+    # ---- file layout and settings guard --------------------------------------------------------------
+    def predictions_file(self, variant: Variant) -> Path:
+        return self.output_dir / "predictions" / f"{variant.name}.jsonl"
+
+    def scores_file(self, variant: Variant) -> Path:
+        return self.output_dir / "scores" / f"{variant.name}.jsonl"
+
+    def prediction_fingerprint(self, variant: Variant) -> dict[str, Any]:
+        """Everything a variant's answers depend on (speed knobs such as batch size and device excluded)."""
+        generation = dataclasses.asdict(self.settings.generation)
+        for speed_only in ("batch_size", "device", "static_cache", "cache_bucket_tokens"):
+            generation.pop(speed_only)
+        parts: dict[str, Any] = {
+            "variant": dataclasses.asdict(variant),
+            "model": dataclasses.asdict(self.config.model.spec),
+            "template": dataclasses.asdict(self.config.data.template),
+            "dataset": dataclasses.asdict(self.config.data.dataset),
+            "split": self.settings.split,
+            "generation": generation,
+        }
+        if variant.model == "adapter":
+            parts["adapter"] = _adapter_digest(self.adapter_dir)
+        if variant.retrieval != "none":
+            parts["retrieval"] = dataclasses.asdict(self.config.retrieval)
+            parts["knowledge"] = dataclasses.asdict(self.config.knowledge)
+        return parts
+
+    def check_settings(self, variant: Variant, overwrite: bool) -> None:
+        """Refuse to extend predictions made with other settings (or delete them when ``overwrite``)."""
+        parts = self.prediction_fingerprint(variant)
+        meta = {"fingerprint": fingerprint(parts), "settings": parts}
+        meta_file = self.predictions_file(variant).with_suffix(".meta.json")
+        if meta_file.is_file():
+            previous = json.loads(meta_file.read_text())["fingerprint"]
+            if previous == meta["fingerprint"]:
+                return
+            if not overwrite:
+                raise ConfigError(
+                    f"{meta_file}: the predictions of {variant.name} were made with other settings; "
+                    "use another evaluation.output_dir or pass --overwrite"
+                )
+        for path in (self.predictions_file(variant), self.scores_file(variant)):
+            path.unlink(missing_ok=True)
+        write_json_atomic(meta_file, meta)
+
+    # ---- generation ----------------------------------------------------------------------------------
+    def generate(
+        self,
+        rows: Sequence[dict[str, Any]],
+        contexts: dict[str, list[tuple[str, RetrievedContext | None]]],
+    ) -> None:
+        """Answer every row for every variant, loading each model (base, base+adapter) once."""
+        for kind in ("base", "adapter"):
+            pending = [
+                v
+                for v in self.variants
+                if v.model == kind and len(RecordFile(self.predictions_file(v)).done) < len(rows)
+            ]
+            if not pending:
+                continue
+            adapter = self.adapter_dir if kind == "adapter" else None
+            self.log(f"loading the {kind} model" + (f" with the adapter {adapter}" if adapter else ""))
+            model = load_generator(self.config.model.spec, adapter, self.settings.generation)
+            generator = Generator(model, self.tokenizer, self.settings.generation)
+            for variant in pending:
+                self.generate_variant(generator, variant, rows, contexts[variant.name])
+            del model, generator
+
+    def generate_variant(
+        self,
+        generator: Generator,
+        variant: Variant,
+        rows: Sequence[dict[str, Any]],
+        contexts: Sequence[tuple[str, RetrievedContext | None]],
+    ) -> None:
+        """Answer the rows of ``variant`` missing from its JSONL, batch by batch (each batch one append)."""
+        records = RecordFile(self.predictions_file(variant))
+        template = self.config.data.template
+        prompts = [
+            build_prompt(variant, row["question"], context, template)
+            for row, (context, _) in zip(rows, contexts, strict=True)
+        ]
+        max_tokens = self.settings.generation.max_prompt_tokens
+        encoded = [encode_prompt(self.tokenizer, prompt, max_tokens) for prompt in prompts]
+        batches = length_sorted_batches([len(ids) for ids, _ in encoded], self.settings.generation.batch_size)
+        todo = [[i for i in batch if int(rows[i]["id"]) not in records.done] for batch in batches]
+        todo = [batch for batch in todo if batch]
+        for number, batch in enumerate(todo, start=1):
+            answers = generator.generate_ids([encoded[i][0] for i in batch])
+            records.append(
+                self._prediction(variant, rows[i], prompts[i].text, contexts[i], encoded[i], ids, generator)
+                for i, ids in zip(batch, answers, strict=True)
+            )
+            self.log(f"{variant.name}: batch {number}/{len(todo)} ({len(records.done)}/{len(rows)} answered)")
+
+    @staticmethod
+    def _prediction(
+        variant: Variant,
+        row: dict[str, Any],
+        prompt: str,
+        context: tuple[str, RetrievedContext | None],
+        encoded: tuple[list[int], bool],
+        answer_ids: list[int],
+        generator: Generator,
+    ) -> dict[str, Any]:
+        text, retrieved = context
+        return {
+            "id": int(row["id"]),
+            "variant": variant.name,
+            "question": row["question"],
+            "context": text,
+            "prompt": prompt,
+            "generated": generator.decode(answer_ids),
+            "gold": row["answer"],
+            "retrieved_ids": [hit.id for hit in retrieved.hits] if retrieved else [],
+            "retrieval_fallback": [hit.fallback for hit in retrieved.hits] if retrieved else [],
+            "prompt_tokens": len(encoded[0]),
+            "prompt_truncated": encoded[1],
+            "new_tokens": len(answer_ids),
+        }
+
+    # ---- scoring -------------------------------------------------------------------------------------
+    def score(self, rows: Sequence[dict[str, Any]], extractor_source: ContextBuilder) -> list[VariantScores]:
+        """Score every answered row not yet scored, in fixed chunks of rows; return all scores per variant."""
+        ids = [int(row["id"]) for row in rows]
+        scorer: Scorer | None = None
+        results = []
+        for variant in self.variants:
+            predictions = RecordFile(self.predictions_file(variant)).records
+            scores = RecordFile(self.scores_file(variant))
+            for start in range(0, len(ids), SCORE_CHUNK_ROWS):
+                chunk = [i for i in ids[start : start + SCORE_CHUNK_ROWS] if i in predictions]
+                if not chunk or all(i in scores.done for i in chunk):
+                    continue
+                if scorer is None:
+                    self.log("loading the metrics (BERTScore encoder, AutoAIS judge, extractors)")
+                    scorer = Scorer(
+                        self.settings.metrics, extractor_source.enhancer.extractor, self.cache_dir
+                    )
+                chunk_rows = [predictions[i] for i in chunk]
+                values = scorer.score(
+                    [r["question"] for r in chunk_rows],
+                    [r["generated"] for r in chunk_rows],
+                    [r["gold"] for r in chunk_rows],
+                    [r["context"] or None for r in chunk_rows],
+                )
+                scores.append({"id": i, **v} for i, v in zip(chunk, values, strict=True))
+                self.log(f"{variant.name}: scored {len(scores.done)}/{len(predictions)}")
+            scored = [i for i in ids if i in scores.records]
+            keys = sorted({key for i in scored for key in scores.records[i] if key != "id"})
+            results.append(
+                VariantScores(
+                    variant,
+                    scored,
+                    {
+                        key: np.array(
+                            [np.nan if (v := scores.records[i].get(key)) is None else v for i in scored],
+                            dtype=float,
+                        )
+                        for key in keys
+                    },
+                )
+            )
+        return results
+
+    # ---- the whole run -------------------------------------------------------------------------------
+    def run(self, overwrite: bool = False) -> ResultsTable:
+        """Contexts, answers, scores, table (Markdown + CSV) and W&B logging; returns the table."""
+        for variant in self.variants:
+            self.check_settings(variant, overwrite)
+        rows, pool = self.load_rows()
+        self.log(f"{len(rows)} {self.settings.split} questions, {len(self.variants)} variants")
+        builder = ContextBuilder(pool, self.config.retrieval, self.config.knowledge, self.cache_dir)
+        contexts = builder.for_variants(self.variants, [row["question"] for row in rows])
+        self.generate(rows, contexts)
+        results = self.score(rows, builder)
+        table = build_table(results, self.settings.bootstrap_samples, self.settings.seed)
+        paths = write_table(table, self.output_dir)
+        self.log(f"results: {paths['markdown']} and {paths['csv']}")
+        files = {v.name: (self.predictions_file(v), self.scores_file(v)) for v in self.variants}
+        log_results(self.settings, self.config.path, table, files, self.output_dir)
+        return table

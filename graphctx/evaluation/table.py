@@ -1,0 +1,191 @@
+"""The results table: one row per variant, each metric's mean with its bootstrap 95% interval, and a
+paired permutation test of every variant against the best baseline on that metric."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from graphctx.cache import atomic_path
+from graphctx.metrics.stats import Interval, PairedComparison, bootstrap_interval, paired_test
+from graphctx.prompts import Variant
+
+METRIC_COLUMNS: dict[str, str] = {
+    "bertscore_f1": "BERTScore",
+    "rouge1": "ROUGE-1",
+    "rougeL": "ROUGE-L",
+    "fact_score": "Fact score",
+    "autoais": "AutoAIS",
+    "entity_jaccard": "Entity Jaccard",
+}
+"""Score key (before any ``[judge label]``) → column name, in table order."""
+
+
+def metric_key(keys: Sequence[str], base: str) -> str | None:
+    """The stored key of metric ``base``: ``base`` or ``base[label]`` (``autoais[causal-lm-judge]``)."""
+    for key in keys:
+        if key == base or key.startswith(f"{base}["):
+            return key
+    return None
+
+
+def column_name(key: str) -> str:
+    """Column name of a score key, keeping the judge label: ``autoais[x]`` → ``AutoAIS [x]``."""
+    base, _, label = key.partition("[")
+    return f"{METRIC_COLUMNS[base]} [{label}" if label else METRIC_COLUMNS[base]
+
+
+@dataclass
+class VariantScores:
+    """Per-row scores of one variant: ``scores[key][i]`` belongs to row ``ids[i]`` (NaN: not scored)."""
+
+    variant: Variant
+    ids: list[int]
+    scores: dict[str, np.ndarray]
+
+    def aligned(self, key: str, ids: Sequence[int]) -> np.ndarray:
+        """Scores of ``key`` for ``ids`` in that order (NaN where this variant has no such row)."""
+        position = {row_id: i for i, row_id in enumerate(self.ids)}
+        values = self.scores.get(key)
+        return np.array(
+            [values[position[i]] if values is not None and i in position else np.nan for i in ids],
+            dtype=float,
+        )
+
+
+@dataclass
+class TableRow:
+    """One variant's line: intervals per metric key, and its comparison with the best baseline."""
+
+    variant: Variant
+    intervals: dict[str, Interval]
+    comparisons: dict[str, PairedComparison | None] = field(default_factory=dict)
+
+
+@dataclass
+class ResultsTable:
+    rows: list[TableRow]
+    keys: list[str]
+    """Score keys shown, in column order."""
+    best_baseline: dict[str, str | None]
+    """Per key, the name of the baseline variant with the highest mean (None: no baseline scored)."""
+
+
+def build_table(results: Sequence[VariantScores], n_resamples: int = 1000, seed: int = 0) -> ResultsTable:
+    """Intervals of every metric and paired tests against the best baseline of each metric.
+
+    The best baseline of a metric is the baseline variant (``Variant.baseline``) with the highest mean on it;
+    each other variant is compared with it on the rows both scored (mean difference, its bootstrap
+    interval, two-sided paired permutation p-value).
+    """
+    all_keys = sorted({key for result in results for key in result.scores})
+    keys = [key for base in METRIC_COLUMNS if (key := metric_key(all_keys, base)) is not None]
+    rows = [
+        TableRow(
+            result.variant,
+            {
+                key: bootstrap_interval(result.scores.get(key, []), n_resamples=n_resamples, seed=seed)
+                for key in keys
+            },
+        )
+        for result in results
+    ]
+    best: dict[str, str | None] = {}
+    for key in keys:
+        scored = [(row.intervals[key].mean, i) for i, row in enumerate(rows) if row.variant.baseline]
+        scored = [(mean, i) for mean, i in scored if not math.isnan(mean)]
+        best_index = max(scored)[1] if scored else None
+        best[key] = rows[best_index].variant.name if best_index is not None else None
+        for i, row in enumerate(rows):
+            if best_index is None or i == best_index or math.isnan(row.intervals[key].mean):
+                row.comparisons[key] = None
+                continue
+            ids = results[i].ids
+            row.comparisons[key] = paired_test(
+                results[i].aligned(key, ids),
+                results[best_index].aligned(key, ids),
+                n_resamples=n_resamples,
+                seed=seed,
+            )
+    return ResultsTable(rows, keys, best)
+
+
+def _number(value: float, digits: int = 4) -> str:
+    return "" if math.isnan(value) else f"{value:.{digits}f}"
+
+
+def to_csv(table: ResultsTable) -> str:
+    """One line per variant: for each metric mean, low, high, n, and difference / p vs the best baseline."""
+    header = ["variant", "label", "model", "retrieval", "knowledge", "pairs", "baseline"]
+    for key in table.keys:
+        header += [key, f"{key}_low", f"{key}_high", f"{key}_n", f"{key}_vs_best_baseline", f"{key}_p"]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    for row in table.rows:
+        v = row.variant
+        line: list[str | int] = [v.name, v.label, v.model, v.retrieval, v.knowledge, v.pairs, v.baseline]
+        for key in table.keys:
+            interval, comparison = row.intervals[key], row.comparisons.get(key)
+            line += [_number(interval.mean), _number(interval.low), _number(interval.high), interval.n]
+            line += (
+                [_number(comparison.mean_difference), _number(comparison.p_value)] if comparison else ["", ""]
+            )
+        writer.writerow(line)
+    return buffer.getvalue()
+
+
+def to_markdown(table: ResultsTable, title: str = "Results") -> str:
+    """Two Markdown tables: means with 95% intervals, then differences from the best baseline with p."""
+    names = [column_name(key) for key in table.keys]
+    lines = [f"## {title}", "", "Mean [95% bootstrap interval] over the scored rows (n).", ""]
+    lines += ["| Variant | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for row in table.rows:
+        cells = []
+        for key in table.keys:
+            interval = row.intervals[key]
+            cells.append(
+                "n/a"
+                if interval.n == 0
+                else f"{interval.mean:.4f} [{interval.low:.4f}, {interval.high:.4f}] (n={interval.n})"
+            )
+        lines.append(f"| {row.variant.label} | " + " | ".join(cells) + " |")
+    lines += ["", "Difference from the best baseline of each metric (paired permutation test, p).", ""]
+    lines += ["| Variant | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    lines.append(
+        "| *best baseline* | "
+        + " | ".join(_label_of(table, table.best_baseline[key]) for key in table.keys)
+        + " |"
+    )
+    for row in table.rows:
+        cells = []
+        for key in table.keys:
+            comparison = row.comparisons.get(key)
+            if row.variant.name == table.best_baseline[key]:
+                cells.append("—")
+            elif comparison is None or comparison.n == 0:
+                cells.append("n/a")
+            else:
+                cells.append(f"{comparison.mean_difference:+.4f} (p={comparison.p_value:.3g})")
+        lines.append(f"| {row.variant.label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _label_of(table: ResultsTable, name: str | None) -> str:
+    labels = {row.variant.name: row.variant.label for row in table.rows}
+    return labels.get(name, "n/a") if name else "n/a"
+
+
+def write_table(table: ResultsTable, output_dir: Path, stem: str = "results") -> Mapping[str, Path]:
+    """``<stem>.md`` and ``<stem>.csv`` in ``output_dir``, each written atomically."""
+    paths = {"markdown": output_dir / f"{stem}.md", "csv": output_dir / f"{stem}.csv"}
+    for path, text in ((paths["markdown"], to_markdown(table)), (paths["csv"], to_csv(table))):
+        with atomic_path(path) as tmp:
+            tmp.write_text(text)
+    return paths
