@@ -103,9 +103,20 @@ def test_load_errors_name_the_file(tmp_path) -> None:
 
 
 def test_threshold_is_strict() -> None:
-    embeddings = torch.nn.functional.normalize(torch.tensor([[1.0, 0.0], [0.6, 0.8], [1.0, 0.0]]), dim=1)
-    settings = replace(RetrievalSettings(), threshold=0.6, similarity_dtype="float32")
-    graph = build_question_graph(embeddings.double(), replace(settings, similarity_dtype="float32"))
+    embeddings = torch.tensor([[1.0, 0.0], [0.6, 0.8], [1.0, 0.0]], dtype=torch.float64)  # unit rows
+    settings = replace(RetrievalSettings(), threshold=0.6, similarity_dtype="float64")
+    graph = build_question_graph(embeddings, settings)
     pairs = set(map(tuple, graph.edge_index.T.tolist()))
     assert (0, 2) in pairs  # cos 1 > 0.6
     assert (0, 1) not in pairs  # cos 0.6 is not above 0.6
+
+
+def test_bfloat16_products_compare_without_rounding_the_threshold() -> None:
+    embeddings = clustered(100, seed=4)
+    settings = RetrievalSettings(threshold=0.8, similarity_dtype="bfloat16", similarity_chunk_size=16)
+    graph = build_question_graph(embeddings, settings)
+    rounded = embeddings.bfloat16()
+    exact = (rounded @ rounded.T).double()  # the same bfloat16 products, compared in float64
+    expected = {(r, c) for r, c in zip(*(exact > 0.8).nonzero(as_tuple=True), strict=True) if r != c}
+    got = set(map(tuple, graph.edge_index.T.tolist()))
+    assert got == {(int(r), int(c)) for r, c in expected} and len(got) > 20

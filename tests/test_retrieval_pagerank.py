@@ -11,10 +11,16 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import erdos_renyi_graph, to_undirected
 
-from graphctx.retrieval.pagerank import PoolPageRank, QueryEdges
+from graphctx.retrieval.pagerank import (
+    PoolPageRank,
+    QueryEdges,
+    connected_components,
+    label_propagation_components,
+)
 from graphctx.retrieval.settings import RetrievalSettings
 
 EXACT = RetrievalSettings(pagerank_dtype="float64", top_k=3)
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)] if torch.cuda.is_available() else ["cpu"]
 
 
 def random_pool(seed: int, num_nodes: int = 70) -> Data:
@@ -22,7 +28,9 @@ def random_pool(seed: int, num_nodes: int = 70) -> Data:
     generator = torch.Generator().manual_seed(seed)
     parts, offset = [], 0
     for size, probability in ((25, 0.15), (12, 0.3), (6, 0.5), (3, 1.0), (2, 1.0)):
-        edges = erdos_renyi_graph(size, probability)
+        with torch.random.fork_rng():
+            torch.manual_seed(seed * 100 + size)  # erdos_renyi_graph draws from the global generator
+            edges = erdos_renyi_graph(size, probability)
         parts.append(edges + offset)
         offset += size
     edge_index = torch.cat(parts, dim=1)
@@ -63,15 +71,29 @@ def networkx_scores(pool: Data, edges: QueryEdges, query: int, settings: Retriev
     return {"scores": scores, "reachable": nx.node_connected_component(graph, "q") - {"q"}}
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("component_node_limit", [10**9, 0], ids=["blocks", "shared"])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_scores_equal_networkx(seed: int, component_node_limit: int) -> None:
+def test_scores_equal_networkx(seed: int, component_node_limit: int, device: str) -> None:
     pool = random_pool(seed)
     edges = random_queries(seed, pool.num_nodes)
     settings = replace(EXACT, component_node_limit=component_node_limit)
-    ranker = PoolPageRank(pool, settings)
-    computed = ranker.all_scores(edges)
-    result = ranker.run(edges)
+    on_device = QueryEdges(
+        edges.query.to(device), edges.node.to(device), edges.weight.to(device), edges.num_queries
+    )
+    ranker = PoolPageRank(pool.to(device), settings)
+    computed = ranker.all_scores(on_device)
+    result = ranker.run(on_device)
+    computed.query, computed.node, computed.score = (
+        computed.query.cpu(),
+        computed.node.cpu(),
+        computed.score.cpu(),
+    )
+    result.node_ids, result.scores, result.linked = (
+        result.node_ids.cpu(),
+        result.scores.cpu(),
+        result.linked.cpu(),
+    )
     for query in range(edges.num_queries):
         reference = networkx_scores(pool, edges, query, settings)
         if not result.linked[query]:
@@ -180,3 +202,15 @@ def test_pool_without_edges_and_isolated_targets() -> None:
     assert result.node_ids[0, :2].tolist() == [1, 3]
     assert result.scores[0, :2].tolist() == pytest.approx([reference[1], reference[3]], abs=1e-6)
     assert result.node_ids[0, 2] == -1 and not result.linked[1]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_label_propagation_components_equal_scipy(seed: int) -> None:
+    """The CUDA components routine, run on the CPU, finds scipy's partition."""
+    pool = random_pool(seed)
+    shuffle = torch.randperm(pool.num_nodes, generator=torch.Generator().manual_seed(seed))
+    edge_index = shuffle[pool.edge_index]  # node ids no longer follow the components
+    ours = label_propagation_components(edge_index, pool.num_nodes)
+    scipy_labels = connected_components(edge_index, pool.num_nodes)
+    pairs = set(zip(ours.tolist(), scipy_labels.tolist(), strict=True))
+    assert len(pairs) == len(set(ours.tolist())) == len(set(scipy_labels.tolist())) >= 70 - 48 + 5

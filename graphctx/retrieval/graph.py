@@ -26,6 +26,16 @@ def similarity_dtype(settings: RetrievalSettings, device: torch.device) -> torch
     return getattr(torch, settings.similarity_dtype)
 
 
+def strict_threshold(threshold: float, dtype: torch.dtype) -> Tensor:
+    """The value ``t`` of ``dtype`` such that ``x > t`` in ``dtype`` equals ``float(x) > threshold`` for every
+    ``x`` of ``dtype`` (the largest ``dtype`` value not above ``threshold``), so products in bfloat16 need no
+    float32 copy to be compared."""
+    value = torch.tensor(threshold, dtype=torch.float64).to(dtype)
+    if float(value) > threshold:
+        value = torch.nextafter(value, torch.tensor(float("-inf"), dtype=dtype))
+    return value
+
+
 def similarity_edges(
     left: Tensor, right: Tensor, settings: RetrievalSettings, *, upper_triangle: bool = False
 ) -> tuple[Tensor, Tensor, Tensor]:
@@ -36,18 +46,19 @@ def similarity_edges(
     """
     dtype = similarity_dtype(settings, left.device)
     left_cast, right_cast = left.to(dtype), right.to(dtype)
+    threshold = strict_threshold(settings.threshold, dtype)
     rows, cols, values = [], [], []
     for start in range(0, len(left), settings.similarity_chunk_size):
         stop = min(start + settings.similarity_chunk_size, len(left))
         offset = start if upper_triangle else 0
-        block = (left_cast[start:stop] @ right_cast[offset:].T).float()
+        block = left_cast[start:stop] @ right_cast[offset:].T
         if upper_triangle:
             # Column c of the block is node offset + c; keep it only strictly right of the diagonal.
-            block.triu_(diagonal=1)
-        row, col = (block > settings.threshold).nonzero(as_tuple=True)
+            block[:, : stop - start].triu_(diagonal=1)
+        row, col = (block > threshold).nonzero(as_tuple=True)
         rows.append(row + start)
         cols.append(col + offset)
-        values.append(block[row, col])
+        values.append(block[row, col].float())
     empty = torch.zeros(0, dtype=torch.long, device=left.device)
     if not rows:
         return empty, empty, torch.zeros(0, device=left.device)

@@ -111,8 +111,28 @@ class _Layout:
         return per_query[self.slot_query][:, None]
 
 
+def label_propagation_components(edge_index: Tensor, num_nodes: int) -> Tensor:
+    """Component labels by min-label propagation with pointer jumping (runs on the GPU, stays there).
+
+    Each round sets ``label[v] = min(label[v], min over edges (v, u) of label[u])`` and then
+    ``label = label[label]``; labels stay node ids of the same component and only decrease, so they settle
+    on each component's smallest node id. Returned renumbered to ``0..K-1`` in order of that id.
+    """
+    label = torch.arange(num_nodes, device=edge_index.device)
+    row, col = edge_index
+    while True:
+        update = label.scatter_reduce(0, row, label[col], reduce="amin", include_self=True)
+        update = update[update]
+        if torch.equal(update, label):
+            return torch.unique(label, return_inverse=True)[1]
+        label = update
+
+
 def connected_components(edge_index: Tensor, num_nodes: int) -> Tensor:
-    """Component label of every node of an undirected graph (scipy's union-find on the CPU)."""
+    """Component label (``0..K-1``) of every node of an undirected graph: scipy's on the CPU,
+    :func:`label_propagation_components` on CUDA (no round trip of the edges to the host)."""
+    if edge_index.is_cuda:
+        return label_propagation_components(edge_index, num_nodes)
     row, col = edge_index.cpu().numpy()
     matrix = scipy.sparse.coo_matrix((np.ones(len(row), dtype=np.int8), (row, col)), (num_nodes, num_nodes))
     _, labels = scipy.sparse.csgraph.connected_components(matrix, directed=False)
@@ -230,13 +250,15 @@ class PoolPageRank:
         reach = torch.zeros(edges.num_queries, dtype=torch.long, device=self.device)
         pair_query, pair_component = self._query_components(edges)
         reach.index_add_(0, pair_query, self.component_size[pair_component])
+        component_edges = self.component_edge_ptr[1:] - self.component_edge_ptr[:-1]
+        copied = reach.clone().index_add_(0, pair_query, component_edges[pair_component])
         linked = torch.bincount(edges.query, minlength=edges.num_queries) > 0
         shared = linked & (reach > settings.component_node_limit)
         blocked = linked & ~shared
 
         block_queries = blocked.nonzero()[:, 0]
         if len(block_queries):
-            budget = torch.cumsum(reach[block_queries], 0) // max(settings.max_batch_slots, 1)
+            budget = torch.cumsum(copied[block_queries], 0) // max(settings.max_batch_slots, 1)
             for group in torch.unique_consecutive(budget):
                 queries = block_queries[budget == group]
                 yield queries, self._block_layout(edges, queries)
@@ -283,7 +305,10 @@ class PoolPageRank:
             - edge_offset[edge_pair]
         )
         block_edges = self.edge_local[:, edge_id] + pair_offset[edge_pair]
-        adjacency = to_torch_csr_tensor(block_edges, self.edge_weight[edge_id], size=(num_slots, num_slots))
+        # Rows ascend (pairs in order, nodes in id order within a component): no sort needed.
+        adjacency = to_torch_csr_tensor(
+            block_edges, self.edge_weight[edge_id], size=(num_slots, num_slots), is_coalesced=True
+        )
 
         inside_error = scatter(self._residual_error[pair_component], pair_query, dim=0, dim_size=len(queries))
         inside_dangling = scatter(

@@ -60,7 +60,7 @@ class RetrievalSettings:
     similarity_chunk_size: int = 4096
     """Rows of the similarity matrix computed at once when building edges (memory is chunk × pool)."""
 
-    similarity_dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    similarity_dtype: Literal["auto", "float64", "float32", "bfloat16"] = "auto"
     """Matrix products for edges: ``auto`` is bfloat16 on CUDA (cosines off by up to ~0.008, so pairs
     within that of the threshold may flip) and float32 on the CPU (exact)."""
 
@@ -68,7 +68,8 @@ class RetrievalSettings:
     """Queries embedded and ranked together (also the ``predict`` batch size)."""
 
     max_batch_slots: int = 1 << 24
-    """Memory bound of one PageRank batch: score entries (node copies × queries) held at once."""
+    """Memory bound of one PageRank batch: node copies plus edge copies (private layout) or pool nodes ×
+    queries (whole-pool layout) held at once."""
 
     component_node_limit: int = 262_144
     """Queries whose connected components hold more pool nodes than this are iterated over the whole
