@@ -49,8 +49,9 @@ class BertScoreF1(RowScoreMetric):
     """Per-answer BERTScore F1 (Zhang et al., 2020), reported as the macro mean.
 
     With x̂ the L2-normalised layer-``num_layers`` states of the generated answer's tokens and ŷ those of the
-    gold answer ([CLS]/[SEP] or <s>/</s> excluded): P = mean_i max_j x̂_i·ŷ_j, R = mean_j max_i x̂_i·ŷ_j,
-    F1 = 2PR / (P + R); with a baseline b, F1' = (F1 − b) / (1 − b). Texts longer than the encoder's
+    gold answer: P = mean_i max_j x̂_i·ŷ_j, R = mean_j max_i x̂_i·ŷ_j, F1 = 2PR / (P + R), where the means
+    skip [CLS]/[SEP] (<s>/</s>) but the maxima range over all tokens, as bert-score does; with a
+    baseline b, F1' = (F1 − b) / (1 − b). Texts longer than the encoder's
     ``model_max_length`` are truncated by bert-score; such rows are counted in ``bertscore_truncated``.
     """
 
