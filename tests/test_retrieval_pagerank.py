@@ -72,12 +72,12 @@ def networkx_scores(pool: Data, edges: QueryEdges, query: int, settings: Retriev
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("component_node_limit", [10**9, 0], ids=["blocks", "shared"])
+@pytest.mark.parametrize("shared_component_nodes", [10**9, 0, 8], ids=["blocks", "shared", "mixed"])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_scores_equal_networkx(seed: int, component_node_limit: int, device: str) -> None:
+def test_scores_equal_networkx(seed: int, shared_component_nodes: int, device: str) -> None:
     pool = random_pool(seed)
     edges = random_queries(seed, pool.num_nodes)
-    settings = replace(EXACT, component_node_limit=component_node_limit)
+    settings = replace(EXACT, shared_component_nodes=shared_component_nodes)
     on_device = QueryEdges(
         edges.query.to(device), edges.node.to(device), edges.weight.to(device), edges.num_queries
     )
@@ -138,8 +138,13 @@ def test_float32_close_to_float64() -> None:
 
 @pytest.mark.parametrize(
     "variant",
-    [{"max_batch_slots": 30}, {"max_batch_slots": 1}, {"component_node_limit": 0, "query_batch_size": 5}],
-    ids=["small-blocks", "one-query-per-batch", "shared-columns"],
+    [
+        {"max_batch_slots": 30},
+        {"max_batch_slots": 1},
+        {"shared_component_nodes": 0, "query_batch_size": 5},
+        {"shared_component_nodes": 0, "max_batch_slots": 40},
+    ],
+    ids=["small-blocks", "one-query-per-batch", "shared-columns", "one-column-per-batch"],
 )
 def test_batching_does_not_change_results(variant: dict) -> None:
     pool = random_pool(5)

@@ -32,7 +32,7 @@ import scipy.sparse
 import torch
 from torch import Tensor
 from torch_geometric.data import Data
-from torch_geometric.utils import cumsum, scatter, to_torch_csr_tensor
+from torch_geometric.utils import coalesce, cumsum, scatter, to_torch_csr_tensor
 
 from graphctx.retrieval.settings import RetrievalSettings
 
@@ -151,10 +151,8 @@ class PoolPageRank:
         self.dtype = getattr(torch, settings.pagerank_dtype)
         self.num_nodes = int(graph.num_nodes)
         self.device = graph.edge_index.device
-        edge_index = graph.edge_index
-        weight = graph.edge_weight.to(self.dtype)
         num_nodes = self.num_nodes
-        self.adjacency = to_torch_csr_tensor(edge_index, weight, size=(num_nodes, num_nodes))
+        edge_index, weight = coalesce(graph.edge_index, graph.edge_weight.to(self.dtype), num_nodes)
         self.degree = scatter(weight, edge_index[0], dim_size=num_nodes, reduce="sum")
 
         # Nodes and edges grouped by component, so a component's nodes and edges are contiguous ranges.
@@ -174,6 +172,8 @@ class PoolPageRank:
         self.edge_weight = weight[edge_order]
         self.component_edge_ptr = cumsum(torch.bincount(edge_component, minlength=num_components))
         self._residual_error, self._residual_dangling = self._residuals(graph, num_components)
+        self._total_residual_error = self._residual_error.sum(0)
+        self._total_residual_dangling = self._residual_dangling[:, 0].sum()
 
     def _residuals(self, graph: Data, num_components: int) -> tuple[Tensor, Tensor]:
         r"""Per component and step, the L1 change and dangling mass of :math:`z_{t+1} = \alpha z_t P`,
@@ -245,18 +245,25 @@ class PoolPageRank:
         return PageRankScores(query, node, score, query_score)
 
     def _layouts(self, edges: QueryEdges):
-        """Split the linked queries into block batches and shared batches within the memory bound."""
-        settings = self.settings
-        reach = torch.zeros(edges.num_queries, dtype=torch.long, device=self.device)
-        pair_query, pair_component = self._query_components(edges)
-        reach.index_add_(0, pair_query, self.component_size[pair_component])
-        component_edges = self.component_edge_ptr[1:] - self.component_edge_ptr[:-1]
-        copied = reach.clone().index_add_(0, pair_query, component_edges[pair_component])
-        linked = torch.bincount(edges.query, minlength=edges.num_queries) > 0
-        shared = linked & (reach > settings.component_node_limit)
-        blocked = linked & ~shared
+        """Group the linked queries into layouts within the memory bound ``settings.max_batch_slots``.
 
-        block_queries = blocked.nonzero()[:, 0]
+        A query whose largest touched component has more than ``settings.shared_component_nodes`` nodes
+        joins the other queries of that component as one column each over a single copy of their
+        components; the rest get private block copies.
+        """
+        settings = self.settings
+        num_components = len(self.component_size)
+        pair_query, pair_component = self._query_components(edges)
+        pair_size = self.component_size[pair_component]
+        component_edges = self.component_edge_ptr[1:] - self.component_edge_ptr[:-1]
+        copied = torch.zeros(edges.num_queries, dtype=torch.long, device=self.device)
+        copied.index_add_(0, pair_query, pair_size + component_edges[pair_component])
+        largest = torch.full((edges.num_queries,), -1, dtype=torch.long, device=self.device)
+        largest.scatter_reduce_(0, pair_query, pair_size * num_components + pair_component, reduce="amax")
+        linked = largest >= 0
+        shared = linked & (largest // num_components > settings.shared_component_nodes)
+
+        block_queries = (linked & ~shared).nonzero()[:, 0]
         if len(block_queries):
             budget = torch.cumsum(copied[block_queries], 0) // max(settings.max_batch_slots, 1)
             for group in torch.unique_consecutive(budget):
@@ -264,10 +271,14 @@ class PoolPageRank:
                 yield queries, self._block_layout(edges, queries)
 
         shared_queries = shared.nonzero()[:, 0]
-        columns = max(1, min(settings.query_batch_size, settings.max_batch_slots // max(self.num_nodes, 1)))
-        for start in range(0, len(shared_queries), columns):
-            queries = shared_queries[start : start + columns]
-            yield queries, self._shared_layout(edges, queries)
+        shared_queries = shared_queries[torch.argsort(largest[shared_queries], stable=True)]
+        _, group_sizes = torch.unique_consecutive(largest[shared_queries], return_counts=True)
+        for group in torch.split(shared_queries, group_sizes.tolist()):
+            in_group = torch.isin(pair_query, group)
+            nodes = int(self.component_size[torch.unique(pair_component[in_group])].sum())
+            columns = max(1, min(settings.query_batch_size, settings.max_batch_slots // nodes))
+            for queries in torch.split(group, columns):
+                yield queries, self._shared_layout(edges, queries)
 
     def _query_components(self, edges: QueryEdges) -> tuple[Tensor, Tensor]:
         """Unique (query, component) pairs: the components each query touches, sorted by query."""
@@ -282,34 +293,41 @@ class PoolPageRank:
         keep = local[edges.query] >= 0
         return local[edges.query[keep]], edges.node[keep], edges.weight[keep].to(self.dtype)
 
+    def _copy_components(self, components: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Lay copies of ``components`` (repeats allowed) one after another: (offset of each copy [P],
+        copy of each slot [n], pool node of each slot [n], block-diagonal CSR adjacency [n, n])."""
+        arange = torch.arange(len(components), device=self.device)
+        sizes = self.component_size[components]
+        offset = cumsum(sizes)
+        num_slots = int(offset[-1])
+        slot_copy = torch.repeat_interleave(arange, sizes)
+        slot_local = torch.arange(num_slots, device=self.device) - offset[slot_copy]
+        slot_node = self.component_nodes[self.component_ptr[components[slot_copy]] + slot_local]
+
+        edge_counts = self.component_edge_ptr[components + 1] - self.component_edge_ptr[components]
+        edge_copy = torch.repeat_interleave(arange, edge_counts)
+        edge_offset = cumsum(edge_counts)
+        edge_id = (
+            self.component_edge_ptr[components[edge_copy]]
+            + torch.arange(int(edge_offset[-1]), device=self.device)
+            - edge_offset[edge_copy]
+        )
+        # Rows ascend (copies in order, nodes in id order within a component): no sort needed.
+        adjacency = to_torch_csr_tensor(
+            self.edge_local[:, edge_id] + offset[edge_copy],
+            self.edge_weight[edge_id],
+            size=(num_slots, num_slots),
+            is_coalesced=True,
+        )
+        return offset, slot_copy, slot_node, adjacency
+
     def _block_layout(self, edges: QueryEdges, queries: Tensor) -> _Layout:
         """Each query gets a private copy of the components it touches, laid out block-diagonally."""
         query, node, weight = self._select_edges(edges, queries)
         num_components = len(self.component_size)
         key, inverse = torch.unique(query * num_components + self.component[node], return_inverse=True)
         pair_query, pair_component = key // num_components, key % num_components
-        pair_size = self.component_size[pair_component]
-        pair_offset = cumsum(pair_size)
-        num_slots = int(pair_offset[-1])
-
-        slot_pair = torch.repeat_interleave(torch.arange(len(key), device=self.device), pair_size)
-        slot_local = torch.arange(num_slots, device=self.device) - pair_offset[slot_pair]
-        slot_node = self.component_nodes[self.component_ptr[pair_component[slot_pair]] + slot_local]
-
-        pair_edges = self.component_edge_ptr[pair_component + 1] - self.component_edge_ptr[pair_component]
-        edge_pair = torch.repeat_interleave(torch.arange(len(key), device=self.device), pair_edges)
-        edge_offset = cumsum(pair_edges)
-        edge_id = (
-            self.component_edge_ptr[pair_component[edge_pair]]
-            + torch.arange(int(edge_offset[-1]), device=self.device)
-            - edge_offset[edge_pair]
-        )
-        block_edges = self.edge_local[:, edge_id] + pair_offset[edge_pair]
-        # Rows ascend (pairs in order, nodes in id order within a component): no sort needed.
-        adjacency = to_torch_csr_tensor(
-            block_edges, self.edge_weight[edge_id], size=(num_slots, num_slots), is_coalesced=True
-        )
-
+        pair_offset, slot_pair, slot_node, adjacency = self._copy_components(pair_component)
         inside_error = scatter(self._residual_error[pair_component], pair_query, dim=0, dim_size=len(queries))
         inside_dangling = scatter(
             self._residual_dangling[pair_component, 0], pair_query, dim_size=len(queries)
@@ -323,24 +341,31 @@ class PoolPageRank:
             edge_col=torch.zeros_like(node),
             edge_query=query,
             edge_weight=weight,
-            outside_error=(self._residual_error.sum(0)[None, :] - inside_error).clamp_min(0),
-            outside_dangling=self._residual_dangling[:, 0].sum() - inside_dangling,
+            outside_error=(self._total_residual_error[None, :] - inside_error).clamp_min(0),
+            outside_dangling=self._total_residual_dangling - inside_dangling,
         )
 
     def _shared_layout(self, edges: QueryEdges, queries: Tensor) -> _Layout:
-        """Every query is one column over the whole pool."""
+        """One copy of all components the queries touch; each query is one column over it."""
         query, node, weight = self._select_edges(edges, queries)
+        components = torch.unique(self.component[node])
+        offset, _, slot_node, adjacency = self._copy_components(components)
+        copy_of_edge = torch.searchsorted(components, self.component[node])
+        inside_error = self._residual_error[components].sum(0)
+        inside_dangling = self._residual_dangling[components, 0].sum()
         return _Layout(
-            adjacency=self.adjacency,
-            slot_node=torch.arange(self.num_nodes, device=self.device),
+            adjacency=adjacency,
+            slot_node=slot_node,
             slot_query=None,
             num_columns=len(queries),
-            edge_row=node,
+            edge_row=offset[copy_of_edge] + self.position[node],
             edge_col=query,
             edge_query=query,
             edge_weight=weight,
-            outside_error=None,
-            outside_dangling=None,
+            outside_error=(self._total_residual_error - inside_error)
+            .clamp_min(0)[None, :]
+            .expand(len(queries), -1),
+            outside_dangling=(self._total_residual_dangling - inside_dangling).expand(len(queries)),
         )
 
     def _iterate(self, layout: _Layout, num_queries: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:

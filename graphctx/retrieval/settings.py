@@ -71,9 +71,10 @@ class RetrievalSettings:
     """Memory bound of one PageRank batch: node copies plus edge copies (private layout) or pool nodes ×
     queries (whole-pool layout) held at once."""
 
-    component_node_limit: int = 262_144
-    """Queries whose connected components hold more pool nodes than this are iterated over the whole
-    pool with one column per query; the others over a private copy of just their components."""
+    shared_component_nodes: int = 1024
+    """Queries whose largest touched connected component has more pool nodes than this are iterated
+    together, one column each, over a single copy of their components; the others over a private copy
+    of just their own components (cheaper for small components). Results are the same either way."""
 
     use_faiss: bool = False
     """Dense method only: search a FAISS inner-product index (needs ``faiss-cpu``) instead of torch."""
