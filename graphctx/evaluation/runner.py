@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -71,7 +72,10 @@ class EvaluationRun:
         self.limit = limit if limit is not None else self.settings.limit
         self.output_dir = Path(output_dir or self.settings.output_dir)
         self.cache_dir = config.data.cache_dir
-        self.log = log or (lambda message: print(message, file=sys.stderr, flush=True))
+        started = time.perf_counter()
+        self.log = log or (
+            lambda message: print(f"[{time.perf_counter() - started:7.1f}s] {message}", file=sys.stderr, flush=True)
+        )
         self.tokenizer = load_tokenizer(config.model.spec)
         self.adapter_dir = adapter_dir_of(config)
 
@@ -261,6 +265,7 @@ class EvaluationRun:
         self.log(f"{len(rows)} {self.settings.split} questions, {len(self.variants)} variants")
         builder = ContextBuilder(pool, self.config.retrieval, self.config.knowledge, self.cache_dir)
         contexts = builder.for_variants(self.variants, [row["question"] for row in rows])
+        self.log("contexts ready")
         self.generate(rows, contexts)
         results = self.score(rows, builder)
         table = build_table(results, self.settings.bootstrap_samples, self.settings.seed)
