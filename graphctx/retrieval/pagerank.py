@@ -95,6 +95,8 @@ class _Layout:
     edge_weight: Tensor
     outside_error: Tensor | None  # [B, max_iter] L1 change of the components left out of the layout
     outside_dangling: Tensor | None  # [B] dangling mass outside the layout at t = 0
+    slot_copy: Tensor | None = None  # shared: [n] which component copy each slot is in
+    edge_copy: Tensor | None = None  # shared: [E] which component copy each query edge reaches
 
     def reduce(self, values: Tensor, num_queries: int) -> Tensor:
         """Sum ``values`` [n, m] per query → [B]."""
@@ -349,7 +351,7 @@ class PoolPageRank:
         """One copy of all components the queries touch; each query is one column over it."""
         query, node, weight = self._select_edges(edges, queries)
         components = torch.unique(self.component[node])
-        offset, _, slot_node, adjacency = self._copy_components(components)
+        offset, slot_copy, slot_node, adjacency = self._copy_components(components)
         copy_of_edge = torch.searchsorted(components, self.component[node])
         inside_error = self._residual_error[components].sum(0)
         inside_dangling = self._residual_dangling[components, 0].sum()
@@ -366,6 +368,8 @@ class PoolPageRank:
             .clamp_min(0)[None, :]
             .expand(len(queries), -1),
             outside_dangling=(self._total_residual_dangling - inside_dangling).expand(len(queries)),
+            slot_copy=slot_copy,
+            edge_copy=copy_of_edge,
         )
 
     def _iterate(self, layout: _Layout, num_queries: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -420,9 +424,10 @@ class PoolPageRank:
         best = torch.zeros(num_queries, k, dtype=x.dtype, device=self.device)
         if layout.slot_query is None:
             # Rank only the components each column's query touches (elsewhere: leftover mass, see top).
-            touched = torch.zeros(len(self.component_size), x.shape[1], dtype=torch.bool, device=self.device)
-            touched[self.component[layout.slot_node[layout.edge_row]], layout.edge_col] = True
-            reachable = touched[self.component[layout.slot_node]]
+            num_copies = int(layout.slot_copy.max()) + 1
+            touched = torch.zeros(num_copies, x.shape[1], dtype=torch.bool, device=self.device)
+            touched[layout.edge_copy, layout.edge_col] = True
+            reachable = touched[layout.slot_copy]
             take = min(k, x.shape[0])
             values, slots = x.masked_fill(~reachable, -1).topk(take, dim=0)
             found = values.T >= 0
