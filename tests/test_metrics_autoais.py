@@ -62,7 +62,7 @@ def t5_judge(t5_folder) -> T5NliJudge:
 @pytest.fixture(scope="module")
 def llama_judge(tmp_path_factory) -> CausalLMJudge:
     cache = str(tmp_path_factory.mktemp("cache"))
-    judge = build_judge(AutoAISSettings(model=TINY_RANDOM, device="cpu", batch_size=3), cache_dir=cache)
+    judge = build_judge(AutoAISSettings(model=TINY_RANDOM, device="cpu", batch_size=2), cache_dir=cache)
     assert isinstance(judge, CausalLMJudge)
     return judge
 
@@ -120,7 +120,7 @@ def test_t5_soft_score_is_p1_under_teacher_forcing(t5_judge):
 def test_causal_judge_scores_p1_against_p0_at_the_reply(llama_judge):
     premises = [PREMISE, "Short premise.", "Another premise of medium length here."]
     hypotheses = ["First hypothesis.", "Second.", "Third hypothesis."]
-    entailed, soft = llama_judge.judge(premises, hypotheses)  # one left-padded batch of three
+    entailed, soft = llama_judge.judge(premises, hypotheses)  # left-padded batches of two, longest first
     tokenizer = llama_judge.tokenizer
     assert not tokenizer.chat_template
     for premise, hypothesis, score, decided in zip(premises, hypotheses, soft, entailed, strict=True):

@@ -6,7 +6,7 @@ and return, per pair, the hard judgement (entailed or not) and a soft score P('1
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Protocol
 
 import torch
@@ -68,6 +68,13 @@ def _resolve_max_tokens(
     )
 
 
+def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> Iterator[list[int]]:
+    """Row indices in batches of similar length, longest first, so little compute goes to padding."""
+    order = sorted(range(len(lengths)), key=lambda row: -lengths[row])
+    for start in range(0, len(order), batch_size):
+        yield order[start : start + batch_size]
+
+
 def _label_token_ids(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
     """Token ids of the label ``text`` without special tokens (T5: ``1`` → [▁1])."""
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -109,20 +116,21 @@ class T5NliJudge:
 
     @torch.inference_mode()
     def judge(self, premises: Sequence[str], hypotheses: Sequence[str]) -> tuple[Tensor, Tensor]:
-        texts = self.texts(premises, hypotheses)
-        entailed, soft = [], []
-        for start in range(0, len(texts), self.batch_size):
-            batch = self.tokenizer(texts[start : start + self.batch_size], padding=True, return_tensors="pt")
+        encoded = self.tokenizer(self.texts(premises, hypotheses))["input_ids"]
+        entailed = torch.zeros(len(encoded), dtype=torch.bool)
+        soft = torch.zeros(len(encoded))
+        for rows in length_sorted_batches([len(ids) for ids in encoded], self.batch_size):
+            batch = self.tokenizer.pad({"input_ids": [encoded[i] for i in rows]}, return_tensors="pt")
             batch = batch.to(self.model.device)
             generated = self.model.generate(
                 **batch, max_new_tokens=self.max_new_tokens, do_sample=False, num_beams=1
             )
             decoded = self.tokenizer.batch_decode(generated, skip_special_tokens=True)
-            entailed.extend(text.strip() == "1" for text in decoded)
-            labels = self.entailed_ids.to(self.model.device).repeat(len(decoded), 1)
+            entailed[rows] = torch.tensor([text.strip() == "1" for text in decoded])
+            labels = self.entailed_ids.to(self.model.device).repeat(len(rows), 1)
             log_probs = self.model(**batch, labels=labels).logits.float().log_softmax(-1)
-            soft.append(log_probs.gather(-1, labels.unsqueeze(-1)).squeeze(-1).sum(-1).exp().cpu())
-        return torch.tensor(entailed, dtype=torch.bool), torch.cat(soft) if soft else torch.empty(0)
+            soft[rows] = log_probs.gather(-1, labels.unsqueeze(-1)).squeeze(-1).sum(-1).exp().cpu()
+        return entailed, soft
 
 
 class CausalLMJudge:
@@ -176,9 +184,9 @@ class CausalLMJudge:
         encoded = [
             self._prefix_and_label_ids(self.prompt(p, h)) for p, h in zip(premises, hypotheses, strict=True)
         ]
-        soft = []
-        for start in range(0, len(encoded), self.batch_size):
-            chunk = encoded[start : start + self.batch_size]
+        soft = torch.zeros(len(encoded))
+        for rows in length_sorted_batches([len(ids) for ids, _, _ in encoded], self.batch_size):
+            chunk = [encoded[i] for i in rows]
             width = max(len(ids) for ids, _, _ in chunk)
             input_ids = torch.tensor([[self.pad_id] * (width - len(ids)) + ids for ids, _, _ in chunk])
             attention_mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids, _, _ in chunk])
@@ -195,9 +203,8 @@ class CausalLMJudge:
                 .float()
             )
             label_ids = torch.tensor([[yes, no] for _, yes, no in chunk], device=device)
-            soft.append(logits.gather(-1, label_ids).softmax(-1)[:, 0].cpu())
-        probs = torch.cat(soft) if soft else torch.empty(0)
-        return probs > 0.5, probs
+            soft[rows] = logits.gather(-1, label_ids).softmax(-1)[:, 0].cpu()
+        return soft > 0.5, soft
 
 
 def build_judge(settings: AutoAISSettings, cache_dir: str | None = None) -> EntailmentJudge:
