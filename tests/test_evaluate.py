@@ -1,0 +1,79 @@
+"""Resumable JSONL records and the results table (intervals, best baseline, paired tests)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from graphctx.errors import DataError
+from graphctx.evaluation.records import RecordFile, read_records
+from graphctx.evaluation.table import VariantScores, build_table, to_csv, to_markdown, write_table
+from graphctx.metrics.stats import bootstrap_interval, paired_test
+from graphctx.prompts import VARIANTS
+
+
+def test_a_torn_last_line_is_cut_off_and_the_rest_kept(tmp_path):
+    path = tmp_path / "predictions.jsonl"
+    records = RecordFile(path)
+    records.append([{"id": 1, "generated": "a"}, {"id": 2, "generated": "b"}])
+    with open(path, "ab") as handle:
+        handle.write(b'{"id": 3, "generated": "half a li')  # what a write cut short would leave
+    assert [r["id"] for r in read_records(path)] == [1, 2]  # a reader ignores the fragment
+    reopened = RecordFile(path)  # a writer repairs it
+    assert reopened.done == {1, 2}
+    assert path.read_bytes().endswith(b'"b"}\n')
+    reopened.append([{"id": 2, "generated": "again"}, {"id": 3, "generated": "c"}])
+    lines = path.read_text().splitlines()
+    assert [json.loads(line)["id"] for line in lines] == [1, 2, 3]  # the known id 2 was not appended twice
+    assert json.loads(lines[1])["generated"] == "b"
+
+
+def test_nan_scores_are_written_as_null_and_a_broken_middle_line_is_reported(tmp_path):
+    path = tmp_path / "scores.jsonl"
+    RecordFile(path).append([{"id": 1, "autoais": float("nan")}])
+    assert json.loads(path.read_text()) == {"id": 1, "autoais": None}
+    path.write_text('{"id": 1}\nnot json\n{"id": 2}\n')
+    with pytest.raises(DataError, match="line 2"):
+        read_records(path)
+
+
+def _scores(name: str, ids: list[int], **columns: list[float]) -> VariantScores:
+    return VariantScores(
+        VARIANTS[name], ids, {key: np.array(values, dtype=float) for key, values in columns.items()}
+    )
+
+
+def test_table_compares_every_variant_with_the_best_baseline_of_each_metric(tmp_path):
+    ids = list(range(8))
+    zero = [0.1, 0.2, 0.1, 0.3, 0.2, 0.1, 0.2, 0.3]
+    textgen = [0.4, 0.5, 0.3, 0.6, 0.5, 0.4, 0.4, 0.5]
+    graph = [0.6, 0.7, 0.6, 0.8, 0.6, 0.7, 0.5, 0.7]
+    judged = [1, 0, 1, 1, 0, 1, 1, np.nan]
+    results = [
+        _scores("ZeroShot", ids, rouge1=zero, **{"autoais[causal-lm-judge]": [np.nan] * 8}),
+        _scores("TextGen", ids, rouge1=textgen, **{"autoais[causal-lm-judge]": [0, 0, 1, 0, 0, 1, 0, 0]}),
+        _scores("GraphContextGen", ids, rouge1=graph, **{"autoais[causal-lm-judge]": judged}),
+    ]
+    table = build_table(results, n_resamples=200, seed=0)
+    assert table.keys == ["rouge1", "autoais[causal-lm-judge]"]
+    assert table.best_baseline == {"rouge1": "TextGen", "autoais[causal-lm-judge]": "TextGen"}
+    graph_row = table.rows[2]
+    assert graph_row.intervals["rouge1"] == bootstrap_interval(graph, n_resamples=200, seed=0)
+    assert graph_row.intervals["autoais[causal-lm-judge]"].n == 7  # the NaN row is left out
+    assert graph_row.comparisons["rouge1"] == paired_test(graph, textgen, n_resamples=200, seed=0)
+    assert graph_row.comparisons["rouge1"].mean_difference == pytest.approx(np.mean(graph) - np.mean(textgen))
+    assert table.rows[1].comparisons["rouge1"] is None  # the best baseline is not compared with itself
+    assert table.rows[0].comparisons["autoais[causal-lm-judge]"] is None  # no context: no AutoAIS
+
+    markdown = to_markdown(table)
+    assert "| Variant | ROUGE-1 | AutoAIS [causal-lm-judge] |" in markdown
+    assert "| Zero-shot | 0.1875 [" in markdown and "| n/a |" in markdown
+    assert "| *best baseline* | TextGen | TextGen |" in markdown
+    csv_lines = to_csv(table).splitlines()
+    assert csv_lines[0].startswith("variant,label,model,retrieval,knowledge,pairs,baseline,rouge1,rouge1_low")
+    assert csv_lines[3].startswith("GraphContextGen,GraphContextGen,adapter,graph,True,True,False,0.6500,")
+    paths = write_table(table, tmp_path)
+    assert paths["markdown"].read_text() == markdown
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.csv", "results.md"]  # no temporaries left

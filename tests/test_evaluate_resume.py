@@ -1,0 +1,124 @@
+"""evaluate.py end to end on the real cardano dump with tiny random models: every variant is written, and a
+run killed with SIGKILL resumes to exactly the table of an uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from peft import LoraConfig, get_peft_model
+from transformers import AutoModelForCausalLM, AutoTokenizer, BertConfig, BertModel
+
+from graphctx.config import load_config
+from graphctx.evaluation.records import read_records
+from graphctx.evaluation.runner import EvaluationRun
+from graphctx.metrics.bertscore import default_encoder_path
+from graphctx.model import ModelSpec, load_tokenizer, resolve_source
+from graphctx.prompts import VARIANTS
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+LIMIT = 3
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory, cardano_dir) -> Path:
+    """A cache, a random LoRA adapter, a tiny BERT for BERTScore, and a config writing to ``out``."""
+    root = tmp_path_factory.mktemp("evaluate")
+    cache = root / "cache"
+    spec = ModelSpec(source="tiny-random", cache_dir=str(cache))
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_pretrained(resolve_source(spec))
+    lora = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    get_peft_model(base, lora).save_pretrained(root / "adapter")
+    load_tokenizer(spec).save_pretrained(root / "adapter")
+
+    encoder = root / "tiny-bert"
+    tokenizer = AutoTokenizer.from_pretrained(default_encoder_path())
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+    )
+    BertModel(config).save_pretrained(encoder)
+    tokenizer.save_pretrained(encoder)
+
+    settings = {
+        "model": {"spec": {"source": "tiny-random", "cache_dir": str(cache)}},
+        "data": {"cache_dir": str(cache), "dataset": {"source": str(cardano_dir)}},
+        "knowledge": {"cache_dir": str(cache), "token_budget": 160},
+        "evaluation": {
+            "adapter": str(root / "adapter"),
+            "output_dir": str(root / "out"),
+            "limit": LIMIT,
+            "bootstrap_samples": 100,
+            "wandb_project": None,
+            "generation": {"max_new_tokens": 4, "batch_size": 2, "max_prompt_tokens": 320},
+            "metrics": {"bertscore": {"model": str(encoder)}, "autoais": {"model": "tiny-random"}},
+        },
+    }
+    (root / "tiny.yaml").write_text(yaml.safe_dump(settings))
+    return root
+
+
+def ids_of(path: Path) -> list[int]:
+    return [record["id"] for record in read_records(path)]
+
+
+def test_killed_run_resumes_to_the_uninterrupted_table(workspace):
+    config_file = workspace / "tiny.yaml"
+    uninterrupted, resumed = workspace / "uninterrupted", workspace / "resumed"
+    table = EvaluationRun(load_config(config_file), output_dir=uninterrupted).run()
+    assert [row.variant.name for row in table.rows] == list(VARIANTS)
+    for name in VARIANTS:
+        predictions = read_records(uninterrupted / "predictions" / f"{name}.jsonl")
+        assert len(predictions) == LIMIT and all(r["new_tokens"] >= 1 for r in predictions)
+        assert len(read_records(uninterrupted / "scores" / f"{name}.jsonl")) == LIMIT
+
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    command = [sys.executable, "evaluate.py", "--config", str(config_file), "--output-dir", str(resumed)]
+    process = subprocess.Popen(
+        command, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    first = resumed / "predictions" / "ZeroShot.jsonl"
+    deadline = time.monotonic() + 300
+    while not (first.is_file() and first.stat().st_size > 0):
+        assert process.poll() is None, process.stderr.read().decode()[-2000:]
+        assert time.monotonic() < deadline, "evaluate.py wrote no prediction in 300 s"
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    process.stderr.close()
+    written = {name: ids_of(resumed / "predictions" / f"{name}.jsonl") for name in VARIANTS}
+    assert 0 < sum(map(len, written.values())) < LIMIT * len(VARIANTS)  # killed mid-run
+    assert not (resumed / "results.csv").exists()
+    with open(first, "ab") as handle:  # and a write torn by the kill, as a crash could leave it
+        handle.write(b'{"id": 4242, "variant": "ZeroShot", "gener')
+
+    EvaluationRun(load_config(config_file), output_dir=resumed).run()
+    for name in VARIANTS:
+        for folder in ("predictions", "scores"):
+            path = resumed / folder / f"{name}.jsonl"
+            raw = path.read_bytes()
+            assert raw.endswith(b"\n") and all(json.loads(line) for line in raw.splitlines())
+            ids = ids_of(path)
+            assert len(ids) == len(set(ids)) == LIMIT  # no duplicate, no torn line
+            assert sorted(ids) == sorted(ids_of(uninterrupted / folder / f"{name}.jsonl"))
+        answers = {r["id"]: r["generated"] for r in read_records(resumed / "predictions" / f"{name}.jsonl")}
+        reference = {
+            r["id"]: r["generated"] for r in read_records(uninterrupted / "predictions" / f"{name}.jsonl")
+        }
+        assert answers == reference
+    assert (resumed / "results.csv").read_text() == (uninterrupted / "results.csv").read_text()
+    assert (resumed / "results.md").read_text() == (uninterrupted / "results.md").read_text()
