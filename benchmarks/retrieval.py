@@ -2,8 +2,8 @@
 graphctx batched, on one pool graph and one query set.
 
     python benchmarks/retrieval.py --pool 20000 --queries 2000 --device cpu
-    python benchmarks/retrieval.py --pool 1000000 --dim 1024 --queries 10000 --device cuda \
-        --networkx-queries 0 --igraph-queries 0
+    python benchmarks/retrieval.py --pool 1000000 --dim 1024 --clusters 3000 --queries 10000 \
+        --device cuda --networkx-queries 0 --igraph-queries 0
 
 Embeddings are clustered synthetic unit vectors (each point is its cluster centre plus noise of a
 per-point scale, so degrees range from isolated to dense hubs); with ``--real`` they are the packaged
@@ -213,10 +213,10 @@ def main() -> None:
     )
 
     per_query: list[list[tuple[int, float]]] = [[] for _ in range(args.queries)]
-    for query, node, weight in zip(
-        edges.query.tolist(), edges.node.tolist(), edges.weight.tolist(), strict=True
-    ):
-        per_query[query].append((node, weight))
+    if args.networkx_queries or args.igraph_queries:
+        triples = zip(edges.query.tolist(), edges.node.tolist(), edges.weight.tolist(), strict=True)
+        for query, node, weight in triples:
+            per_query[query].append((node, weight))
     rng = np.random.default_rng(args.seed)
     linked_ids = result.linked.nonzero()[:, 0].cpu().numpy()
     sample = rng.permutation(linked_ids).tolist()

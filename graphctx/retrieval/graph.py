@@ -46,7 +46,7 @@ def similarity_edges(
     """
     dtype = similarity_dtype(settings, left.device)
     left_cast, right_cast = left.to(dtype), right.to(dtype)
-    threshold = strict_threshold(settings.threshold, dtype)
+    threshold = strict_threshold(settings.threshold, dtype).to(left.device)
     rows, cols, values = [], [], []
     for start in range(0, len(left), settings.similarity_chunk_size):
         stop = min(start + settings.similarity_chunk_size, len(left))
