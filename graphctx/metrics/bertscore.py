@@ -76,7 +76,7 @@ class BertScoreF1(RowScoreMetric):
     def _count_truncated(self, preds: Sequence[str], targets: Sequence[str]) -> int:
         """Rows where the prediction or the target exceeds the encoder's maximum input length."""
         tokenizer = self.scorer._tokenizer
-        lengths = [len(ids) for ids in tokenizer([*preds, *targets], add_special_tokens=True)["input_ids"]]
+        lengths = [len(ids) for ids in tokenizer([*preds, *targets], verbose=False)["input_ids"]]
         too_long = [length > tokenizer.model_max_length for length in lengths]
         half = len(preds)
         return sum(a or b for a, b in zip(too_long[:half], too_long[half:], strict=True))

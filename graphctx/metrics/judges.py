@@ -77,7 +77,7 @@ def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> Iterator[l
 
 def _label_token_ids(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
     """Token ids of the label ``text`` without special tokens (T5: ``1`` → [▁1])."""
-    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    ids = tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
     if not ids or tokenizer.decode(ids).strip() != text:
         raise ValueError(f"AutoAIS judge tokenizer cannot encode the label {text!r} (got {ids})")
     return ids
@@ -112,11 +112,13 @@ class T5NliJudge:
         return [nli_input(p, h) for p, h in zip(premises, hypotheses, strict=True)]
 
     def input_lengths(self, premises: Sequence[str], hypotheses: Sequence[str]) -> list[int]:
-        return [len(ids) for ids in self.tokenizer(self.texts(premises, hypotheses))["input_ids"]]
+        return [
+            len(ids) for ids in self.tokenizer(self.texts(premises, hypotheses), verbose=False)["input_ids"]
+        ]
 
     @torch.inference_mode()
     def judge(self, premises: Sequence[str], hypotheses: Sequence[str]) -> tuple[Tensor, Tensor]:
-        encoded = self.tokenizer(self.texts(premises, hypotheses))["input_ids"]
+        encoded = self.tokenizer(self.texts(premises, hypotheses), verbose=False)["input_ids"]
         entailed = torch.zeros(len(encoded), dtype=torch.bool)
         soft = torch.zeros(len(encoded))
         for rows in length_sorted_batches([len(ids) for ids in encoded], self.batch_size):
@@ -167,8 +169,8 @@ class CausalLMJudge:
     def _prefix_and_label_ids(self, prompt: str) -> tuple[list[int], int, int]:
         """Ids of the prompt shared by both replies, and the ids of the final '1' and '0' tokens."""
         separator = "" if self.tokenizer.chat_template else " "
-        yes = self.tokenizer(prompt + separator + "1", add_special_tokens=False)["input_ids"]
-        no = self.tokenizer(prompt + separator + "0", add_special_tokens=False)["input_ids"]
+        yes = self.tokenizer(prompt + separator + "1", add_special_tokens=False, verbose=False)["input_ids"]
+        no = self.tokenizer(prompt + separator + "0", add_special_tokens=False, verbose=False)["input_ids"]
         if len(yes) != len(no) or yes[:-1] != no[:-1]:
             raise ValueError(
                 "AutoAIS causal-LM judge: the replies '1' and '0' must differ in one final token"
