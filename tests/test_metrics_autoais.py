@@ -185,6 +185,10 @@ def test_too_long_premises_are_counted_and_left_out_never_cut(t5_folder, t5_judg
     assert result["autoais_premise_too_long"].item() == 1
     assert result["autoais_soft"].item() == pytest.approx(rows["autoais_soft"][1].item())
 
+    metric.update([QUESTION], [ANSWER], [long_premise])  # a batch with nothing the judge may read
+    assert metric.compute()["autoais_premise_too_long"].item() == 2
+    assert len(metric.per_row()["autoais"]) == 3
+
 
 def test_two_ranks_merge_to_the_single_process_result(llama_judge):
     questions = [QUESTION, "What is a stake pool?", "Why is there a deposit?", "Can I undelegate?"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import spacy
+import torch
 
 from graphctx.metrics.base import RowScoreMetric
 from graphctx.metrics.judges import EntailmentJudge
@@ -57,7 +58,9 @@ class AutoAIS(RowScoreMetric):
             p for p, hyps, long in zip(premises, rows, too_long, strict=True) if not long for _ in hyps
         ]
         judged_hypotheses = [h for hyps, long in zip(rows, too_long, strict=True) if not long for h in hyps]
-        entailed, soft = self.judge.judge(judged_premises, judged_hypotheses)
+        entailed, soft = torch.empty(0, dtype=torch.bool), torch.empty(0)
+        if judged_hypotheses:  # a batch may hold only over-long rows and empty answers
+            entailed, soft = self.judge.judge(judged_premises, judged_hypotheses)
 
         hard_scores, soft_scores, offset = [], [], 0
         for hyps, long in zip(rows, too_long, strict=True):
