@@ -154,7 +154,8 @@ class PoolPageRank:
         self.num_nodes = int(graph.num_nodes)
         self.device = graph.edge_index.device
         num_nodes = self.num_nodes
-        edge_index, weight = coalesce(graph.edge_index, graph.edge_weight.to(self.dtype), num_nodes)
+        edge_index, exact_weight = coalesce(graph.edge_index, graph.edge_weight.to(torch.float64), num_nodes)
+        weight = exact_weight.to(self.dtype)
         self.degree = scatter(weight, edge_index[0], dim_size=num_nodes, reduce="sum")
 
         # Nodes and edges grouped by component, so a component's nodes and edges are contiguous ranges.
@@ -173,21 +174,22 @@ class PoolPageRank:
         self.edge_local = self.position[edge_index[:, edge_order]]
         self.edge_weight = weight[edge_order]
         self.component_edge_ptr = cumsum(torch.bincount(edge_component, minlength=num_components))
-        self._residual_error, self._residual_dangling = self._residuals(graph, num_components)
+        self._residual_error, self._residual_dangling = self._residuals(
+            edge_index, exact_weight, num_components
+        )
         self._total_residual_error = self._residual_error.sum(0)
         self._total_residual_dangling = self._residual_dangling[:, 0].sum()
 
-    def _residuals(self, graph: Data, num_components: int) -> tuple[Tensor, Tensor]:
+    def _residuals(self, edge_index: Tensor, weight: Tensor, num_components: int) -> tuple[Tensor, Tensor]:
         r"""Per component and step, the L1 change and dangling mass of :math:`z_{t+1} = \alpha z_t P`,
         :math:`z_0 = 1/N'`: what a component no query edge touches contributes to networkx's loop.
 
         Float64 [components, max_iter] each (the dangling part is non-zero only for isolated nodes at t=0).
         """
         alpha, steps = self.settings.alpha, self.settings.max_iter
-        weight = graph.edge_weight.to(torch.float64)
         size = (self.num_nodes, self.num_nodes)
-        adjacency = to_torch_csr_tensor(graph.edge_index, weight, size=size)
-        degree = scatter(weight, graph.edge_index[0], dim_size=self.num_nodes, reduce="sum")
+        adjacency = to_torch_csr_tensor(edge_index, weight, size=size, is_coalesced=True)
+        degree = scatter(weight, edge_index[0], dim_size=self.num_nodes, reduce="sum")
         inv_degree = torch.where(degree > 0, 1.0 / degree, torch.zeros_like(degree))
         isolated = (degree == 0).to(torch.float64)
         z = torch.full((self.num_nodes,), 1.0 / (self.num_nodes + 1), dtype=torch.float64, device=self.device)
