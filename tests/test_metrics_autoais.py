@@ -126,8 +126,8 @@ def test_causal_judge_scores_p1_against_p0_at_the_reply(llama_judge):
     for premise, hypothesis, score, decided in zip(premises, hypotheses, soft, entailed, strict=True):
         prompt = llama_judge.prompt(premise, hypothesis)
         assert prompt.endswith(f"{nli_input(premise, hypothesis)}\nAnswer:")
-        with_one = tokenizer(prompt + " 1", add_special_tokens=False)["input_ids"]
-        with_zero = tokenizer(prompt + " 0", add_special_tokens=False)["input_ids"]
+        with_one = tokenizer(prompt + " 1")["input_ids"]
+        with_zero = tokenizer(prompt + " 0")["input_ids"]
         with torch.no_grad():
             logits = llama_judge.model(torch.tensor([with_one[:-1]])).logits[0, -1]
         expected = torch.stack([logits[with_one[-1]], logits[with_zero[-1]]]).softmax(-1)[0]

@@ -168,9 +168,11 @@ class CausalLMJudge:
 
     def _prefix_and_label_ids(self, prompt: str) -> tuple[list[int], int, int]:
         """Ids of the prompt shared by both replies, and the ids of the final '1' and '0' tokens."""
-        separator = "" if self.tokenizer.chat_template else " "
-        yes = self.tokenizer(prompt + separator + "1", add_special_tokens=False, verbose=False)["input_ids"]
-        no = self.tokenizer(prompt + separator + "0", add_special_tokens=False, verbose=False)["input_ids"]
+        # A chat template writes its own special tokens; a plain prompt gets the tokenizer's (e.g. BOS).
+        plain = not self.tokenizer.chat_template
+        separator = " " if plain else ""
+        yes = self.tokenizer(prompt + separator + "1", add_special_tokens=plain, verbose=False)["input_ids"]
+        no = self.tokenizer(prompt + separator + "0", add_special_tokens=plain, verbose=False)["input_ids"]
         if len(yes) != len(no) or yes[:-1] != no[:-1]:
             raise ValueError(
                 "AutoAIS causal-LM judge: the replies '1' and '0' must differ in one final token"
