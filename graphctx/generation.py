@@ -150,7 +150,7 @@ class Generator:
         attention_mask = torch.tensor([[0] * (width - len(ids)) + [1] * len(ids) for ids in rows])
         return input_ids.to(self.model.device), attention_mask.to(self.model.device)
 
-    @torch.inference_mode()
+    @torch.no_grad()  # not inference_mode: tensors cached during validation must stay usable in training
     def generate_ids(self, prompts: Sequence[list[int]]) -> list[list[int]]:
         """New token ids of one batch of prompts (greedy), cut after the first EOS."""
         input_ids, attention_mask = self._padded_batch(prompts)

@@ -1,0 +1,163 @@
+"""During training: answer a fixed validation subset every N validation runs and score the answers.
+
+Logged per run: ``val_generation/<metric>`` scalars (macro means), a W&B table (question, context,
+generated, gold, per-row scores) when a ``WandbLogger`` is attached, and the same rows as
+``<log_dir>/val_generation/step-<global_step>.csv``. The model is the training model itself (the 4-bit base
+with the adapter applied on the fly): it is switched to eval mode and SDPA attention for decoding, and put
+back exactly as it was, with no autograd graph kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import math
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.loggers import WandbLogger
+
+from graphctx.cache import atomic_path
+from graphctx.data import load_qa_dataset
+from graphctx.evaluation.contexts import ContextBuilder
+from graphctx.evaluation.scoring import Scorer
+from graphctx.evaluation.settings import EvaluationSettings
+from graphctx.generation import Generator
+from graphctx.knowledge.settings import KnowledgeSettings
+from graphctx.knowledge.triplets import build_extractor
+from graphctx.prompts import VARIANTS, build_prompt
+from graphctx.retrieval.settings import RetrievalSettings
+
+TABLE_COLUMNS = ("id", "question", "context", "generated", "gold")
+
+
+class ValidationGeneration(L.Callback):
+    """Generate and score ``evaluation.callback_examples`` validation questions with the callback variant."""
+
+    def __init__(
+        self, evaluation: EvaluationSettings, retrieval: RetrievalSettings, knowledge: KnowledgeSettings
+    ) -> None:
+        if evaluation.callback_variant not in VARIANTS:
+            raise ValueError(
+                f"evaluation.callback_variant: unknown variant {evaluation.callback_variant!r}; "
+                f"choose from {list(VARIANTS)}"
+            )
+        self.settings = evaluation
+        self.variant = VARIANTS[evaluation.callback_variant]
+        self.retrieval = retrieval
+        self.knowledge = knowledge
+        self.validations = 0
+        self.rows: list[dict[str, Any]] | None = None
+        self.contexts: list[str] = []
+        self.scorer: Scorer | None = None
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        self.validations += 1
+        every = self.settings.callback_every_n_validations
+        if every <= 0 or self.validations % every or not trainer.is_global_zero:
+            return
+        rows, scores = self.generate_and_score(trainer, pl_module)
+        for key in scores[0] if scores else []:
+            values = [s[key] for s in scores if not math.isnan(s[key])]
+            if values:
+                pl_module.log(f"val_generation/{key}", sum(values) / len(values), rank_zero_only=True)
+        self.write_rows(trainer, rows, scores)
+
+    # ---- data ----------------------------------------------------------------------------------------
+    def prepare(self, trainer: L.Trainer) -> None:
+        """The fixed subset (first ``callback_examples`` validation questions by id) and their contexts."""
+        datamodule = trainer.datamodule
+        dataset = load_qa_dataset(datamodule.dataset, datamodule.cache_dir, datamodule.tokenizer)
+        validation = sorted(dataset["validation"], key=lambda row: int(row["id"]))
+        self.rows = validation[: self.settings.callback_examples]
+        questions = [row["question"] for row in self.rows]
+        builder = ContextBuilder(dataset["train"], self.retrieval, self.knowledge, datamodule.cache_dir)
+        self.contexts = [
+            text for text, _ in builder.for_variants([self.variant], questions)[self.variant.name]
+        ]
+        extractor = (
+            builder.enhancer.extractor if self.variant.knowledge else build_extractor(builder.knowledge)
+        )
+        self.scorer = Scorer(self.settings.metrics, extractor, datamodule.cache_dir)
+
+    # ---- generation and scores -----------------------------------------------------------------------
+    def generate_and_score(
+        self, trainer: L.Trainer, pl_module: L.LightningModule
+    ) -> tuple[list[dict[str, Any]], list[dict[str, float]]]:
+        """Answers and per-row scores of the subset; the model is restored to its previous state."""
+        if self.rows is None:
+            self.prepare(trainer)
+        model = pl_module.model
+        template = trainer.datamodule.template
+        prompts = [
+            build_prompt(self.variant, row["question"], context, template)
+            for row, context in zip(self.rows, self.contexts, strict=True)
+        ]
+        base = model.get_base_model()
+        attention, was_training = base.config._attn_implementation, model.training
+        model.eval()
+        if attention != "sdpa":  # the padding-free training kernel takes no padded batches or KV cache
+            base.set_attn_implementation("sdpa")
+        adapter_off = model.disable_adapter() if self.variant.model == "base" else contextlib.nullcontext()
+        try:
+            with adapter_off:
+                generator = Generator(model, trainer.datamodule.tokenizer, self.settings.generation)
+                answers = generator.generate(prompts)
+        finally:
+            if attention != "sdpa":
+                base.set_attn_implementation(attention)
+            model.train(was_training)
+        generated = [answer.text for answer in answers]
+        scores = self.scorer.score(
+            [row["question"] for row in self.rows],
+            generated,
+            [row["answer"] for row in self.rows],
+            [context or None for context in self.contexts],
+        )
+        rows = [
+            {
+                "id": row["id"],
+                "question": row["question"],
+                "context": context,
+                "generated": text,
+                "gold": row["answer"],
+            }
+            for row, context, text in zip(self.rows, self.contexts, generated, strict=True)
+        ]
+        return rows, scores
+
+    # ---- outputs -------------------------------------------------------------------------------------
+    def write_rows(
+        self, trainer: L.Trainer, rows: list[dict[str, Any]], scores: list[dict[str, float]]
+    ) -> Path:
+        """The CSV of this run's rows and scores (atomically), and the W&B table when W&B is logging."""
+        keys = sorted({key for score in scores for key in score})
+        columns = [*TABLE_COLUMNS, *keys]
+        data = [
+            [row[c] for c in TABLE_COLUMNS] + [score[k] for k in keys]
+            for row, score in zip(rows, scores, strict=True)
+        ]
+        folder = Path(trainer.log_dir or trainer.default_root_dir) / "val_generation"
+        target = folder / f"step-{trainer.global_step:07d}.csv"
+        with atomic_path(target) as tmp, open(tmp, "w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(columns)
+            writer.writerows(data)
+        for logger in trainer.loggers:
+            if isinstance(logger, WandbLogger):
+                logger.log_table(
+                    key="val_generation/samples", columns=columns, data=data, step=trainer.global_step
+                )
+        return target
+
+
+def validation_callback(
+    evaluation: EvaluationSettings, retrieval: RetrievalSettings, knowledge: KnowledgeSettings
+) -> ValidationGeneration | None:
+    """The callback for a config's sections, or None when ``callback_every_n_validations`` is 0."""
+    if evaluation.callback_every_n_validations <= 0:
+        return None
+    return ValidationGeneration(evaluation, retrieval, knowledge)

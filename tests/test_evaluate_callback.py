@@ -1,0 +1,88 @@
+"""The validation generation callback inside a real (tiny, CPU, QLoRA) training run."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import replace
+
+import lightning as L
+import pytest
+import torch
+from lightning.pytorch.loggers import CSVLogger
+
+from graphctx.data import DatasetSettings
+from graphctx.data.datamodule import InstructionDataModule
+from graphctx.evaluation.callback import ValidationGeneration, validation_callback
+from graphctx.evaluation.settings import EvaluationSettings, GenerationSettings
+from graphctx.knowledge.settings import KnowledgeSettings
+from graphctx.metrics import MetricSettings
+from graphctx.metrics.settings import AutoAISSettings
+from graphctx.model import InstructionTuner, LoraSettings, ModelSpec, load_tokenizer
+from graphctx.retrieval.settings import RetrievalSettings
+
+pytestmark = pytest.mark.slow
+
+
+def test_callback_scores_a_fixed_subset_and_training_goes_on(tmp_path, cardano_dir):
+    cache = str(tmp_path / "cache")
+    spec = ModelSpec(source="tiny-random", compute_dtype="float32", cache_dir=cache)
+    module = InstructionTuner(spec=spec, lora=LoraSettings(r=4, alpha=8))
+    data = InstructionDataModule(
+        DatasetSettings(source=str(cardano_dir)), max_length=256, batch_size=1, cache_dir=cache
+    )
+    data.attach_tokenizer(load_tokenizer(spec))
+    evaluation = EvaluationSettings(
+        callback_every_n_validations=1,
+        callback_examples=2,
+        callback_variant="FineTuned",
+        generation=GenerationSettings(max_new_tokens=4, batch_size=2),
+        metrics=MetricSettings(autoais=AutoAISSettings(model="tiny-random")),
+    )
+    knowledge = KnowledgeSettings(cache_dir=cache)
+    callback = validation_callback(evaluation, RetrievalSettings(), knowledge)
+    assert (
+        validation_callback(
+            replace(evaluation, callback_every_n_validations=0), RetrievalSettings(), knowledge
+        )
+        is None
+    )
+    trainer = L.Trainer(
+        accelerator="cpu",
+        max_steps=2,
+        val_check_interval=1,
+        limit_val_batches=1,
+        num_sanity_val_steps=0,
+        logger=CSVLogger(tmp_path),
+        callbacks=[callback],
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(module, data)
+    assert trainer.global_step == 2  # the step after a generation ran and trained normally
+    assert callback.validations == 2
+    files = sorted((tmp_path / "lightning_logs" / "version_0" / "val_generation").glob("*.csv"))
+    assert [f.name for f in files] == ["step-0000001.csv", "step-0000002.csv"]
+    with open(files[0]) as handle:
+        rows = list(csv.DictReader(handle))
+    assert [int(r["id"]) for r in rows] == [int(r["id"]) for r in callback.rows]  # the same subset each time
+    assert {"question", "context", "generated", "gold", "rouge1", "bertscore_f1", "fact_score"} <= set(
+        rows[0]
+    )
+    assert all(r["gold"] == source["answer"] for r, source in zip(rows, callback.rows, strict=True))
+    assert "val_generation/rouge1" in trainer.callback_metrics
+    assert "val_generation/autoais[causal-lm-judge]" not in trainer.callback_metrics  # no context, no AutoAIS
+
+    # called in training mode, the model comes back in training mode, with its kernel and no gradients
+    zero_shot = ValidationGeneration(
+        replace(evaluation, callback_variant="ZeroShot"), RetrievalSettings(), knowledge
+    )
+    module.model.train()
+    before = {name: p.detach().clone() for name, p in module.model.named_parameters() if p.requires_grad}
+    rows, scores = zero_shot.generate_and_score(trainer, module)
+    assert module.model.training and torch.is_grad_enabled()
+    assert module.model.get_base_model().config._attn_implementation == "sdpa"
+    assert all(p.grad is None for p in module.model.parameters())
+    after = dict(module.model.named_parameters())
+    assert all(torch.equal(before[name], after[name]) for name in before)
+    assert len(rows) == len(scores) == 2 and all(r["context"] == "" for r in rows)
