@@ -134,11 +134,23 @@ def build_tiny_random(spec: ModelSpec) -> Path:
 
 def load_tokenizer(spec: ModelSpec) -> PreTrainedTokenizerBase:
     """The tokenizer of ``spec``'s model, right-padding, with a pad token (unk, else EOS) when it has none."""
-    tokenizer = AutoTokenizer.from_pretrained(resolve_source(spec), revision=spec.revision)
+    source = resolve_source(spec)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, revision=spec.revision)
+    except OSError as error:
+        raise _not_loadable(source, error) from error
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.unk_token or tokenizer.eos_token
     tokenizer.padding_side = "right"
     return tokenizer
+
+
+def _not_loadable(source: str, error: OSError) -> ConfigError:
+    first_line = str(error).strip().splitlines()[0]
+    return ConfigError(
+        f"model.spec.source: cannot load {source!r}: {first_line} Give a local folder or a .gguf file, or a "
+        "Hugging Face id that is in your HF cache (HF_HUB_OFFLINE=1 never downloads)."
+    )
 
 
 def quantization_config(spec: ModelSpec) -> BitsAndBytesConfig | None:
@@ -167,10 +179,7 @@ def load_base_model(spec: ModelSpec, device: torch.device | str = "cpu") -> PreT
             device_map={"": device},
         )
     except OSError as error:
-        raise ConfigError(
-            f"model.spec.source: cannot load {source!r} ({error}). Give a local folder or a GGUF file, or a "
-            "Hugging Face id you have downloaded (offline runs never download)."
-        ) from error
+        raise _not_loadable(source, error) from error
     model.config.use_cache = False
     for parameter in model.parameters():
         parameter.requires_grad_(False)

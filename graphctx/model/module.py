@@ -88,6 +88,7 @@ class InstructionTuner(L.LightningModule):
             return
         base = load_base_model(self.spec, device=self.device)
         self.model = attach_lora(base, self.lora, self.spec.gradient_checkpointing)
+        self.model.train()  # from_pretrained returns eval mode; Lightning switches modes from here on
 
     def trainable_parameter_names(self) -> set[str]:
         """Names (as in this module's ``state_dict``) of the parameters the optimiser updates."""

@@ -1,0 +1,94 @@
+"""train.py: config errors name the key; a tiny run trains, logs to W&B offline + CSV, resumes, exports."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from train import main, stable_wandb_id
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = REPO / "configs" / "tiny.yaml"
+
+
+def run_config(tmp_path: Path, cardano_dir: Path) -> Path:
+    """configs/tiny.yaml pointed at a tiny random Llama, the real cardano dump and folders under tmp_path."""
+    config = yaml.safe_load(TINY.read_text())
+    root = tmp_path / "run"
+    trainer = config["trainer"]
+    trainer.update(default_root_dir=str(root), max_steps=2, val_check_interval=2, limit_val_batches=1)
+    trainer["enable_progress_bar"] = False
+    for logger in trainer["logger"]:
+        logger["init_args"]["save_dir"] = str(root)
+    trainer["callbacks"][0]["init_args"].update(dirpath=str(root / "checkpoints"), every_n_train_steps=1)
+    config["model"]["spec"].update(source="tiny-random", cache_dir=str(tmp_path / "cache"))
+    config["data"]["dataset"]["source"] = str(cardano_dir)
+    config["data"].update(max_length=256, cache_dir=str(tmp_path / "cache"))
+    path = tmp_path / "tiny-test.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--model.lora.rank", "8"], "--model.lora.rank"),
+        (["--trainer.max_step", "3"], "--trainer.max_step"),
+        (["--model.spec.quantization", "int3"], "int3"),
+    ],
+)
+def test_mistyped_keys_and_values_fail_naming_them(argv, expected, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--config", str(TINY), *argv])
+    assert exit_info.value.code != 0
+    assert expected in capsys.readouterr().err
+
+
+def test_unknown_key_inside_the_yaml_is_named(tmp_path, capsys) -> None:
+    config = yaml.safe_load(TINY.read_text())
+    config["model"]["lora"]["rnak"] = 8
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(config))
+    with pytest.raises(SystemExit):
+        main(["--config", str(path)])
+    assert "rnak" in capsys.readouterr().err
+
+
+def test_missing_model_path_is_reported(tmp_path, capsys) -> None:
+    assert main(["--config", str(TINY), "--model.spec.source", str(tmp_path / "absent.gguf")]) == 1
+    assert "model.spec.source: GGUF file" in capsys.readouterr().err
+
+
+def test_wandb_id_is_stable_per_run_and_differs_between_runs(tmp_path) -> None:
+    same = stable_wandb_id("graphctx", "tiny", str(tmp_path))
+    assert same == stable_wandb_id("graphctx", "tiny", str(tmp_path))
+    assert same != stable_wandb_id("graphctx", "other", str(tmp_path))
+
+
+@pytest.mark.slow
+def test_tiny_run_trains_logs_resumes_and_exports(tmp_path, cardano_dir, monkeypatch) -> None:
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    config = run_config(tmp_path, cardano_dir)
+    root = tmp_path / "run"
+    assert main(["--config", str(config)]) == 0
+    assert torch.load(root / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 2
+    assert (root / "adapter" / "adapter_model.safetensors").is_file()
+
+    assert main(["--config", str(config), "--ckpt_path", "last", "--trainer.max_steps", "4"]) == 0
+    assert torch.load(root / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 4
+    wandb_runs = sorted((root / "wandb").glob("offline-run-*"))
+    assert len(wandb_runs) == 2 and len({run.name.rsplit("-", 1)[1] for run in wandb_runs}) == 1  # same id
+    rows = [
+        row
+        for metrics in sorted(root.glob("lightning_logs/version_*/metrics.csv"))
+        for row in csv.DictReader(metrics.open())
+    ]
+    steps = sorted({int(row["step"]) for row in rows if row.get("train/loss")})
+    assert steps == [0, 1, 2, 3]  # the resumed run continued at step 2
+    assert any(row.get("train/tokens_per_s") for row in rows) and any(row.get("val/loss") for row in rows)
+    hparams = yaml.safe_load(next(root.glob("lightning_logs/version_*/hparams.yaml")).read_text())
+    assert hparams["model"]["spec"]["source"] == "tiny-random" and "retrieval" in hparams

@@ -1,0 +1,94 @@
+"""Instruction-tune a (Q)LoRA adapter: ``python train.py --config configs/tiny.yaml [--section.key value]``.
+
+Built on LightningCLI: ``--print_config`` shows the full resolved config, dotted overrides change any field
+(``--trainer.max_steps 10``, ``--model.lora.r 16``), unknown or mistyped keys fail with the key's name.
+``--ckpt_path last`` resumes from the newest ``last.ckpt`` at the same global step and data position; under
+SLURM a requeued job resumes from Lightning's HPC checkpoint by itself.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from jsonargparse import Namespace
+from lightning.pytorch import LightningModule, Trainer
+from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
+
+from graphctx.cache import fingerprint
+from graphctx.config import add_pipeline_sections
+from graphctx.data.datamodule import InstructionDataModule
+from graphctx.errors import DataError, GraphctxError
+from graphctx.model import InstructionTuner, load_tokenizer
+from graphctx.model.guards import FiniteLossGuard
+from graphctx.model.preemption import RequeueAtStepBoundary
+
+DUMP_HINT = (
+    "hint: Stack Exchange dumps (askubuntu.com.7z, unix.stackexchange.com.7z, serverfault.com.7z) are at "
+    "https://archive.org/details/stackexchange; extract one so that data.dataset.source holds Posts.xml."
+)
+
+
+class LogConfigCallback(SaveConfigCallback):
+    """Write ``config.yaml`` to the log folder and send the full config to every logger (W&B, CSV)."""
+
+    def save_config(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
+        config = self.config.clone()
+        config.pop("config", None)
+        for logger in trainer.loggers:
+            logger.log_hyperparams(config.as_dict())
+
+
+def stable_wandb_id(project: str | None, name: str | None, root_dir: str) -> str:
+    """A W&B run id fixed by project, run name and output folder, so a resumed run continues the same run."""
+    return fingerprint("wandb", project, name, str(Path(root_dir).resolve()))
+
+
+class TrainCLI(LightningCLI):
+    """LightningCLI for :class:`InstructionTuner` and :class:`InstructionDataModule`, one config per run."""
+
+    def add_arguments_to_parser(self, parser) -> None:
+        add_pipeline_sections(parser)  # retrieval / knowledge / evaluation: validated, used by other stages
+        parser.add_argument(
+            "--ckpt_path",
+            type=str | None,
+            default=None,
+            help="Resume from this checkpoint; 'last' = the newest last.ckpt of the ModelCheckpoint folder.",
+        )
+
+    def before_instantiate_classes(self) -> None:
+        """Give every W&B logger without an explicit ``id`` the stable id of this run."""
+        trainer = self.config.trainer
+        loggers = trainer.logger if isinstance(trainer.logger, list) else [trainer.logger]
+        for logger in loggers:
+            if isinstance(logger, Namespace) and logger.class_path.endswith("WandbLogger"):
+                args = logger.init_args
+                if args.get("id") is None:
+                    args.id = stable_wandb_id(args.project, args.name, trainer.default_root_dir or ".")
+
+
+def main(argv: list[str] | None = None) -> int:
+    cli = TrainCLI(
+        InstructionTuner,
+        InstructionDataModule,
+        run=False,
+        args=argv,
+        save_config_callback=LogConfigCallback,
+        save_config_kwargs={"overwrite": True},
+        parser_kwargs={"description": __doc__, "allow_abbrev": False},
+    )
+    # before ModelCheckpoint: a NaN step stops before it is saved; preemption saves at a step boundary
+    cli.trainer.callbacks[:0] = [FiniteLossGuard(), RequeueAtStepBoundary()]
+    try:
+        cli.datamodule.attach_tokenizer(load_tokenizer(cli.model.spec))
+        cli.trainer.fit(cli.model, cli.datamodule, ckpt_path=cli.config.ckpt_path)
+    except GraphctxError as error:
+        print(f"error: {error}", file=sys.stderr)
+        if isinstance(error, DataError):
+            print(DUMP_HINT, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
