@@ -1,4 +1,6 @@
-"""Evaluate the paper's variant matrix: ``python evaluate.py --config configs/tiny.yaml [--variants ...] [--limit N]``.
+"""Evaluate the paper's variant matrix on the test split.
+
+    python evaluate.py --config configs/tiny.yaml [--variants ...] [--limit N]
 
 For each variant (see ``graphctx.prompts.VARIANTS``) the test split's questions are answered with the
 variant's prompt and model, the answers scored (BERTScore, ROUGE-1/L, fact score, AutoAIS, entity Jaccard),
@@ -20,15 +22,19 @@ from graphctx.prompts import VARIANTS
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", required=True, help="YAML config (model, data, retrieval, knowledge, evaluation)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--config", required=True, help="YAML config (as for train.py)")
     parser.add_argument(
         "--variants", nargs="+", choices=list(VARIANTS), help="variants to run (default: evaluation.variants)"
     )
     parser.add_argument("--limit", type=int, help="evaluate the first N questions of the split (by id)")
     parser.add_argument("--output-dir", help="default: evaluation.output_dir")
     parser.add_argument(
-        "--overwrite", action="store_true", help="discard predictions made with other settings instead of failing"
+        "--overwrite",
+        action="store_true",
+        help="discard answers made with other settings (else: fail)",
     )
     return parser
 
@@ -37,7 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         config = load_config(args.config)
-        table = EvaluationRun(config, args.variants, args.limit, args.output_dir).run(overwrite=args.overwrite)
+        table = EvaluationRun(config, args.variants, args.limit, args.output_dir).run(
+            overwrite=args.overwrite
+        )
     except GraphctxError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

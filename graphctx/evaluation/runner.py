@@ -55,6 +55,16 @@ def _adapter_digest(adapter_dir: Path) -> str:
     return file_digest(weights[0])
 
 
+def _stderr_logger() -> Callable[[str], None]:
+    """Progress lines on stderr, stamped with the seconds since the run started."""
+    started = time.perf_counter()
+
+    def log(message: str) -> None:
+        print(f"[{time.perf_counter() - started:7.1f}s] {message}", file=sys.stderr, flush=True)
+
+    return log
+
+
 class EvaluationRun:
     """One evaluation of a config: call :meth:`run` (or the steps one by one)."""
 
@@ -74,7 +84,9 @@ class EvaluationRun:
         self.cache_dir = config.data.cache_dir
         started = time.perf_counter()
         self.log = log or (
-            lambda message: print(f"[{time.perf_counter() - started:7.1f}s] {message}", file=sys.stderr, flush=True)
+            lambda message: print(
+                f"[{time.perf_counter() - started:7.1f}s] {message}", file=sys.stderr, flush=True
+            )
         )
         self.tokenizer = load_tokenizer(config.model.spec)
         self.adapter_dir = adapter_dir_of(config)
