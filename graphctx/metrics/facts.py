@@ -9,6 +9,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 
 import spacy
+from nltk.stem.porter import PorterStemmer
 
 from graphctx.knowledge.triplets import Triplet, TripletExtractor
 from graphctx.metrics.base import RowScoreMetric
@@ -16,14 +17,16 @@ from graphctx.metrics.settings import FactSettings
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans(dict.fromkeys(string.punctuation, " "))
+_STEMMER = PorterStemmer()  # pure code, as in rouge_score: no nltk data
 
 Fact = tuple[str, str, str]
 
 
 def normalise(text: str) -> str:
-    """Matching form of a phrase: NFKC, lower case, punctuation and articles dropped, spaces collapsed."""
+    """Matching form of a phrase: NFKC, lower case, punctuation and articles dropped, each word
+    Porter-stemmed (``stores`` / ``stored`` → ``store``), spaces collapsed."""
     text = unicodedata.normalize("NFKC", text).lower().translate(_PUNCTUATION)
-    return " ".join(_ARTICLES.sub(" ", text).split())
+    return " ".join(_STEMMER.stem(word) for word in _ARTICLES.sub(" ", text).split())
 
 
 def fact_set(triplets: Iterable[Triplet]) -> set[Fact]:
