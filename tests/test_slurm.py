@@ -1,0 +1,125 @@
+"""scripts/slurm/train.sbatch on a real SLURM cluster: preempted by SIGUSR1, requeued, resumed, nothing lost.
+
+The cluster is the single-node one of ``scripts/slurm/cluster.sh`` (``slurm_cluster`` fixture). The job trains
+a tiny random Llama on the real cardano dump; while it trains the test sends ``scancel --signal=USR1``, as
+the scheduler does before a preemption or the time limit (``--signal=USR1@120``).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from slurm_cluster import REPO_ROOT, SlurmCluster, slurm_cluster  # noqa: F401 -- fixture
+
+MAX_STEPS = 24
+SIGNAL_AFTER_STEP = 6
+
+
+def preemptible_config(tmp_path: Path, cardano_dir: Path) -> tuple[Path, Path]:
+    """configs/tiny.yaml on a tiny random Llama, outputs under tmp_path, metrics.csv flushed every step."""
+    config = yaml.safe_load((REPO_ROOT / "configs" / "tiny.yaml").read_text())
+    root = tmp_path / "run"
+    trainer = config["trainer"]
+    trainer.update(
+        default_root_dir=str(root),
+        max_steps=MAX_STEPS,
+        val_check_interval=None,
+        limit_val_batches=0,
+        enable_progress_bar=False,
+    )
+    for logger in trainer["logger"]:
+        logger["init_args"]["save_dir"] = str(root)
+        if logger["class_path"].endswith("CSVLogger"):
+            logger["init_args"]["flush_logs_every_n_steps"] = 1
+    trainer["callbacks"][0]["init_args"].update(dirpath=str(root / "checkpoints"), every_n_train_steps=8)
+    config["model"]["spec"].update(
+        source="tiny-random", quantization="none", cache_dir=str(tmp_path / "cache")
+    )
+    config["data"]["dataset"]["source"] = str(cardano_dir)
+    config["data"].update(max_length=256, cache_dir=str(tmp_path / "cache"))
+    path = tmp_path / "preemptible.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path, root
+
+
+def logged_steps(metrics_csv: Path) -> list[int]:
+    """The ``step`` of every row of a CSVLogger metrics.csv that has a training loss."""
+    if not metrics_csv.is_file():
+        return []
+    with metrics_csv.open() as handle:
+        return [int(row["step"]) for row in csv.DictReader(handle) if row.get("train/loss")]
+
+
+def wait_until(condition, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.5)
+
+
+@pytest.mark.slow
+def test_sigusr1_requeues_and_the_job_resumes_without_losing_or_repeating_a_step(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    cardano_dir: Path,
+    tmp_path: Path,
+) -> None:
+    config, root = preemptible_config(tmp_path, cardano_dir)
+    env = {
+        **slurm_cluster.env,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "WANDB_MODE": "offline",
+    }
+    output = tmp_path / "job.out"
+    cluster = SlurmCluster(slurm_cluster.folder, env)
+    # The template asks for GPUs and a day; this cluster has 2 CPUs: one CPU task, no GPU, ten minutes.
+    job = cluster.run(
+        "sbatch",
+        "--parsable",
+        "--gpus-per-node=0",
+        "--ntasks-per-node=1",
+        "--cpus-per-task=2",
+        "--time=10",
+        f"--output={output}",
+        str(REPO_ROOT / "scripts" / "slurm" / "train.sbatch"),
+        "--config",
+        str(config),
+    ).strip()
+    first_log = root / "lightning_logs" / "version_0" / "metrics.csv"
+    try:
+        wait_until(lambda: len(logged_steps(first_log)) >= SIGNAL_AFTER_STEP, 150, "the first training steps")
+        cluster.run("scancel", "--signal=USR1", job)
+
+        # Lightning saves the checkpoint and runs `scontrol requeue`. SLURM holds a requeued batch job for
+        # about two minutes (BeginTime); release it at once, as an admin could, to keep the test short.
+        cluster.wait_for(job, lambda c, j: c.job_field(j, "Restarts") == "1", 60, "the requeue")
+        cluster.wait_for(job, lambda c, j: c.job_field(j, "JobState") == "PENDING", 60, "the old run to end")
+        cluster.run("scontrol", "update", f"JobId={job}", "StartTime=now")
+        cluster.wait_for(job, lambda c, j: c.job_field(j, "JobState") == "COMPLETED", 180, "completion")
+    finally:
+        if cluster.job_field(job, "JobState") not in ("COMPLETED", ""):
+            cluster.run("scancel", job)
+    log = output.read_text()
+
+    # Two runs of one job: the first stopped after the signal, the second resumed from the HPC checkpoint.
+    assert "restart 0" in log and "restart 1" in log, log[-3000:]
+    hpc = torch.load(root / "hpc_ckpt_1.ckpt", weights_only=True, map_location="cpu")
+    before = logged_steps(first_log)
+    after = logged_steps(root / "lightning_logs" / "version_1" / "metrics.csv")
+    assert 0 < len(before) < MAX_STEPS and after, (before, after)
+    assert hpc["global_step"] == len(before)
+    # Every optimiser step logged exactly once, in order, ending at max_steps.
+    assert before + after == list(range(MAX_STEPS))
+    assert torch.load(root / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == MAX_STEPS
+    assert (root / "adapter" / "adapter_model.safetensors").is_file()
+
+    # Both runs wrote to the same W&B run.
+    runs = sorted((root / "wandb").glob("offline-run-*"))
+    assert len(runs) == 2 and len({path.name.rsplit("-", 1)[1] for path in runs}) == 1, runs
