@@ -19,6 +19,16 @@ from graphctx.retrieval.pagerank import (
 )
 from graphctx.retrieval.settings import RetrievalSettings
 
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny tensors: one intra-op thread avoids OpenMP hand-offs that dominate on a busy 2-core runner."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 EXACT = RetrievalSettings(pagerank_dtype="float64", top_k=3)
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)] if torch.cuda.is_available() else ["cpu"]
 
