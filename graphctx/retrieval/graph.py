@@ -42,14 +42,17 @@ def similarity_edges(
     """All pairs ``(i, j)`` with ``cos(left[i], right[j]) > settings.threshold``, as (rows, cols, cosines).
 
     Inputs must be L2-normalised. With ``upper_triangle`` (``left is right``) only ``j > i`` is kept.
-    Products run ``settings.similarity_chunk_size`` rows at a time in :func:`similarity_dtype`.
+    Products run ``settings.similarity_chunk_size`` rows at a time (fewer if a block would pass 2**31
+    entries) in :func:`similarity_dtype`.
     """
     dtype = similarity_dtype(settings, left.device)
     left_cast, right_cast = left.to(dtype), right.to(dtype)
     threshold = strict_threshold(settings.threshold, dtype).to(left.device)
+    # Keep each block under 2**31 entries (the limit of 32-bit indexing in some CUDA kernels, e.g. nonzero).
+    step = max(1, min(settings.similarity_chunk_size, (2**31 - 1) // max(len(right), 1)))
     rows, cols, values = [], [], []
-    for start in range(0, len(left), settings.similarity_chunk_size):
-        stop = min(start + settings.similarity_chunk_size, len(left))
+    for start in range(0, len(left), step):
+        stop = min(start + step, len(left))
         offset = start if upper_triangle else 0
         block = left_cast[start:stop] @ right_cast[offset:].T
         if upper_triangle:
