@@ -8,15 +8,17 @@ SLURM a requeued job resumes from Lightning's HPC checkpoint by itself.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 from jsonargparse import Namespace
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
+from lightning.pytorch.loggers import WandbLogger
 
 from graphctx.cache import fingerprint
-from graphctx.config import add_pipeline_sections
+from graphctx.config import add_pipeline_sections, check_devices
 from graphctx.data.datamodule import InstructionDataModule
 from graphctx.errors import DataError, GraphctxError
 from graphctx.model import InstructionTuner, load_tokenizer
@@ -35,13 +37,21 @@ class LogConfigCallback(SaveConfigCallback):
     def save_config(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         config = self.config.clone()
         config.pop("config", None)
+        plain = json.loads(json.dumps(config.as_dict(), default=str))  # tuples -> lists, paths -> str
         for logger in trainer.loggers:
-            logger.log_hyperparams(config.as_dict())
+            logger.log_hyperparams(plain)
 
 
 def stable_wandb_id(project: str | None, name: str | None, root_dir: str) -> str:
     """A W&B run id fixed by project, run name and output folder, so a resumed run continues the same run."""
     return fingerprint("wandb", project, name, str(Path(root_dir).resolve()))
+
+
+def finish_wandb_runs(trainer: Trainer) -> None:
+    """Close the W&B runs this process opened, so their files are complete and a later run starts anew."""
+    for logger in trainer.loggers:
+        if isinstance(logger, WandbLogger) and logger._experiment is not None:
+            logger.experiment.finish()
 
 
 class TrainCLI(LightningCLI):
@@ -57,7 +67,8 @@ class TrainCLI(LightningCLI):
         )
 
     def before_instantiate_classes(self) -> None:
-        """Give every W&B logger without an explicit ``id`` the stable id of this run."""
+        """Refuse a GPU setting on a CPU-only machine; give every W&B logger without an ``id`` this run's."""
+        check_devices(self.config.as_dict())
         trainer = self.config.trainer
         loggers = trainer.logger if isinstance(trainer.logger, list) else [trainer.logger]
         for logger in loggers:
@@ -68,15 +79,19 @@ class TrainCLI(LightningCLI):
 
 
 def main(argv: list[str] | None = None) -> int:
-    cli = TrainCLI(
-        InstructionTuner,
-        InstructionDataModule,
-        run=False,
-        args=argv,
-        save_config_callback=LogConfigCallback,
-        save_config_kwargs={"overwrite": True},
-        parser_kwargs={"description": __doc__, "allow_abbrev": False},
-    )
+    try:
+        cli = TrainCLI(
+            InstructionTuner,
+            InstructionDataModule,
+            run=False,
+            args=argv,
+            save_config_callback=LogConfigCallback,
+            save_config_kwargs={"overwrite": True},
+            parser_kwargs={"description": __doc__, "allow_abbrev": False},
+        )
+    except GraphctxError as error:  # raised by before_instantiate_classes
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     # before ModelCheckpoint: a NaN step stops before it is saved; preemption saves at a step boundary
     cli.trainer.callbacks[:0] = [FiniteLossGuard(), RequeueAtStepBoundary()]
     try:
@@ -87,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(error, DataError):
             print(DUMP_HINT, file=sys.stderr)
         return 1
+    finally:
+        finish_wandb_runs(cli.trainer)
     return 0
 
 

@@ -6,6 +6,7 @@ Batches follow the DataModule contract: ``input_ids`` and ``labels`` [B, T] (lab
 
 from __future__ import annotations
 
+import json
 import resource
 import time
 from dataclasses import asdict
@@ -73,9 +74,10 @@ class InstructionTuner(L.LightningModule):
         export: ExportSettings = ExportSettings(),  # noqa: B008
     ) -> None:
         super().__init__()
-        # plain dicts, so checkpoints load with torch.load(weights_only=True) and loggers show every field
+        # JSON-plain dicts (no tuples), so checkpoints load with torch.load(weights_only=True) and every
+        # logger (YAML, W&B) can write them
         settings = {"spec": spec, "lora": lora, "optimizer": optimizer, "export": export}
-        self.save_hyperparameters({name: asdict(value) for name, value in settings.items()})
+        self.save_hyperparameters(json.loads(json.dumps({k: asdict(v) for k, v in settings.items()})))
         self.spec, self.lora, self.optimizer_settings, self.export = spec, lora, optimizer, export
         self.model = None
         self.strict_loading = False  # checkpoints carry the adapter only; the base comes from `spec`

@@ -1,0 +1,333 @@
+"""Training throughput: graphctx's QLoRA step against the plain tutorial recipe, same model and data.
+
+Both sides train the same NF4 base (double quantisation, bf16 compute on CUDA) with the same LoRA settings
+(QLoRA recipe: r=64, alpha=16, dropout 0.1, every linear layer) and paged AdamW, on the same stream of real
+cardano.stackexchange.com question+answer pairs in the paper's template, capped at ``--max-length`` tokens.
+
+- baseline (tutorial): ``prepare_model_for_kbit_training`` + ``get_peft_model``, batches of
+  ``--baseline-batch-size`` examples padded to the longest, SDPA attention, ``model(..., labels=...).loss``
+  (full-vocabulary logits for every position).
+- graphctx: ``InstructionTuner`` as train.py builds it: examples packed back to back into one row of about
+  ``--token-budget`` tokens, varlen flash attention on CUDA (SDPA with a packed mask on CPU), cross-entropy
+  on answer positions only in chunks.
+
+Tokens/s count real tokens only (no pads), timed after ``--warmup-steps`` steps per side. On CPU the model
+is a tiny random Llama; with ``--device cuda`` a randomly initialised model of Llama-2-7B's shape (random
+weights cost the same time as real ones).
+
+MFU = model FLOPs per real token x tokens/s / peak bf16 FLOP/s. Model FLOPs per token = 4 N (forward 2N,
+backward 2N for input gradients: the frozen base needs no weight gradients; N counts the blocks and the LM
+head) + 6 L d c (attention scores and values, forward and backward; c = mean causal context of a token).
+
+The last stdout line is one JSON object; progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import resource
+import shutil
+import sys
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+from graphctx.cache import cache_root, fingerprint
+from graphctx.data import DatasetSettings, load_qa_dataset
+from graphctx.data.instruct import encode_example, get_template
+from graphctx.data.packing import collate_rows
+from graphctx.data.settings import FilterSettings
+from graphctx.model import InstructionTuner, LoraSettings, ModelSpec
+from graphctx.model.loading import packaged_llama_sentencepiece, quantization_config
+from graphctx.model.optim import build_optimizer
+from graphctx.model.settings import OptimizerSettings
+
+SHAPES = {
+    "tiny": {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 4},
+    "llama2-7b": {
+        "hidden_size": 4096,
+        "intermediate_size": 11008,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+    },
+}
+PEAK_BF16_FLOPS = {"H100": 989e12, "H200": 989e12, "A100": 312e12}
+LORA = LoraSettings()  # QLoRA recipe, the same for both sides
+
+
+def log(message: str) -> None:
+    print(f"[train_throughput] {message}", file=sys.stderr, flush=True)
+
+
+def random_llama(shape: str, device: torch.device, cache_dir: str | None) -> Path:
+    """A random Llama of ``shape``, saved once as bf16 safetensors with the Llama SentencePiece tokenizer."""
+    target = cache_root(cache_dir) / "models" / f"bench-llama-{shape}-{fingerprint(SHAPES[shape])}"
+    if (target / "config.json").is_file():
+        return target
+    log(f"building a random {shape} Llama in {target}")
+    tmp = target.with_name(target.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    shutil.copy(packaged_llama_sentencepiece(), tmp / "tokenizer.model")
+    tokenizer = AutoTokenizer.from_pretrained(tmp, tokenizer_class="LlamaTokenizer")
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        max_position_embeddings=4096,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.unk_token_id,
+        **SHAPES[shape],
+    )
+    torch.manual_seed(0)
+    default_dtype = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        with torch.device(device):
+            model = LlamaForCausalLM(config)
+    finally:
+        torch.set_default_dtype(default_dtype)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    del model
+    tmp.rename(target)
+    return target
+
+
+def real_examples(
+    data_dir: str, tokenizer, max_length: int, cache_dir: str | None
+) -> list[dict[str, list[int]]]:
+    """Every cardano Q&A pair (all splits) in the paper's template, truncated to ``max_length`` tokens."""
+    settings = DatasetSettings(source=data_dir, filters=FilterSettings(max_tokens=None))
+    qa = load_qa_dataset(settings, cache_dir)
+    template = get_template("paper")
+    return [
+        encode_example(tokenizer, template, row["question"], row["answer"], max_length)
+        for split in qa.values()
+        for row in split
+    ]
+
+
+def baseline_batches(stream, pad_id: int, batch_size: int):
+    """Tutorial batches: ``batch_size`` consecutive examples right-padded to the longest."""
+    for start in range(0, len(stream) - batch_size + 1, batch_size):
+        yield collate_rows([[ex] for ex in stream[start : start + batch_size]], pad_id, packed=False)
+
+
+def packed_batches(stream, pad_id: int, token_budget: int):
+    """graphctx batches: consecutive examples back to back in one row of at most ``token_budget`` tokens."""
+    row: list[dict[str, list[int]]] = []
+    used = 0
+    for example in stream:
+        if row and used + len(example["input_ids"]) > token_budget:
+            yield collate_rows([row], pad_id, packed=True)
+            row, used = [], 0
+        row.append(example)
+        used += len(example["input_ids"])
+
+
+def real_tokens(batch: dict[str, torch.Tensor]) -> int:
+    return int(batch["attention_mask"].sum()) if "attention_mask" in batch else batch["input_ids"].numel()
+
+
+def peak_memory_gib(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**30
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def timed_training(
+    step, batches, device: torch.device, warmup: int, steps: int, label: str
+) -> dict[str, float]:
+    """Run ``warmup`` untimed then ``steps`` timed calls of ``step(batch)``; real tokens/s and peak memory."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    tokens, started = 0, None
+    for index, batch in enumerate(batches):
+        if index == warmup:
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            started = time.perf_counter()
+        batch = {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
+        loss = step(batch)
+        if index >= warmup:
+            tokens += real_tokens(batch)
+        slots = batch["input_ids"].numel()
+        log(f"{label} step {index}: {real_tokens(batch)} real tokens of {slots} slots, loss {loss:.3f}")
+        if index + 1 == warmup + steps:
+            break
+    else:
+        raise SystemExit(f"not enough data for {warmup}+{steps} {label} steps: lower --steps")
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    seconds = time.perf_counter() - started
+    return {"tokens_per_s": tokens / seconds, "peak_mem_gib": peak_memory_gib(device), "tokens": tokens}
+
+
+def run_baseline(folder: Path, stream, args, device: torch.device, pad_id: int) -> dict[str, float]:
+    spec = ModelSpec(source=str(folder), compute_dtype=args.compute_dtype)
+    model = AutoModelForCausalLM.from_pretrained(
+        folder,
+        quantization_config=quantization_config(spec),
+        dtype=getattr(torch, args.compute_dtype),
+        device_map={"": device},
+    )
+    model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+    lora = LoraConfig(
+        r=LORA.r, lora_alpha=LORA.alpha, lora_dropout=LORA.dropout, target_modules=LORA.target_modules,
+        task_type="CAUSAL_LM",
+    )  # fmt: skip
+    model = get_peft_model(model, lora)
+    model.train()
+    optimizer = build_optimizer(
+        [p for p in model.parameters() if p.requires_grad], OptimizerSettings(), device
+    )
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
+
+    def step(batch: dict[str, torch.Tensor]) -> float:
+        with autocast:
+            loss = model(
+                input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"]
+            ).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.item()
+
+    batches = baseline_batches(stream, pad_id, args.baseline_batch_size)
+    return timed_training(step, batches, device, args.warmup_steps, args.steps, "baseline")
+
+
+def run_graphctx(folder: Path, stream, args, device: torch.device, pad_id: int) -> dict[str, float]:
+    spec = ModelSpec(
+        source=str(folder),
+        compute_dtype=args.compute_dtype,
+        gradient_checkpointing=args.gradient_checkpointing,
+        loss_chunk_tokens=args.loss_chunk_tokens,
+    )
+    module = InstructionTuner(spec=spec, lora=LORA).to(device)
+    module.configure_model()
+    log(f"graphctx attention: {module.model.get_base_model().config._attn_implementation}")
+    optimizer = build_optimizer(
+        [p for p in module.parameters() if p.requires_grad], OptimizerSettings(), device
+    )
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
+
+    def step(batch: dict[str, torch.Tensor]) -> float:
+        with autocast:
+            loss = module(batch)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.item()
+
+    batches = packed_batches(stream, pad_id, args.token_budget)
+    return timed_training(step, batches, device, args.warmup_steps, args.graphctx_steps, "graphctx")
+
+
+def model_flops_per_token(config: LlamaConfig, stream) -> float:
+    """4 N (blocks + LM head) + 6 L d c; c = mean causal context length of a token in the stream."""
+    d, layers, inter, vocab = (
+        config.hidden_size,
+        config.num_hidden_layers,
+        config.intermediate_size,
+        config.vocab_size,
+    )
+    kv = d * config.num_key_value_heads // config.num_attention_heads
+    block = 2 * d * d + 2 * d * kv + 3 * d * inter
+    lengths = [len(ex["input_ids"]) for ex in stream]
+    context = sum(n * (n + 1) / 2 for n in lengths) / sum(lengths)
+    return 4 * (layers * block + d * vocab) + 6 * layers * d * context
+
+
+def peak_flops(device: torch.device, override_tflops: float | None) -> float | None:
+    if override_tflops:
+        return override_tflops * 1e12
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((flops for key, flops in PEAK_BF16_FLOPS.items() if key in name), None)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument(
+        "--data", default="../shared/data/stackexchange/cardano", help="Stack Exchange dump folder"
+    )
+    parser.add_argument("--shape", choices=sorted(SHAPES), help="default: tiny on cpu, llama2-7b on cuda")
+    parser.add_argument("--max-length", type=int, default=1024, help="cap on tokens per example")
+    parser.add_argument("--baseline-batch-size", type=int, default=8)
+    parser.add_argument(
+        "--token-budget", type=int, help="graphctx tokens per step (default: 8192 cuda, 4096 cpu)"
+    )
+    parser.add_argument("--steps", type=int, help="timed baseline steps (default: 12 cuda, 3 cpu)")
+    parser.add_argument("--warmup-steps", type=int, default=2)
+    parser.add_argument("--gradient-checkpointing", action="store_true", help="graphctx side only")
+    parser.add_argument("--loss-chunk-tokens", type=int, default=4096)
+    parser.add_argument("--peak-tflops", type=float, help="peak bf16 TFLOP/s for MFU (default: known GPUs)")
+    parser.add_argument("--cache-dir", help="graphctx cache (random model, dataset)")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: no CUDA device visible")
+    args.shape = args.shape or ("llama2-7b" if device.type == "cuda" else "tiny")
+    args.token_budget = args.token_budget or (8192 if device.type == "cuda" else 4096)
+    args.steps = args.steps or (12 if device.type == "cuda" else 3)
+    args.compute_dtype = "bfloat16" if device.type == "cuda" else "float32"
+
+    folder = random_llama(args.shape, device, args.cache_dir)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    examples = real_examples(args.data, tokenizer, args.max_length, args.cache_dir)
+    rng = random.Random(args.seed)
+    needed = args.baseline_batch_size * (args.warmup_steps + args.steps)
+    stream = [examples[rng.randrange(len(examples))] for _ in range(needed)]
+    # graphctx trains on the same examples; its step count is whatever covers the timed ones
+    timed_tokens = sum(len(ex["input_ids"]) for ex in stream[args.baseline_batch_size * args.warmup_steps :])
+    args.graphctx_steps = max(1, round(timed_tokens / args.token_budget))
+    stream_graphctx = stream + [examples[rng.randrange(len(examples))] for _ in range(needed)]
+    mean_length = sum(len(e["input_ids"]) for e in stream) / len(stream)
+    log(f"{len(examples)} real examples; mean length {mean_length:.0f} tokens")
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+    baseline = run_baseline(folder, stream, args, device, pad_id)
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    ours = run_graphctx(folder, stream_graphctx, args, device, pad_id)
+
+    config = LlamaConfig.from_pretrained(folder)
+    peak = peak_flops(device, args.peak_tflops)
+    flops = model_flops_per_token(config, stream)
+    print(
+        json.dumps(
+            {
+                "graphctx_tokens_per_s": round(ours["tokens_per_s"], 1),
+                "baseline_tokens_per_s": round(baseline["tokens_per_s"], 1),
+                "speedup": round(ours["tokens_per_s"] / baseline["tokens_per_s"], 2),
+                "peak_mem_gib": round(ours["peak_mem_gib"], 2),
+                "baseline_peak_mem_gib": round(baseline["peak_mem_gib"], 2),
+                "mfu": round(ours["tokens_per_s"] * flops / peak, 4) if peak else None,
+                "baseline_mfu": round(baseline["tokens_per_s"] * flops / peak, 4) if peak else None,
+                "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+                "shape": args.shape,
+                "token_budget": args.token_budget,
+                "baseline_batch_size": args.baseline_batch_size,
+                "gradient_checkpointing": args.gradient_checkpointing,
+                "max_length": args.max_length,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
