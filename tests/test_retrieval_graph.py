@@ -120,12 +120,19 @@ def test_threshold_is_strict() -> None:
     assert (0, 1) not in pairs  # cos 0.6 is not above 0.6
 
 
-def test_bfloat16_products_compare_without_rounding_the_threshold() -> None:
-    embeddings = clustered(100, seed=4)
+def test_bfloat16_products_give_the_full_precision_graph() -> None:
+    """bfloat16 products only propose candidates: edges and weights equal the float64 brute force."""
+    embeddings = clustered(150, seed=0)
     settings = RetrievalSettings(threshold=0.8, similarity_dtype="bfloat16", similarity_chunk_size=16)
     graph = build_question_graph(embeddings, settings)
-    rounded = embeddings.bfloat16()
-    exact = (rounded @ rounded.T).double()  # the same bfloat16 products, compared in float64
-    expected = {(r, c) for r, c in zip(*(exact > 0.8).nonzero(as_tuple=True), strict=True) if r != c}
-    got = set(map(tuple, graph.edge_index.T.tolist()))
-    assert got == {(int(r), int(c)) for r, c in expected} and len(got) > 20
+    expected = {
+        pair: w for pair, w in brute_force_pairs(embeddings, embeddings, 0.8).items() if pair[0] != pair[1]
+    }
+    got = {
+        (r, c): w for (r, c), w in zip(graph.edge_index.T.tolist(), graph.edge_weight.tolist(), strict=True)
+    }
+    assert got.keys() == expected.keys() and len(got) > 50
+    assert all(abs(got[pair] - expected[pair]) < 1e-6 for pair in got)
+    rounded = embeddings.bfloat16().float()
+    crude = {pair for pair in brute_force_pairs(rounded, rounded, 0.8) if pair[0] != pair[1]}
+    assert crude != set(got)  # bfloat16 alone would have moved edges across the threshold

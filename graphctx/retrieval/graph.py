@@ -29,11 +29,26 @@ def similarity_dtype(settings: RetrievalSettings, device: torch.device) -> torch
 def strict_threshold(threshold: float, dtype: torch.dtype) -> Tensor:
     """The value ``t`` of ``dtype`` such that ``x > t`` in ``dtype`` equals ``float(x) > threshold`` for every
     ``x`` of ``dtype`` (the largest ``dtype`` value not above ``threshold``), so products in bfloat16 need no
-    float32 copy to be compared."""
+    float32 copy to be compared, and float32 cosines compare against the real threshold."""
     value = torch.tensor(threshold, dtype=torch.float64).to(dtype)
     if float(value) > threshold:
         value = torch.nextafter(value, torch.tensor(float("-inf"), dtype=dtype))
     return value
+
+
+#: Bound on ``|bf16 product - exact cosine|`` for unit vectors, with room: rounding both inputs to bfloat16
+#: moves a dot product by at most ``(2u + u²)·‖a‖‖b‖ ≈ 0.0079`` (``u = 2**-8``) and rounding the product
+#: by at most ``2**-9``.
+LOW_PRECISION_MARGIN = 0.02
+
+
+def exact_dot(left: Tensor, right: Tensor, rows: Tensor, cols: Tensor, chunk: int = 1 << 18) -> Tensor:
+    """``left[rows[i]] · right[cols[i]]`` in the inputs' own precision, ``chunk`` pairs at a time."""
+    out = torch.empty(len(rows), dtype=left.dtype, device=left.device)
+    for start in range(0, len(rows), chunk):
+        pick = slice(start, start + chunk)
+        out[pick] = torch.linalg.vecdot(left[rows[pick]], right[cols[pick]])
+    return out
 
 
 def similarity_edges(
@@ -43,11 +58,15 @@ def similarity_edges(
 
     Inputs must be L2-normalised. With ``upper_triangle`` (``left is right``) only ``j > i`` is kept.
     Products run ``settings.similarity_chunk_size`` rows at a time (fewer if a block would pass 2**31
-    entries) in :func:`similarity_dtype`.
+    entries) in :func:`similarity_dtype`. When that is less precise than the inputs (bfloat16 on CUDA), the
+    products only propose candidates (cosine above ``T - LOW_PRECISION_MARGIN``) whose cosine is then
+    recomputed in the inputs' precision, so edges and weights are the same as a full-precision build.
     """
     dtype = similarity_dtype(settings, left.device)
     left_cast, right_cast = left.to(dtype), right.to(dtype)
-    threshold = strict_threshold(settings.threshold, dtype).to(left.device)
+    refine = dtype.itemsize < left.dtype.itemsize
+    margin = LOW_PRECISION_MARGIN if refine else 0.0
+    candidate = strict_threshold(settings.threshold - margin, dtype).to(left.device)
     # Keep each block under 2**31 entries (the limit of 32-bit indexing in some CUDA kernels, e.g. nonzero).
     step = max(1, min(settings.similarity_chunk_size, (2**31 - 1) // max(len(right), 1)))
     rows, cols, values = [], [], []
@@ -58,10 +77,17 @@ def similarity_edges(
         if upper_triangle:
             # Column c of the block is node offset + c; keep it only strictly right of the diagonal.
             block[:, : stop - start].triu_(diagonal=1)
-        row, col = (block > threshold).nonzero(as_tuple=True)
-        rows.append(row + start)
-        cols.append(col + offset)
-        values.append(block[row, col].float())
+        row, col = (block > candidate).nonzero(as_tuple=True)
+        row, col = row + start, col + offset
+        if refine:
+            value = exact_dot(left, right, row, col)
+            keep = value > strict_threshold(settings.threshold, value.dtype).to(left.device)
+            row, col, value = row[keep], col[keep], value[keep]
+        else:
+            value = block[row - start, col - offset]
+        rows.append(row)
+        cols.append(col)
+        values.append(value.float())
     empty = torch.zeros(0, dtype=torch.long, device=left.device)
     if not rows:
         return empty, empty, torch.zeros(0, device=left.device)

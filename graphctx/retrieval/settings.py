@@ -61,8 +61,8 @@ class RetrievalSettings:
     """Rows of the similarity matrix computed at once when building edges (memory is chunk × pool)."""
 
     similarity_dtype: Literal["auto", "float64", "float32", "bfloat16"] = "auto"
-    """Matrix products for edges: ``auto`` is bfloat16 on CUDA (cosines off by up to ~0.008, so pairs
-    within that of the threshold may flip) and float32 on the CPU (exact)."""
+    """Matrix products that find edges: ``auto`` is bfloat16 on CUDA and float32 on the CPU. Lower precision
+    than the embeddings only proposes candidates, re-scored exactly, so the graph does not change."""
 
     query_batch_size: int = 1024
     """Queries embedded and ranked together (also the ``predict`` batch size)."""
