@@ -2,7 +2,9 @@
 
 With ``Trainer(strategy="ddp", devices=..., num_nodes=...)`` Lightning shards the query DataLoader across
 processes (its distributed sampler), so many GPUs and nodes are used with the same launcher as training.
-Each process holds the whole pool index.
+Each process holds the whole pool index. Under DDP ``trainer.predict`` returns each process's own share:
+collect them with a ``lightning.pytorch.callbacks.BasePredictionWriter`` (its ``batch_indices`` give the
+query positions).
 """
 
 from __future__ import annotations
