@@ -7,7 +7,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-COMMANDS: tuple[str, ...] = ("data", "index", "retrieve", "enhance")
+COMMANDS: tuple[str, ...] = ("data", "index", "retrieve", "enhance", "answer")
 
 
 def build_parser() -> argparse.ArgumentParser:

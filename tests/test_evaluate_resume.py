@@ -122,3 +122,23 @@ def test_killed_run_resumes_to_the_uninterrupted_table(workspace):
         assert answers == reference
     assert (resumed / "results.csv").read_text() == (uninterrupted / "results.csv").read_text()
     assert (resumed / "results.md").read_text() == (uninterrupted / "results.md").read_text()
+
+
+def test_answer_command_prints_the_answer_its_context_and_autoais(workspace, capsys):
+    from graphctx.cli import main
+
+    question = "How do I register my stake pool certificate with cardano-cli?"
+    status = main(["answer", "--config", str(workspace / "tiny.yaml"), "--question", question, "--json"])
+    assert status == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["variant"] == "GraphContextGen" and result["question"] == question
+    assert len(result["hits"]) == 2 and result["context"].startswith("Question: ")
+    assert isinstance(result["answer"], str)
+    assert result["autoais[causal-lm-judge]"] in (0.0, 1.0)
+    assert 0.0 <= result["autoais_soft[causal-lm-judge]"] <= 1.0
+
+    main(
+        ["answer", "--config", str(workspace / "tiny.yaml"), "--question", question, "--variant", "ZeroShot"]
+    )
+    printed = capsys.readouterr().out
+    assert printed.startswith("Answer (Zero-shot):") and "no context to attribute to" in printed

@@ -1,0 +1,87 @@
+"""Answer one question: retrieve, enhance, generate, and judge the answer's attribution (AutoAIS)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+from graphctx.config import load_config
+from graphctx.evaluation.contexts import ContextBuilder
+from graphctx.evaluation.runner import adapter_dir_of
+from graphctx.generation import Generator, load_generator
+from graphctx.metrics import AutoAIS, build_judge
+from graphctx.model import load_tokenizer
+from graphctx.prompts import VARIANTS, build_prompt
+from graphctx.retrieval.pool import cache_dir_of, load_config_dataset
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", required=True, help="YAML config (model, data, retrieval, knowledge, evaluation)"
+    )
+    parser.add_argument("--question", required=True, help="the question (title and body as one text)")
+    parser.add_argument(
+        "--variant",
+        default="GraphContextGen",
+        choices=list(VARIANTS),
+        help="prompt, model and context (default GraphContextGen: graph retrieval + KG, with the adapter)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's data.cache_dir)")
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    variant = VARIANTS[args.variant]
+    cache_dir = cache_dir_of(config, args.cache_dir)
+    settings = config.evaluation
+    pool = load_config_dataset(config)["train"]
+    builder = ContextBuilder(pool, config.retrieval, config.knowledge, cache_dir)
+    context, retrieved = builder.for_variants([variant], [args.question])[variant.name][0]
+
+    adapter = adapter_dir_of(config) if variant.model == "adapter" else None
+    model = load_generator(config.model.spec, adapter, settings.generation)
+    generator = Generator(model, load_tokenizer(config.model.spec), settings.generation)
+    answer = generator.generate([build_prompt(variant, args.question, context, config.data.template)])[0]
+    del model, generator
+
+    judgement: dict[str, float | str] = {"autoais": "n/a (the prompt had no context to attribute to)"}
+    if context:
+        autoais = AutoAIS(build_judge(settings.metrics.autoais, cache_dir), settings.metrics.autoais)
+        autoais.update([args.question], [answer.text], [context])
+        judgement = {key: float(values[0]) for key, values in autoais.per_row().items()}
+
+    if args.json:
+        hits = (
+            [{"id": h.id, "score": h.score, "fallback": h.fallback} for h in retrieved.hits]
+            if retrieved
+            else []
+        )
+        payload = {"question": args.question, "variant": variant.name, "hits": hits, "context": context}
+        print(json.dumps({**payload, "answer": answer.text, **judgement}, indent=2))
+        return 0
+    if retrieved:
+        ids = ", ".join(
+            f"#{hit.id}" + (" (cosine fallback)" if hit.fallback else "") for hit in retrieved.hits
+        )
+        print(f"Context ({variant.label}; retrieved {ids}; {len(retrieved.sentences)} KG sentences):")
+        print(context or "(empty)")
+        print()
+    print(f"Answer ({variant.label}):\n{answer.text}\n")
+    for key, value in judgement.items():
+        print(f"{key}: {describe(key, value, settings.metrics.autoais.mode)}")
+    return 0
+
+
+def describe(key: str, value: float | str, mode: str) -> str:
+    """A reading of one AutoAIS output for people."""
+    if isinstance(value, str):
+        return value
+    if math.isnan(value):
+        return "not judged: the context is longer than the judge accepts"
+    if key.startswith("autoais_soft"):
+        return f"p(attributable) = {value:.3f}"
+    if mode == "sentence":
+        return f"{value:.0%} of the answer's sentences are entailed by the context"
+    return "attributable to the context" if value == 1 else "not attributable to the context"
