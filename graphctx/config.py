@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
 from jsonargparse import ActionConfigFile, ArgumentParser
 
@@ -69,6 +70,25 @@ def check_mapping(path: Path) -> None:
         )
 
 
+def check_devices(config: dict[str, Any], prefix: str = "") -> None:
+    """Fail, naming the setting, when ``config`` asks for CUDA (``trainer.accelerator: gpu``/``cuda``, or any
+    ``...device: cuda[:n]``) on a machine without a usable CUDA device."""
+    if torch.cuda.is_available():
+        return
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            check_devices(value, f"{name}.")
+        elif isinstance(value, str) and (
+            (key == "accelerator" and value in ("gpu", "cuda"))
+            or (key == "device" and value.startswith("cuda"))
+        ):
+            raise ConfigError(
+                f"{name}: {value!r} asks for a GPU, but torch finds no CUDA device on this machine; "
+                "use cpu (or auto)"
+            )
+
+
 def load_config(path: str | Path, overrides: Sequence[str] = ()) -> PipelineConfig:
     """Parse and validate ``path`` (plus dotted ``--section.key value`` overrides) into a PipelineConfig."""
     path = Path(path)
@@ -82,7 +102,10 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> PipelineConf
     add_pipeline_sections(parser)
     try:
         parsed = parser.parse_args(["--config", str(path), *overrides])
+        check_devices(parsed.as_dict())
         objects = parser.instantiate_classes(parsed)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
     except Exception as exc:  # jsonargparse raises ArgumentError / ValueError / TypeError
         raise ConfigError(f"{path}: {exc}") from exc
     return PipelineConfig(

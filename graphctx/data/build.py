@@ -24,11 +24,12 @@ from graphctx.data.settings import DatasetSettings, SplitSettings
 from graphctx.data.stackexchange import DumpReader, resolve_dump
 from graphctx.errors import ConfigError, DataError
 
-PIPELINE_VERSION = 1
+PIPELINE_VERSION = 2
 SPLITS = ("train", "validation", "test")
 REASONS = (
     "no_accepted_answer",
     "linked_duplicate",
+    "empty_question",
     "duplicate_title",
     "short_answer",
     "link_only_answer",

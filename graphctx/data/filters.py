@@ -18,8 +18,9 @@ def normalise_title(title: str) -> str:
 class QuestionFilter:
     """Decides, question by question, whether a pair is kept; returns the reason when it is not.
 
-    Reasons (the keys of the summary): ``no_accepted_answer``, ``linked_duplicate``, ``duplicate_title``,
-    ``short_answer``, ``link_only_answer``, ``too_long``. The title check is stateful: the first question
+    Reasons (the keys of the summary): ``no_accepted_answer``, ``linked_duplicate``, ``empty_question``
+    (nothing left of title and body after cleaning; always on), ``duplicate_title``, ``short_answer``,
+    ``link_only_answer``, ``too_long``. The title check is stateful: the first question
     with a title wins, so feed questions in id (time) order.
     """
 
@@ -44,6 +45,8 @@ class QuestionFilter:
         ``answer_beyond_links`` is the answer's text with links and URLs removed.
         """
         settings = self.settings
+        if not question.strip():
+            return "empty_question"
         if settings.drop_duplicate_titles:
             key = normalise_title(title)
             if key and key in self._titles:
