@@ -7,7 +7,8 @@ graphctx batched, on one pool graph and one query set.
 
 Embeddings are clustered synthetic unit vectors (each point is its cluster centre plus noise of a
 per-point scale, so degrees range from isolated to dense hubs); with ``--real`` they are the packaged
-MiniLM's embeddings of the real cardano questions (pool + queries must fit in the 1,042 questions).
+MiniLM's embeddings of the real cardano questions (all splits, no token filter; pool + queries must fit;
+MiniLM's cosines are lower than bge's, so use ``--threshold 0.5`` there).
 The baselines run on a random sample of the queries (they are slow); ``topk_agreement`` compares
 graphctx's top-k with networkx's on that sample, rank by rank, skipping ranks whose networkx score is tied
 with a neighbour (relative gap < 1e-6) and ranks beyond the nodes reachable from the query (networkx
@@ -24,6 +25,7 @@ import json
 import math
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -71,7 +73,8 @@ def real_embeddings(pool: int, queries: int, device: torch.device) -> tuple[torc
     from graphctx.data.settings import DatasetSettings
     from graphctx.retrieval.embeddings import embed_texts
 
-    dataset = load_qa_dataset(DatasetSettings())
+    settings = DatasetSettings()
+    dataset = load_qa_dataset(replace(settings, filters=replace(settings.filters, max_tokens=None)))
     texts = [text for split in dataset.values() for text in split["question"]]
     if pool + queries > len(texts):
         raise SystemExit(f"--real: only {len(texts)} questions, asked for {pool} + {queries}")
