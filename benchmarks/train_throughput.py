@@ -228,7 +228,7 @@ def run_graphctx(folder: Path, stream, args, device: torch.device, pad_id: int) 
         return loss.item()
 
     batches = packed_batches(stream, pad_id, args.token_budget)
-    return timed_training(step, batches, device, args.warmup_steps, args.graphctx_steps, "graphctx")
+    return timed_training(step, batches, device, args.warmup_steps, args.steps, "graphctx")
 
 
 def model_flops_per_token(config: LlamaConfig, stream) -> float:
@@ -269,7 +269,7 @@ def main() -> None:
     parser.add_argument(
         "--token-budget", type=int, help="graphctx tokens per step (default: 8192 cuda, 4096 cpu)"
     )
-    parser.add_argument("--steps", type=int, help="timed baseline steps (default: 12 cuda, 3 cpu)")
+    parser.add_argument("--steps", type=int, help="timed steps per side (default: 8 cuda, 3 cpu)")
     parser.add_argument("--warmup-steps", type=int, default=2)
     parser.add_argument("--gradient-checkpointing", action="store_true", help="graphctx side only")
     parser.add_argument("--loss-chunk-tokens", type=int, default=4096)
@@ -277,37 +277,38 @@ def main() -> None:
     parser.add_argument("--cache-dir", help="graphctx cache (random model, dataset)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
+    if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: no CUDA device visible")
+    device = torch.device("cpu")
+    if args.device == "cuda":
+        device = torch.device("cuda", torch.cuda.current_device())
     args.shape = args.shape or ("llama2-7b" if device.type == "cuda" else "tiny")
     args.token_budget = args.token_budget or (8192 if device.type == "cuda" else 4096)
-    args.steps = args.steps or (12 if device.type == "cuda" else 3)
+    args.steps = args.steps or (8 if device.type == "cuda" else 3)
     args.compute_dtype = "bfloat16" if device.type == "cuda" else "float32"
 
     folder = random_llama(args.shape, device, args.cache_dir)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     examples = real_examples(args.data, tokenizer, args.max_length, args.cache_dir)
+    # one stream of randomly drawn real examples: the baseline batches its start, graphctx
+    # packs as far as its (larger) steps need
     rng = random.Random(args.seed)
-    needed = args.baseline_batch_size * (args.warmup_steps + args.steps)
-    stream = [examples[rng.randrange(len(examples))] for _ in range(needed)]
-    # graphctx trains on the same examples; its step count is whatever covers the timed ones
-    timed_tokens = sum(len(ex["input_ids"]) for ex in stream[args.baseline_batch_size * args.warmup_steps :])
-    args.graphctx_steps = max(1, round(timed_tokens / args.token_budget))
-    stream_graphctx = stream + [examples[rng.randrange(len(examples))] for _ in range(needed)]
-    mean_length = sum(len(e["input_ids"]) for e in stream) / len(stream)
+    mean_length = sum(len(e["input_ids"]) for e in examples) / len(examples)
+    baseline_needed = args.baseline_batch_size * (args.warmup_steps + args.steps)
+    graphctx_needed = int(1.3 * (args.warmup_steps + args.steps) * args.token_budget / mean_length) + 1
+    stream = [examples[rng.randrange(len(examples))] for _ in range(max(baseline_needed, graphctx_needed))]
     log(f"{len(examples)} real examples; mean length {mean_length:.0f} tokens")
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
-    baseline = run_baseline(folder, stream, args, device, pad_id)
+    baseline = run_baseline(folder, stream[:baseline_needed], args, device, pad_id)
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
-    ours = run_graphctx(folder, stream_graphctx, args, device, pad_id)
+    ours = run_graphctx(folder, stream, args, device, pad_id)
 
     config = LlamaConfig.from_pretrained(folder)
     peak = peak_flops(device, args.peak_tflops)
-    flops = model_flops_per_token(config, stream)
+    flops = model_flops_per_token(config, stream[:baseline_needed])
     print(
         json.dumps(
             {
