@@ -10,7 +10,6 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "AnswerMetrics": "suite",
     "AutoAIS": "autoais",
     "AutoAISSettings": "settings",
     "BertScoreF1": "bertscore",

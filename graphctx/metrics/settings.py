@@ -65,16 +65,10 @@ class FactSettings:
     """spaCy pipeline whose NER finds the entities of the entity Jaccard."""
 
 
-METRIC_NAMES = ("rouge", "bertscore", "facts", "entities", "autoais")
-
-
 @dataclass
 class MetricSettings:
     """All metric settings; each metric class takes its own part."""
 
-    names: list[str] = field(default_factory=lambda: list(METRIC_NAMES))
-    """Metrics that are computed, any of ``rouge``, ``bertscore``, ``facts`` (fact score and triplet
-    overlap), ``entities`` (entity Jaccard) and ``autoais``."""
     rouge: RougeSettings = field(default_factory=RougeSettings)
     """ROUGE settings."""
     bertscore: BertScoreSettings = field(default_factory=BertScoreSettings)
