@@ -2,7 +2,7 @@
 graphctx batched, on one pool graph and one query set.
 
     python benchmarks/retrieval.py --pool 20000 --queries 2000 --device cpu
-    python benchmarks/retrieval.py --pool 1000000 --dim 1024 --clusters 3000 --queries 10000 \
+    python benchmarks/retrieval.py --pool 1000000 --dim 1024 --clusters 2000 --queries 10000 \
         --device cuda --networkx-queries 0 --igraph-queries 0
 
 Embeddings are clustered synthetic unit vectors (each point is its cluster centre plus noise of a
