@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     cli.trainer.callbacks[:0] = [FiniteLossGuard(), RequeueAtStepBoundary()]
     try:
         cli.datamodule.attach_tokenizer(load_tokenizer(cli.model.spec))
-        cli.trainer.fit(cli.model, cli.datamodule, ckpt_path=cli.config.ckpt_path)
+        cli.trainer.fit(cli.model, cli.datamodule, ckpt_path=cli.config.ckpt_path, weights_only=True)
     except GraphctxError as error:
         print(f"error: {error}", file=sys.stderr)
         if isinstance(error, DataError):
