@@ -1,0 +1,65 @@
+"""CUDA-only checks of the fast path: varlen flash attention and paged AdamW (skipped without a GPU)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from graphctx.data.instruct import encode_example, get_template
+from graphctx.data.packing import collate_rows
+from graphctx.model import InstructionTuner, LoraSettings, ModelSpec, load_tokenizer
+from graphctx.model.attention import VARLEN, varlen_available
+from graphctx.model.optim import build_optimizer
+from graphctx.model.settings import OptimizerSettings
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
+]
+
+PAIRS = [
+    ("How do I delegate my ADA to a stake pool?", "Open your wallet, pick a pool, confirm the delegation."),
+    ("What is a UTXO?", "An unspent transaction output: a coin you can spend exactly once."),
+    ("Which port does cardano-node listen on?", "3001 by default; set it with --port."),
+]
+
+
+def packed_cuda_batch(spec: ModelSpec) -> dict[str, torch.Tensor]:
+    tokenizer, template = load_tokenizer(spec), get_template("paper")
+    examples = [encode_example(tokenizer, template, q, a, max_length=128) for q, a in PAIRS]
+    return {k: v.cuda() for k, v in collate_rows([examples], pad_id=0, packed=True).items()}
+
+
+def tuner(spec: ModelSpec) -> InstructionTuner:
+    module = InstructionTuner(spec=spec, lora=LoraSettings(r=8, dropout=0.0)).to(torch.device("cuda", 0))
+    module.configure_model()
+    return module
+
+
+@pytest.mark.skipif(not varlen_available(), reason="torch has no varlen_attn")
+def test_varlen_attention_matches_sdpa_on_a_packed_batch(tmp_path) -> None:
+    base = {"source": "tiny-random", "cache_dir": str(tmp_path)}
+    varlen, sdpa = tuner(ModelSpec(attention="auto", **base)), tuner(ModelSpec(attention="sdpa", **base))
+    assert varlen.model.get_base_model().config._attn_implementation == VARLEN
+    sdpa.model.load_state_dict(varlen.model.state_dict())
+    batch = packed_cuda_batch(varlen.spec)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        torch.testing.assert_close(varlen(batch), sdpa(batch), rtol=2e-2, atol=2e-2)
+
+
+def test_qlora_step_with_paged_adamw_lowers_the_loss(tmp_path) -> None:
+    module = tuner(ModelSpec(source="tiny-random", cache_dir=str(tmp_path), gradient_checkpointing=True))
+    optimizer = build_optimizer(
+        [p for p in module.parameters() if p.requires_grad], OptimizerSettings(lr=1e-2), module.device
+    )
+    assert type(optimizer).__name__ == "PagedAdamW32bit"
+    batch = packed_cuda_batch(module.spec)
+    losses = []
+    for _ in range(6):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = module(batch)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0], losses
