@@ -9,7 +9,9 @@ import pytest
 
 from graphctx.errors import DataError
 from graphctx.evaluation.records import RecordFile, read_records
+from graphctx.evaluation.settings import EvaluationSettings
 from graphctx.evaluation.table import VariantScores, build_table, to_csv, to_markdown, write_table
+from graphctx.evaluation.tracking import log_results, prediction_rows
 from graphctx.metrics.stats import bootstrap_interval, paired_test
 from graphctx.prompts import VARIANTS
 
@@ -77,3 +79,34 @@ def test_table_compares_every_variant_with_the_best_baseline_of_each_metric(tmp_
     paths = write_table(table, tmp_path)
     assert paths["markdown"].read_text() == markdown
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.csv", "results.md"]  # no temporaries left
+
+
+def test_results_and_predictions_go_to_an_offline_wandb_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    ids = [1, 2, 3]
+    results = [
+        _scores("ZeroShot", ids, rouge1=[0.1, 0.2, 0.3]),
+        _scores("GraphGen", ids, rouge1=[0.3, 0.4, 0.2]),
+    ]
+    table = build_table(results, n_resamples=50)
+    files = {}
+    for result in results:
+        predictions, scores = (
+            tmp_path / f"{result.variant.name}.jsonl",
+            tmp_path / f"{result.variant.name}.scores.jsonl",
+        )
+        RecordFile(predictions).append(
+            {"id": i, "question": "q", "context": "", "generated": "g", "gold": "a"} for i in ids
+        )
+        RecordFile(scores).append(
+            {"id": i, "rouge1": v} for i, v in zip(ids, result.scores["rouge1"], strict=True)
+        )
+        files[result.variant.name] = (predictions, scores)
+    columns, rows = prediction_rows(
+        RecordFile(files["GraphGen"][0]).records, RecordFile(files["GraphGen"][1]).records
+    )
+    assert columns == ["id", "question", "context", "generated", "gold", "rouge1"]
+    assert [row[-1] for row in rows] == [0.3, 0.4, 0.2]
+    log_results(EvaluationSettings(), tmp_path / "tiny.yaml", table, files, tmp_path)
+    (run,) = (tmp_path / "wandb").glob("offline-run-*")
+    assert list(run.glob("*.wandb"))
