@@ -95,7 +95,6 @@ def random_llama(shape: str, device: torch.device, cache_dir: str | None) -> Pat
         torch.set_default_dtype(default_dtype)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    del model
     tmp.rename(target)
     return target
 
@@ -267,11 +266,15 @@ def main() -> None:
     parser.add_argument("--max-length", type=int, default=1024, help="cap on tokens per example")
     parser.add_argument("--baseline-batch-size", type=int, default=8)
     parser.add_argument(
-        "--token-budget", type=int, help="graphctx tokens per step (default: 8192 cuda, 4096 cpu)"
+        "--token-budget", type=int, help="graphctx tokens per step (default: 16384 cuda, 4096 cpu)"
     )
     parser.add_argument("--steps", type=int, help="timed steps per side (default: 8 cuda, 3 cpu)")
     parser.add_argument("--warmup-steps", type=int, default=2)
-    parser.add_argument("--gradient-checkpointing", action="store_true", help="graphctx side only")
+    parser.add_argument(
+        "--gradient-checkpointing",
+        action=argparse.BooleanOptionalAction,
+        help="graphctx side only (default: on for cuda, where it lets big token batches fit; off on cpu)",
+    )
     parser.add_argument("--loss-chunk-tokens", type=int, default=4096)
     parser.add_argument("--peak-tflops", type=float, help="peak bf16 TFLOP/s for MFU (default: known GPUs)")
     parser.add_argument("--cache-dir", help="graphctx cache (random model, dataset)")
@@ -283,11 +286,16 @@ def main() -> None:
     if args.device == "cuda":
         device = torch.device("cuda", torch.cuda.current_device())
     args.shape = args.shape or ("llama2-7b" if device.type == "cuda" else "tiny")
-    args.token_budget = args.token_budget or (8192 if device.type == "cuda" else 4096)
+    args.token_budget = args.token_budget or (16384 if device.type == "cuda" else 4096)
+    if args.gradient_checkpointing is None:
+        args.gradient_checkpointing = device.type == "cuda"
     args.steps = args.steps or (8 if device.type == "cuda" else 3)
     args.compute_dtype = "bfloat16" if device.type == "cuda" else "float32"
 
     folder = random_llama(args.shape, device, args.cache_dir)
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
     tokenizer = AutoTokenizer.from_pretrained(folder)
     examples = real_examples(args.data, tokenizer, args.max_length, args.cache_dir)
     # one stream of randomly drawn real examples: the baseline batches its start, graphctx
