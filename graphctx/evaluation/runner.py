@@ -48,6 +48,27 @@ def adapter_dir_of(config: PipelineConfig) -> Path:
     return Path(chosen) if chosen else config.root_dir / "adapter"
 
 
+SPEED_ONLY: dict[str, set[str]] = {
+    "model": {"cache_dir", "attention", "padding_free", "gradient_checkpointing", "loss_chunk_tokens"},
+    "generation": {"batch_size", "device", "static_cache", "cache_bucket_tokens"},
+    "retrieval": {
+        "device",
+        "embedding_batch_size",
+        "query_batch_size",
+        "similarity_chunk_size",
+        "max_batch_slots",
+        "component_node_limit",
+    },
+    "knowledge": {"batch_size", "device", "cache_dir"},
+}
+"""Settings that change how fast answers are made (or only training), not which answers: left out of the
+fingerprint that guards a resumed run."""
+
+
+def _settings(settings: Any, leave_out: set[str]) -> dict[str, Any]:
+    return {k: v for k, v in dataclasses.asdict(settings).items() if k not in leave_out}
+
+
 def _adapter_digest(adapter_dir: Path) -> str:
     weights = sorted(adapter_dir.glob("adapter_model.*"))
     if not weights:
@@ -111,23 +132,21 @@ class EvaluationRun:
         return self.output_dir / "scores" / f"{variant.name}.jsonl"
 
     def prediction_fingerprint(self, variant: Variant) -> dict[str, Any]:
-        """Everything a variant's answers depend on (speed knobs such as batch size and device excluded)."""
-        generation = dataclasses.asdict(self.settings.generation)
-        for speed_only in ("batch_size", "device", "static_cache", "cache_bucket_tokens"):
-            generation.pop(speed_only)
+        """Everything a variant's answers depend on; speed-only and training-only knobs are left out, so
+        a run can resume on another device or with another batch size."""
         parts: dict[str, Any] = {
             "variant": dataclasses.asdict(variant),
-            "model": dataclasses.asdict(self.config.model.spec),
+            "model": _settings(self.config.model.spec, SPEED_ONLY["model"]),
             "template": dataclasses.asdict(self.config.data.template),
             "dataset": dataclasses.asdict(self.config.data.dataset),
             "split": self.settings.split,
-            "generation": generation,
+            "generation": _settings(self.settings.generation, SPEED_ONLY["generation"]),
         }
         if variant.model == "adapter":
             parts["adapter"] = _adapter_digest(self.adapter_dir)
         if variant.retrieval != "none":
-            parts["retrieval"] = dataclasses.asdict(self.config.retrieval)
-            parts["knowledge"] = dataclasses.asdict(self.config.knowledge)
+            parts["retrieval"] = _settings(self.config.retrieval, SPEED_ONLY["retrieval"])
+            parts["knowledge"] = _settings(self.config.knowledge, SPEED_ONLY["knowledge"])
         return parts
 
     def check_settings(self, variant: Variant, overwrite: bool) -> None:
@@ -155,11 +174,12 @@ class EvaluationRun:
         contexts: dict[str, list[tuple[str, RetrievedContext | None]]],
     ) -> None:
         """Answer every row for every variant, loading each model (base, base+adapter) once."""
+        ids = {int(row["id"]) for row in rows}
         for kind in ("base", "adapter"):
             pending = [
                 v
                 for v in self.variants
-                if v.model == kind and len(RecordFile(self.predictions_file(v)).done) < len(rows)
+                if v.model == kind and ids - RecordFile(self.predictions_file(v)).done
             ]
             if not pending:
                 continue
