@@ -8,6 +8,7 @@ SLURM a requeued job resumes from Lightning's HPC checkpoint by itself.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.loggers import WandbLogger
 
 from graphctx.cache import fingerprint
-from graphctx.config import add_pipeline_sections, check_devices
+from graphctx.config import add_pipeline_sections, check_devices, check_mapping
 from graphctx.data.datamodule import InstructionDataModule
 from graphctx.errors import DataError, GraphctxError
 from graphctx.model import InstructionTuner, load_tokenizer
@@ -79,7 +80,11 @@ class TrainCLI(LightningCLI):
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
     try:
+        for flag, value in itertools.pairwise(args):
+            if flag == "--config":
+                check_mapping(Path(value))  # a missing file or a list/scalar YAML, named
         cli = TrainCLI(
             InstructionTuner,
             InstructionDataModule,
@@ -89,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             save_config_kwargs={"overwrite": True},
             parser_kwargs={"description": __doc__, "allow_abbrev": False},
         )
-    except GraphctxError as error:  # raised by before_instantiate_classes
+    except GraphctxError as error:  # the config checks above and in before_instantiate_classes
         print(f"error: {error}", file=sys.stderr)
         return 1
     # before ModelCheckpoint: a NaN step stops before it is saved; preemption saves at a step boundary

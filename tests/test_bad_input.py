@@ -213,11 +213,15 @@ def test_gpu_requested_on_a_cpu_only_machine_names_the_setting(tmp_path, capsys,
 
 
 @pytest.mark.parametrize("text", ["- trainer\n- model\n", "just a string\n", ""])
-def test_yaml_that_is_not_a_mapping_is_refused(tmp_path, text):
+def test_yaml_that_is_not_a_mapping_is_refused(tmp_path, capsys, text):
+    from train import main as train_main
+
     path = tmp_path / "list.yaml"
     path.write_text(text)
     with pytest.raises(ConfigError, match=rf"{path}: a config must be a YAML mapping"):
         load_config(path)
+    assert train_main(["--config", str(path)]) == 1
+    assert f"{path}: a config must be a YAML mapping" in capsys.readouterr().err
 
 
 def test_yaml_syntax_error_names_the_file(tmp_path):
