@@ -45,7 +45,7 @@ def get_template(name: str) -> InstructionTemplate:
     return TEMPLATES[name]
 
 
-def _leading_bos(tokenizer: PreTrainedTokenizerBase) -> list[int]:
+def leading_bos(tokenizer: PreTrainedTokenizerBase) -> list[int]:
     """``[bos]`` when the tokenizer adds BOS on its own (Llama), else ``[]`` (SmolLM2, GPT-2)."""
     bos = tokenizer.bos_token_id
     ids = tokenizer("x")["input_ids"]
@@ -73,7 +73,7 @@ def encode_example(
         return tokenizer(text, add_special_tokens=False)["input_ids"]
 
     bos, prefix, question_ids = (
-        _leading_bos(tokenizer),
+        leading_bos(tokenizer),
         ids(template.prefix),
         ids(with_context(question, context)),
     )
