@@ -32,8 +32,7 @@ from typing import Literal
 
 from transformers import PreTrainedTokenizerBase
 
-from graphctx.data.instruct import InstructionTemplate, get_template
-from graphctx.data.instruct import leading_bos as leading_bos
+from graphctx.data.instruct import InstructionTemplate, get_template, leading_bos
 from graphctx.knowledge.budget import KNOWLEDGE_HEADER, QAPair, render
 from graphctx.knowledge.verbalise import Sentence
 
