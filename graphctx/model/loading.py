@@ -87,7 +87,8 @@ def convert_gguf(gguf_file: Path, cache_dir: str | None = None) -> Path:
     if (target / "config.json").is_file():
         return target
     folder, name = str(gguf_file.parent), gguf_file.name
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.bfloat16)
+    with torch.random.fork_rng():  # building a cache entry must not change the run's random stream
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.bfloat16)
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
     # The weights are plain tensors now; drop the GGUF marker so the model saves as ordinary safetensors.
     model.hf_quantizer = None
@@ -126,8 +127,9 @@ def build_tiny_random(spec: ModelSpec) -> Path:
             eos_token_id=tokenizer.eos_token_id,
             pad_token_id=tokenizer.unk_token_id,
         )
-        torch.manual_seed(tiny.seed)
-        LlamaForCausalLM(config).save_pretrained(tmp)
+        with torch.random.fork_rng():  # a cache miss must not change the run's random stream
+            torch.manual_seed(tiny.seed)
+            LlamaForCausalLM(config).save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
     return target
 

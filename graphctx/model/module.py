@@ -7,6 +7,7 @@ Batches follow the DataModule contract: ``input_ids`` and ``labels`` [B, T] (lab
 from __future__ import annotations
 
 import json
+import math
 import resource
 import time
 from dataclasses import asdict
@@ -56,6 +57,26 @@ def peak_memory_gib(device: torch.device) -> float:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**30
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # Linux reports KiB
+
+
+def planned_optimizer_steps(trainer: L.Trainer) -> int:
+    """Optimiser steps this fit will take: ``max_steps``, or fewer when ``max_epochs`` ends it first.
+
+    Counts the batches on a throwaway loader of the DataModule, not with
+    ``trainer.estimated_stepping_batches``: that builds the fit loop's own loader before a checkpoint's
+    data position is restored into it, and a resumed run would start its epoch over.
+    """
+    limits = [trainer.max_steps] if trainer.max_steps > 0 else []
+    if trainer.datamodule is None:
+        return min(limits) if limits else int(trainer.estimated_stepping_batches)
+    if trainer.max_epochs is not None and trainer.max_epochs > 0:
+        batches = math.ceil(len(trainer.datamodule.train_dataloader()) / trainer.world_size)
+        limit = trainer.limit_train_batches
+        batches = min(batches, limit) if isinstance(limit, int) else int(batches * limit)
+        limits.append(math.ceil(batches / trainer.accumulate_grad_batches) * trainer.max_epochs)
+    if not limits:
+        raise ValueError("set trainer.max_steps or trainer.max_epochs: the schedule needs a length")
+    return min(limits)
 
 
 class InstructionTuner(L.LightningModule):
@@ -144,9 +165,7 @@ class InstructionTuner(L.LightningModule):
     def configure_optimizers(self) -> dict[str, Any]:
         parameters = [parameter for parameter in self.parameters() if parameter.requires_grad]
         optimizer = build_optimizer(parameters, self.optimizer_settings, self.device)
-        scheduler = build_scheduler(
-            optimizer, self.optimizer_settings, self.trainer.estimated_stepping_batches
-        )
+        scheduler = build_scheduler(optimizer, self.optimizer_settings, planned_optimizer_steps(self.trainer))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     # ---- checkpoints and export --------------------------------------------------------------------
