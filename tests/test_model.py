@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import lightning as L
@@ -9,11 +10,13 @@ import pytest
 import torch
 from peft import PeftModel
 from torch.utils.data import DataLoader
+from transformers import AutoModelForCausalLM
 
 from graphctx.data.instruct import encode_example, get_template
 from graphctx.data.packing import collate_rows
 from graphctx.errors import ConfigError
 from graphctx.model import InstructionTuner, LoraSettings, ModelSpec, load_base_model, load_tokenizer
+from graphctx.model.export import export_adapter, export_merged
 from graphctx.model.loss import answer_cross_entropy
 from graphctx.model.optim import build_optimizer, build_scheduler
 from graphctx.model.settings import ExportSettings, OptimizerSettings
@@ -239,3 +242,28 @@ def test_packaged_gguf_is_converted_once_and_answers(tmp_path) -> None:
     prompt = tokenizer("The capital of France is", return_tensors="pt")
     output = model.generate(**prompt, max_new_tokens=4, do_sample=False)
     assert "Paris" in tokenizer.decode(output[0])
+
+
+def test_merged_export_matches_base_plus_adapter(spec: ModelSpec, examples, tmp_path) -> None:
+    """Plain LoRA (no quantisation), so merging is exact up to the bf16 the merged model is saved in."""
+    plain = ModelSpec(
+        source="tiny-random", quantization="none", compute_dtype="float32", cache_dir=spec.cache_dir
+    )
+    module = InstructionTuner(spec=plain, lora=LoraSettings(r=8, alpha=16, dropout=0.0))
+    module.configure_model()
+    optimizer = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=1e-2)
+    for _ in range(3):
+        module(padded_batch(examples)).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    adapter = export_adapter(module.model, load_tokenizer(plain), tmp_path / "adapter")
+    merged_dir = export_merged(plain, adapter, tmp_path / "merged")
+    assert json.loads((merged_dir / "config.json").read_text())["dtype"] == "bfloat16"
+    ids = torch.tensor([examples[0]["input_ids"]])
+    merged = AutoModelForCausalLM.from_pretrained(merged_dir, dtype=torch.float32).eval()
+    module.model.eval()
+    with torch.no_grad():
+        expected = module.model(input_ids=ids).logits
+        torch.testing.assert_close(merged(input_ids=ids).logits, expected, rtol=0.05, atol=0.05)
+        with module.model.disable_adapter():
+            assert not torch.allclose(module.model(input_ids=ids).logits, expected, atol=1e-3)
