@@ -4,9 +4,9 @@ Lightning's own SIGUSR1 handler saves the HPC checkpoint from inside the signal 
 an optimiser step. On restart Lightning assumes the checkpoint was written at the end of a training batch and
 advances its step counter by one, so every step after the resume is logged under the next step's number
 (one step number missing from the logs, the last one past ``max_steps``). Here the handler only raises a
-flag; the checkpoint is written in ``on_train_batch_end``, where ``ModelCheckpoint`` also saves, and the
-process exits before the next batch starts. Resuming from it continues with the next step, logged under its
-own number, at the next data position.
+flag; the checkpoint is written in ``on_train_batch_end``, where ``ModelCheckpoint`` also saves, and the job
+is requeued (and the process exits) when the next batch would start, once that step has been logged.
+Resuming from it continues with the next step, logged under its own number, at the next data position.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from lightning.pytorch.utilities import rank_zero_info
 
 
 class RequeueAtStepBoundary(L.Callback):
-    """On ``signum`` (SLURM's ``--signal=USR1@<s>`` or ``scancel --signal=USR1``) under SLURM: finish the
-    running step, save ``<default_root_dir>/hpc_ckpt_<n>.ckpt``, ``scontrol requeue`` the job and exit.
+    """On ``signum`` (SLURM's ``--signal=USR1@<s>`` or ``scancel --signal=USR1``) under SLURM: finish and log
+    the running step, save ``<default_root_dir>/hpc_ckpt_<n>.ckpt``, ``scontrol requeue`` the job and exit.
 
     The handler is installed in ``setup``, before Lightning installs its own, which then stands aside. Ranks
     agree on the flag each step (one all-reduce of a boolean), so all of them stop at the same step.
@@ -32,7 +32,7 @@ class RequeueAtStepBoundary(L.Callback):
     def __init__(self, signum: int = signal.SIGUSR1) -> None:
         self.signum = signum
         self.requested = False
-        self.requeued = False
+        self.saved = False
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if stage == "fit" and SLURMEnvironment.detect():
@@ -43,20 +43,28 @@ class RequeueAtStepBoundary(L.Callback):
         self.requested = True
 
     def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: object) -> None:
-        if not trainer.strategy.reduce_boolean_decision(self.requested, all=False):
+        """Save the HPC checkpoint at the end of the step during which the signal came."""
+        if self.saved or not trainer.strategy.reduce_boolean_decision(self.requested, all=False):
             return
         path = trainer._checkpoint_connector.hpc_save_path(trainer.default_root_dir)
         trainer.save_checkpoint(path)
         rank_zero_info(f"graphctx: saved {path} at global step {trainer.global_step}")
+        self.saved = True
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: object) -> None:
+        """Requeue and exit before the next step starts.
+
+        Requeueing only now, after the saved step's metrics went to the loggers, matters: ``scontrol requeue``
+        makes SLURM terminate every process of the job at once, the W&B service among them, and a step still
+        being logged would then be lost from the logs though it is in the checkpoint. (When the saved step
+        was the last one, training ends normally and nothing is requeued.)
+        """
+        if not self.saved:
+            return
         if trainer.is_global_zero:
             job = os.environ["SLURM_JOB_ID"]
             if "SLURM_ARRAY_JOB_ID" in os.environ:
                 job = f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ['SLURM_ARRAY_TASK_ID']}"
             subprocess.run(["scontrol", "requeue", job], check=True)
             rank_zero_info(f"graphctx: requeued SLURM job {job}")
-        self.requeued = True
-
-    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: object) -> None:
-        """Exit before the next step: the saved step has been logged, nothing after it runs."""
-        if self.requeued:
-            raise SystemExit(0)
+        raise SystemExit(0)
