@@ -18,8 +18,8 @@ import torch
 import yaml
 from slurm_cluster import REPO_ROOT, SlurmCluster, slurm_cluster  # noqa: F401 -- fixture
 
-MAX_STEPS = 24
-SIGNAL_AFTER_STEP = 6
+MAX_STEPS = 40
+SIGNAL_AFTER_STEP = 4
 
 
 def preemptible_config(tmp_path: Path, cardano_dir: Path) -> tuple[Path, Path]:
