@@ -7,9 +7,9 @@ cardano.stackexchange.com question+answer pairs in the paper's template, capped 
 - baseline (tutorial): ``prepare_model_for_kbit_training`` + ``get_peft_model``, batches of
   ``--baseline-batch-size`` examples padded to the longest, SDPA attention, ``model(..., labels=...).loss``
   (full-vocabulary logits for every position).
-- graphctx: ``InstructionTuner`` as train.py builds it: examples packed back to back into one row of about
-  ``--token-budget`` tokens, varlen flash attention on CUDA (SDPA with a packed mask on CPU), cross-entropy
-  on answer positions only in chunks.
+- graphctx: ``InstructionTuner`` as train.py builds it: about ``--token-budget`` tokens of examples packed
+  back to back, as one row with varlen flash attention on CUDA (rows of ``--max-length`` with SDPA on CPU),
+  cross-entropy on answer positions only, in chunks.
 
 Tokens/s count real tokens only (no pads), timed after ``--warmup-steps`` steps per side. On CPU the model
 is a tiny random Llama; with ``--device cuda`` a randomly initialised model of Llama-2-7B's shape (random
@@ -42,9 +42,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, Llama
 from graphctx.cache import cache_root, fingerprint
 from graphctx.data import DatasetSettings, load_qa_dataset
 from graphctx.data.instruct import encode_example, get_template
-from graphctx.data.packing import collate_rows
+from graphctx.data.packing import collate_rows, pack_rows
 from graphctx.data.settings import FilterSettings
 from graphctx.model import InstructionTuner, LoraSettings, ModelSpec
+from graphctx.model.attention import VARLEN
 from graphctx.model.loading import packaged_llama_sentencepiece, quantization_config
 from graphctx.model.optim import build_optimizer
 from graphctx.model.settings import OptimizerSettings
@@ -114,25 +115,24 @@ def real_examples(
 
 
 def baseline_batches(stream, pad_id: int, batch_size: int):
-    """Tutorial batches: ``batch_size`` consecutive examples right-padded to the longest."""
+    """Tutorial batches: ``batch_size`` consecutive examples padded to the longest; (batch, real tokens)."""
     for start in range(0, len(stream) - batch_size + 1, batch_size):
-        yield collate_rows([[ex] for ex in stream[start : start + batch_size]], pad_id, packed=False)
+        batch = collate_rows([[ex] for ex in stream[start : start + batch_size]], pad_id, packed=False)
+        yield batch, int(batch["attention_mask"].sum())
 
 
-def packed_batches(stream, pad_id: int, token_budget: int):
-    """graphctx batches: consecutive examples back to back in one row of at most ``token_budget`` tokens."""
-    row: list[dict[str, list[int]]] = []
-    used = 0
+def packed_batches(stream, pad_id: int, token_budget: int, row_capacity: int):
+    """graphctx batches of about ``token_budget`` tokens of consecutive examples, packed best-fit into rows
+    of at most ``row_capacity`` tokens (one row for varlen attention; rows of ``max_length`` for SDPA, whose
+    attention cost grows with the square of the row); (batch, real tokens)."""
+    chosen: list[dict[str, list[int]]] = []
     for example in stream:
-        if row and used + len(example["input_ids"]) > token_budget:
-            yield collate_rows([row], pad_id, packed=True)
-            row, used = [], 0
-        row.append(example)
-        used += len(example["input_ids"])
-
-
-def real_tokens(batch: dict[str, torch.Tensor]) -> int:
-    return int(batch["attention_mask"].sum()) if "attention_mask" in batch else batch["input_ids"].numel()
+        if chosen and sum(len(ex["input_ids"]) for ex in chosen) + len(example["input_ids"]) > token_budget:
+            rows = pack_rows([len(ex["input_ids"]) for ex in chosen], row_capacity)
+            batch = collate_rows([[chosen[i] for i in row] for row in rows], pad_id, packed=True)
+            yield batch, sum(len(ex["input_ids"]) for ex in chosen)
+            chosen = []
+        chosen.append(example)
 
 
 def peak_memory_gib(device: torch.device) -> float:
@@ -148,7 +148,7 @@ def timed_training(
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     tokens, started = 0, None
-    for index, batch in enumerate(batches):
+    for index, (batch, real) in enumerate(batches):
         if index == warmup:
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
@@ -156,9 +156,9 @@ def timed_training(
         batch = {name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()}
         loss = step(batch)
         if index >= warmup:
-            tokens += real_tokens(batch)
+            tokens += real
         slots = batch["input_ids"].numel()
-        log(f"{label} step {index}: {real_tokens(batch)} real tokens of {slots} slots, loss {loss:.3f}")
+        log(f"{label} step {index}: {real} real tokens of {slots} slots, loss {loss:.3f}")
         if index + 1 == warmup + steps:
             break
     else:
@@ -226,7 +226,9 @@ def run_graphctx(folder: Path, stream, args, device: torch.device, pad_id: int) 
         optimizer.zero_grad(set_to_none=True)
         return loss.item()
 
-    batches = packed_batches(stream, pad_id, args.token_budget)
+    varlen = module.model.get_base_model().config._attn_implementation == VARLEN
+    row_capacity = args.token_budget if varlen else args.max_length
+    batches = packed_batches(stream, pad_id, args.token_budget, row_capacity)
     return timed_training(step, batches, device, args.warmup_steps, args.steps, "graphctx")
 
 

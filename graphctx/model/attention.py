@@ -87,7 +87,7 @@ def varlen_attention(
     from torch.nn.attention.varlen import varlen_attn
 
     if query.shape[0] != 1 or attention_mask is not None:
-        raise ValueError("varlen attention takes one packed row without attention_mask (padding_free: true)")
+        raise ValueError("varlen attention takes one packed row without attention_mask (see remove_padding)")
     if dropout:
         raise ValueError("varlen attention has no attention dropout; set the model's attention_dropout to 0")
     if "cu_seq_lens_q" in kwargs:

@@ -119,11 +119,11 @@ class InstructionTuner(L.LightningModule):
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """Mean cross-entropy over the answer tokens of ``batch``."""
-        if self.spec.padding_free:
-            batch = remove_padding(batch)
         base = self.model.get_base_model()
         extra: dict[str, Any] = {}
         if base.config._attn_implementation == VARLEN:
+            # every example back to back in one row, pads dropped: no compute on pads, none across examples
+            batch = remove_padding(batch)
             extra = varlen_keyword_arguments(batch["position_ids"])
         hidden = base.get_decoder()(
             input_ids=batch["input_ids"],

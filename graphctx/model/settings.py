@@ -62,11 +62,10 @@ class ModelSpec:
     """Dtype the 4-bit weights are dequantised to for each matmul, and the dtype of the unquantised
     weights (embeddings, norms, LM head)."""
     attention: Literal["auto", "varlen", "sdpa", "eager", "flex_attention"] = "auto"
-    """Attention kernel. ``varlen``: torch's variable-length flash attention over packed tokens (CUDA only,
-    no compute on pads or across examples); ``auto``: ``varlen`` on CUDA when torch has it, else ``sdpa``."""
-    padding_free: bool = True
-    """Drop pad tokens before the forward pass: padded batches are flattened to one packed row (position
-    ids restart per example), so no compute is spent on pads with any attention kernel."""
+    """Attention kernel. ``varlen``: torch's variable-length flash attention (CUDA only): each batch is
+    flattened into one row of real tokens, no compute on pads or across examples; ``sdpa``/``eager``/
+    ``flex_attention``: rows as batched, with a padding mask or packed position ids; ``auto``: ``varlen`` on
+    CUDA when torch has it, else ``sdpa``."""
     gradient_checkpointing: bool = False
     """Recompute each block's activations in the backward pass (non-reentrant): much less activation
     memory for about a third more compute."""
