@@ -18,7 +18,7 @@ from graphctx.errors import ConfigError
 from graphctx.model import InstructionTuner, LoraSettings, ModelSpec, load_base_model, load_tokenizer
 from graphctx.model.export import export_adapter, export_merged
 from graphctx.model.loss import answer_cross_entropy
-from graphctx.model.module import remove_padding
+from graphctx.model.module import real_token_mask, remove_padding
 from graphctx.model.optim import build_optimizer, build_scheduler
 from graphctx.model.settings import ExportSettings, OptimizerSettings
 
@@ -131,13 +131,25 @@ def test_packed_padded_and_flattened_batches_give_the_same_loss(spec: ModelSpec,
     with torch.no_grad():
         packed = module(packed_batch(examples))
         padded = module(padded_batch(examples))
-        flattened = module(remove_padding(padded_batch(examples)))  # what varlen attention runs on
+        flattened = module(remove_padding(padded_batch(examples), pad_token_id=0))  # what varlen runs on
         # reference: each example alone, answer-token losses pooled
         single = [module(padded_batch([ex])) for ex in examples]
     weights = torch.tensor([sum(label != -100 for label in ex["labels"][1:]) for ex in examples])
     pooled = (torch.stack(single) * weights).sum() / weights.sum()
     for loss in (packed, padded, flattened):
         torch.testing.assert_close(loss, pooled, rtol=1e-4, atol=1e-4)
+
+
+def test_real_tokens_of_a_packed_batch_exclude_the_tail_padding(examples) -> None:
+    rows = [[examples[0], examples[1]], [examples[2]]]  # the second row is shorter: padded at its end
+    batch = collate_rows(rows, pad_id=0, packed=True)
+    lengths = [len(ex["input_ids"]) for ex in examples]
+    assert batch["input_ids"].numel() > sum(lengths)
+    assert int(real_token_mask(batch, pad_token_id=0).sum()) == sum(lengths)
+    flat = remove_padding(batch, pad_token_id=0)
+    expected = examples[0]["input_ids"] + examples[1]["input_ids"] + examples[2]["input_ids"]
+    assert flat["input_ids"][0].tolist() == expected
+    assert (flat["position_ids"][0] == 0).sum() == 3  # three examples, no pad segment
 
 
 def test_chunked_answer_loss_matches_full_cross_entropy() -> None:

@@ -26,16 +26,32 @@ from graphctx.model.optim import build_optimizer, build_scheduler
 from graphctx.model.settings import ExportSettings, LoraSettings, ModelSpec, OptimizerSettings
 
 
-def remove_padding(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """One packed row [1, N] holding only the real tokens of ``batch`` (no ``attention_mask`` left).
+def real_token_mask(batch: dict[str, torch.Tensor], pad_token_id: int | None) -> torch.Tensor:
+    """[B, T] bool, True on real tokens: ``attention_mask`` when given, else all but a packed row's tail pad.
 
-    A padded batch keeps the tokens where ``attention_mask`` is 1; a packed batch is flattened row after
-    row. Position ids restart at 0 for each example either way, which marks the example boundaries.
+    A packed row is right-padded with one more "example" whose positions restart at 0; that last segment
+    is padding when every token in it is ``pad_token_id`` and none has a label (a real example always has
+    answer labels).
     """
     if "attention_mask" in batch:
-        keep = batch["attention_mask"].bool()
-        return {name: batch[name][keep].unsqueeze(0) for name in ("input_ids", "labels", "position_ids")}
-    return {name: batch[name].reshape(1, -1) for name in ("input_ids", "labels", "position_ids")}
+        return batch["attention_mask"].bool()
+    if pad_token_id is None:
+        return torch.ones_like(batch["input_ids"], dtype=torch.bool)
+    segment = torch.cumsum(batch["position_ids"] == 0, dim=1)
+    last = segment == segment[:, -1:]
+    not_pad = (batch["input_ids"] != pad_token_id) | (batch["labels"] != IGNORE_INDEX)
+    tail_is_pad = ~(last & not_pad).any(dim=1, keepdim=True)
+    return ~(last & tail_is_pad)
+
+
+def remove_padding(batch: dict[str, torch.Tensor], pad_token_id: int | None) -> dict[str, torch.Tensor]:
+    """One packed row [1, N] holding only the real tokens of ``batch`` (no ``attention_mask`` left).
+
+    Rows are concatenated without their pads (:func:`real_token_mask`); position ids restart at 0 for each
+    example, which marks the example boundaries.
+    """
+    keep = real_token_mask(batch, pad_token_id)
+    return {name: batch[name][keep].unsqueeze(0) for name in ("input_ids", "labels", "position_ids")}
 
 
 def next_token_targets(labels: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
@@ -43,13 +59,6 @@ def next_token_targets(labels: torch.Tensor, position_ids: torch.Tensor) -> torc
     targets = labels[:, 1:].clone()
     targets[position_ids[:, 1:] == 0] = IGNORE_INDEX
     return targets
-
-
-def count_real_tokens(batch: dict[str, torch.Tensor]) -> int:
-    """Non-pad tokens in a batch: the ``attention_mask`` sum, or every token of a packed batch."""
-    if "attention_mask" in batch:
-        return int(batch["attention_mask"].sum())
-    return batch["input_ids"].numel()
 
 
 def peak_memory_gib(device: torch.device) -> float:
@@ -101,6 +110,7 @@ class InstructionTuner(L.LightningModule):
         self.save_hyperparameters(json.loads(json.dumps({k: asdict(v) for k, v in settings.items()})))
         self.spec, self.lora, self.optimizer_settings, self.export = spec, lora, optimizer, export
         self.model = None
+        self.pad_token_id: int | None = None
         self.strict_loading = False  # checkpoints carry the adapter only; the base comes from `spec`
         self._last_step_end: float | None = None
 
@@ -109,6 +119,7 @@ class InstructionTuner(L.LightningModule):
         """Load the frozen (quantised) base on this process's device and attach the adapter, once."""
         if self.model is not None:
             return
+        self.pad_token_id = load_tokenizer(self.spec).pad_token_id  # the DataModule pads with it
         base = load_base_model(self.spec, device=self.device)
         self.model = attach_lora(base, self.lora, self.spec.gradient_checkpointing)
         self.model.train()  # from_pretrained returns eval mode; Lightning switches modes from here on
@@ -123,7 +134,7 @@ class InstructionTuner(L.LightningModule):
         extra: dict[str, Any] = {}
         if base.config._attn_implementation == VARLEN:
             # every example back to back in one row, pads dropped: no compute on pads, none across examples
-            batch = remove_padding(batch)
+            batch = remove_padding(batch, self.pad_token_id)
             extra = varlen_keyword_arguments(batch["position_ids"])
         hidden = base.get_decoder()(
             input_ids=batch["input_ids"],
@@ -154,7 +165,7 @@ class InstructionTuner(L.LightningModule):
         """Log real (non-pad) tokens per second over the interval since the previous step, and peak memory."""
         now = time.perf_counter()
         if self._last_step_end is not None:
-            tokens = count_real_tokens(batch)
+            tokens = int(real_token_mask(batch, self.pad_token_id).sum())
             self.log("train/tokens_per_s", tokens / (now - self._last_step_end), prog_bar=True, batch_size=1)
         self.log("train/peak_mem_gib", peak_memory_gib(self.device), batch_size=1)
         self._last_step_end = now
