@@ -94,7 +94,7 @@ def varlen_attention(
         cu_seqlens, max_len = kwargs["cu_seq_lens_q"], kwargs["max_length_q"]
     else:
         cu_seqlens, max_len = sequence_boundaries(kwargs["position_ids"])
-    q, k, v = (t[0].transpose(0, 1) for t in (query, key, value))  # [T, heads, D]
+    q, k, v = (t[0].transpose(0, 1).contiguous() for t in (query, key, value))  # [T, heads, D]
     extra = {}
     if k.shape[1] != q.shape[1]:
         if _varlen_supports_gqa():
