@@ -94,7 +94,14 @@ def test_sigusr1_requeues_and_the_job_resumes_without_losing_or_repeating_a_step
     ).strip()
     first_log = root / "lightning_logs" / "version_0" / "metrics.csv"
     try:
-        wait_until(lambda: len(logged_steps(first_log)) >= SIGNAL_AFTER_STEP, 150, "the first training steps")
+
+        def training() -> bool:
+            if cluster.job_field(job, "JobState") not in ("PENDING", "CONFIGURING", "RUNNING"):
+                tail = output.read_text()[-3000:] if output.is_file() else ""
+                raise AssertionError(f"job {job} ended before training got going:\n{tail}")
+            return len(logged_steps(first_log)) >= SIGNAL_AFTER_STEP
+
+        wait_until(training, 150, "the first training steps")
         cluster.run("scancel", "--signal=USR1", job)
 
         # Lightning saves the checkpoint and runs `scontrol requeue`. SLURM holds a requeued batch job for
