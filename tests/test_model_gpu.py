@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from peft import get_peft_model_state_dict, set_peft_model_state_dict
 
 from graphctx.data.instruct import encode_example, get_template
 from graphctx.data.packing import collate_rows
@@ -41,7 +42,9 @@ def test_varlen_attention_matches_sdpa_on_a_packed_batch(tmp_path) -> None:
     base = {"source": "tiny-random", "cache_dir": str(tmp_path)}
     varlen, sdpa = tuner(ModelSpec(attention="auto", **base)), tuner(ModelSpec(attention="sdpa", **base))
     assert varlen.model.get_base_model().config._attn_implementation == VARLEN
-    sdpa.model.load_state_dict(varlen.model.state_dict())
+    # Same cached random base on both sides; give them the same adapter too (4-bit base weights can't be
+    # copied through load_state_dict: their quantisation state is not a plain tensor).
+    set_peft_model_state_dict(sdpa.model, get_peft_model_state_dict(varlen.model))
     batch = packed_cuda_batch(varlen.spec)
     with torch.autocast("cuda", dtype=torch.bfloat16):
         torch.testing.assert_close(varlen(batch), sdpa(batch), rtol=2e-2, atol=2e-2)
