@@ -22,6 +22,7 @@ from graphctx.cache import fingerprint
 from graphctx.config import add_pipeline_sections, check_devices, check_mapping
 from graphctx.data.datamodule import InstructionDataModule
 from graphctx.errors import DataError, GraphctxError
+from graphctx.evaluation.callback import validation_callback
 from graphctx.model import InstructionTuner, load_tokenizer
 from graphctx.model.guards import FiniteLossGuard
 from graphctx.model.preemption import RequeueAtStepBoundary
@@ -99,6 +100,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     # before ModelCheckpoint: a NaN step stops before it is saved; preemption saves at a step boundary
     cli.trainer.callbacks[:0] = [FiniteLossGuard(), RequeueAtStepBoundary()]
+    stages = cli.config_init
+    generation = validation_callback(stages.evaluation, stages.retrieval, stages.knowledge)
+    if generation is not None:  # answers a fixed validation subset and scores it every N validations
+        cli.trainer.callbacks.append(generation)
     try:
         cli.datamodule.attach_tokenizer(load_tokenizer(cli.model.spec))
         cli.trainer.fit(cli.model, cli.datamodule, ckpt_path=cli.config.ckpt_path, weights_only=True)
