@@ -49,3 +49,14 @@ def llama_tokenizer(tmp_path_factory: pytest.TempPathFactory):
     folder = tmp_path_factory.mktemp("llama_tokenizer")
     shutil.copy(data / "tokenizer.model.v1", folder / "tokenizer.model")
     return LlamaTokenizer.from_pretrained(folder)
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Tiny tensors: one intra-op thread avoids OpenMP hand-offs that dominate on a busy 2-core runner."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

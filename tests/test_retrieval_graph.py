@@ -18,14 +18,7 @@ from graphctx.retrieval.graph import (
 )
 from graphctx.retrieval.settings import RetrievalSettings
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors: one intra-op thread avoids OpenMP hand-offs that dominate on a busy 2-core runner."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def clustered(count: int, seed: int, dim: int = 32) -> torch.Tensor:
