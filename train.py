@@ -16,7 +16,6 @@ from pathlib import Path
 from jsonargparse import Namespace
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
-from lightning.pytorch.loggers import WandbLogger
 
 from graphctx.cache import fingerprint
 from graphctx.config import add_pipeline_sections, check_devices, check_mapping
@@ -25,7 +24,7 @@ from graphctx.errors import DataError, GraphctxError
 from graphctx.evaluation.callback import validation_callback
 from graphctx.model import InstructionTuner, load_tokenizer
 from graphctx.model.guards import FiniteLossGuard
-from graphctx.model.preemption import RequeueAtStepBoundary
+from graphctx.model.preemption import RequeueAtStepBoundary, finish_wandb_runs
 
 DUMP_HINT = (
     "hint: Stack Exchange dumps (askubuntu.com.7z, unix.stackexchange.com.7z, serverfault.com.7z) are at "
@@ -47,13 +46,6 @@ class LogConfigCallback(SaveConfigCallback):
 def stable_wandb_id(project: str | None, name: str | None, root_dir: str) -> str:
     """A W&B run id fixed by project, run name and output folder, so a resumed run continues the same run."""
     return fingerprint("wandb", project, name, str(Path(root_dir).resolve()))
-
-
-def finish_wandb_runs(trainer: Trainer) -> None:
-    """Close the W&B runs this process opened, so their files are complete and a later run starts anew."""
-    for logger in trainer.loggers:
-        if isinstance(logger, WandbLogger) and logger._experiment is not None:
-            logger.experiment.finish()
 
 
 class TrainCLI(LightningCLI):

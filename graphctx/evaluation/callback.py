@@ -57,14 +57,18 @@ class ValidationGeneration(L.Callback):
             return
         self.validations += 1
         every = self.settings.callback_every_n_validations
-        if every <= 0 or self.validations % every or not trainer.is_global_zero:
+        if every <= 0 or self.validations % every:
             return
-        rows, scores = self.generate_and_score(trainer, pl_module)
-        for key in scores[0] if scores else []:
-            values = [s[key] for s in scores if not math.isnan(s[key])]
-            if values:
-                pl_module.log(f"val_generation/{key}", sum(values) / len(values), rank_zero_only=True)
-        self.write_rows(trainer, rows, scores)
+        # every rank: Trainer.log_dir broadcasts rank 0's folder (a collective)
+        folder = Path(trainer.log_dir or trainer.default_root_dir) / "val_generation"
+        if trainer.is_global_zero:
+            rows, scores = self.generate_and_score(trainer, pl_module)
+            for key in scores[0] if scores else []:
+                values = [s[key] for s in scores if not math.isnan(s[key])]
+                if values:
+                    pl_module.log(f"val_generation/{key}", sum(values) / len(values), rank_zero_only=True)
+            self.write_rows(trainer, folder, rows, scores)
+        trainer.strategy.barrier("val_generation")  # other ranks wait here instead of training ahead
 
     # ---- data ----------------------------------------------------------------------------------------
     def prepare(self, trainer: L.Trainer) -> None:
@@ -131,16 +135,15 @@ class ValidationGeneration(L.Callback):
 
     # ---- outputs -------------------------------------------------------------------------------------
     def write_rows(
-        self, trainer: L.Trainer, rows: list[dict[str, Any]], scores: list[dict[str, float]]
+        self, trainer: L.Trainer, folder: Path, rows: list[dict[str, Any]], scores: list[dict[str, float]]
     ) -> Path:
-        """The CSV of this run's rows and scores (atomically), and the W&B table when W&B is logging."""
+        """The CSV of this run's rows and scores in ``folder`` (atomically), and the W&B table."""
         keys = sorted({key for score in scores for key in score})
         columns = [*TABLE_COLUMNS, *keys]
         data = [
             [row[c] for c in TABLE_COLUMNS] + [score[k] for k in keys]
             for row, score in zip(rows, scores, strict=True)
         ]
-        folder = Path(trainer.log_dir or trainer.default_root_dir) / "val_generation"
         target = folder / f"step-{trainer.global_step:07d}.csv"
         with atomic_path(target) as tmp, open(tmp, "w", newline="") as handle:
             writer = csv.writer(handle)

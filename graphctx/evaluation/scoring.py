@@ -46,18 +46,21 @@ class Scorer:
         """Scores of each row; AutoAIS only where there is an attribution passage (NaN elsewhere).
 
         ``premises[i]`` is the context answer ``i`` was generated from, None when its prompt had no context.
+        The metrics score exactly these rows, in this process: they never sync with other ranks (under DDP
+        the validation callback scores on rank 0 alone).
         """
+        local = {"sync_on_compute": False}
         rows: list[dict[str, float]] = [{} for _ in generated]
         for metric in (
-            RougeF1(self.settings.rouge),
-            BertScoreF1(self.settings.bertscore, scorer=self.bertscore),
-            FactScore(self.extractor, self.settings.facts),
-            EntityJaccard(self.settings.facts, nlp=self.nlp),
+            RougeF1(self.settings.rouge, **local),
+            BertScoreF1(self.settings.bertscore, scorer=self.bertscore, **local),
+            FactScore(self.extractor, self.settings.facts, **local),
+            EntityJaccard(self.settings.facts, nlp=self.nlp, **local),
         ):
             metric.update(generated, gold)
             _merge(rows, range(len(rows)), metric.per_row())
         attributed = [i for i, premise in enumerate(premises) if premise]
-        autoais = AutoAIS(self.judge, self.settings.autoais)
+        autoais = AutoAIS(self.judge, self.settings.autoais, **local)
         keys = [autoais.output_key(name) for name in autoais.score_states]
         for row in rows:
             row.update(dict.fromkeys(keys, math.nan))

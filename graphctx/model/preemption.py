@@ -18,7 +18,15 @@ from types import FrameType
 
 import lightning as L
 from lightning.fabric.plugins.environments import SLURMEnvironment
+from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.utilities import rank_zero_info
+
+
+def finish_wandb_runs(trainer: L.Trainer) -> None:
+    """Close the W&B runs this process opened, so their files are complete and the run id is free again."""
+    for logger in trainer.loggers:
+        if isinstance(logger, WandbLogger) and logger._experiment is not None:
+            logger.experiment.finish()
 
 
 class RequeueAtStepBoundary(L.Callback):
@@ -56,12 +64,17 @@ class RequeueAtStepBoundary(L.Callback):
 
         Requeueing only now, after the saved step's metrics went to the loggers, matters: ``scontrol requeue``
         makes SLURM terminate every process of the job at once, the W&B service among them, and a step still
-        being logged would then be lost from the logs though it is in the checkpoint. (When the saved step
-        was the last one, training ends normally and nothing is requeued.)
+        being logged would then be lost from the logs though it is in the checkpoint. The W&B run is finished
+        first: a service still holding the run id would make the requeued job's ``wandb.init`` fail with
+        "run ID is in use". (When the saved step was the last one, training ends normally and nothing is
+        requeued.)
         """
         if not self.saved:
             return
         if trainer.is_global_zero:
+            for logger in trainer.loggers:
+                logger.save()
+            finish_wandb_runs(trainer)
             job = os.environ["SLURM_JOB_ID"]
             if "SLURM_ARRAY_JOB_ID" in os.environ:
                 job = f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ['SLURM_ARRAY_TASK_ID']}"
