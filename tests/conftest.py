@@ -40,14 +40,14 @@ def cache_dir(tmp_path: Path) -> Path:
 @pytest.fixture(scope="session")
 def llama_tokenizer(tmp_path_factory: pytest.TempPathFactory):
     """A real Llama SentencePiece tokenizer (32k vocab) from the packaged ``mistral_common`` data files."""
-    import importlib.util
     import shutil
 
     from transformers import LlamaTokenizer
 
-    data = Path(importlib.util.find_spec("mistral_common").submodule_search_locations[0]) / "data"
+    from graphctx.model.loading import packaged_llama_sentencepiece
+
     folder = tmp_path_factory.mktemp("llama_tokenizer")
-    shutil.copy(data / "tokenizer.model.v1", folder / "tokenizer.model")
+    shutil.copy(packaged_llama_sentencepiece(), folder / "tokenizer.model")
     return LlamaTokenizer.from_pretrained(folder)
 
 
