@@ -6,9 +6,11 @@ import json
 import os
 import shutil
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +21,17 @@ from graphctx.cache import atomic_path, cache_root, file_digest, fingerprint
 from graphctx.data.arrow import ArrowRowWriter, write_rows
 from graphctx.data.filters import QuestionFilter
 from graphctx.data.html import without_urls
-from graphctx.data.records import FEATURES, load_table, row_from_dump, rows_from_table
+from graphctx.data.parallel import ordered_map, resolve_workers
+from graphctx.data.records import (
+    FEATURES,
+    Cleaned,
+    Screened,
+    clean_screened,
+    load_table,
+    rows_from_table,
+)
 from graphctx.data.settings import DatasetSettings, SplitSettings
-from graphctx.data.stackexchange import DumpReader, resolve_dump
+from graphctx.data.stackexchange import DumpReader, RawQuestion, resolve_dump
 from graphctx.errors import ConfigError, DataError
 
 PIPELINE_VERSION = 2
@@ -53,8 +63,9 @@ def prepare_qa_dataset(
 ) -> tuple[datasets.DatasetDict, dict[str, Any]]:
     """``(dataset, summary)``; the summary counts rows read, each filter's removals and split sizes.
 
-    The cache key hashes the source files' bytes, every setting, the tokenizer (when the token-length
-    filter uses it) and the pipeline version, so any change rebuilds and nothing stale is read.
+    The cache key hashes the source files' bytes, every setting that shapes the output (all but
+    ``workers``), the tokenizer (when the token-length filter uses it) and the pipeline version, so any
+    change rebuilds and nothing stale is read.
     """
     _check_dates(settings.split)
     if settings.filters.max_tokens is not None and tokenizer is None:
@@ -63,14 +74,24 @@ def prepare_qa_dataset(
             "pass the model's tokenizer or set max_tokens: null"
         )
     tokenizer_id = (tokenizer.name_or_path, len(tokenizer)) if settings.filters.max_tokens else None
-    key = fingerprint(PIPELINE_VERSION, asdict(settings), _source_fingerprint(settings.source), tokenizer_id)
+    workers = resolve_workers(settings.workers, "data.dataset.workers")
+    key = fingerprint(
+        PIPELINE_VERSION, _output_settings(settings), _source_fingerprint(settings.source), tokenizer_id
+    )
     folder = cache_root(cache_dir) / "datasets" / key
     if not (folder / "summary.json").is_file():
         with atomic_path(folder) as tmp:
-            _build(settings, tokenizer, tmp)
+            _build(settings, tokenizer, tmp, workers)
     summary = json.loads((folder / "summary.json").read_text())
     splits = {name: datasets.Dataset.from_file(str(folder / f"{name}.arrow")) for name in SPLITS}
     return datasets.DatasetDict(splits), summary
+
+
+def _output_settings(settings: DatasetSettings) -> dict[str, Any]:
+    """The settings that shape the dataset: all but ``workers``, which changes only the speed."""
+    values = asdict(settings)
+    del values["workers"]
+    return values
 
 
 def _source_fingerprint(source: str) -> Any:
@@ -95,8 +116,11 @@ def _check_dates(split: SplitSettings) -> None:
             ) from exc
 
 
-def _build(settings: DatasetSettings, tokenizer: PreTrainedTokenizerBase | None, out: Path) -> None:
+def _build(
+    settings: DatasetSettings, tokenizer: PreTrainedTokenizerBase | None, out: Path, workers: int
+) -> None:
     out.mkdir(parents=True)
+    source_counts: Counter[str] = Counter()
     counts: Counter[str] = Counter()
     count_tokens = (
         (lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])) if tokenizer else None
@@ -105,10 +129,9 @@ def _build(settings: DatasetSettings, tokenizer: PreTrainedTokenizerBase | None,
     ranges = _split_ranges(settings.split)
     writers = {name: ArrowRowWriter(out / f"{name}.arrow", FEATURES) for name in SPLITS}
     try:
-        for has_answer, duplicate_of, make_row in _candidates(settings, out / "scratch", counts):
-            reason = keep.reject_raw(has_answer, duplicate_of)
+        for reason, cleaned in _candidates(settings, keep, out / "scratch", source_counts, workers):
             if reason is None:
-                row, answer_beyond_links = make_row()
+                row, answer_beyond_links = cleaned
                 reason = keep.reject_text(row["title"], row["question"], row["answer"], answer_beyond_links)
             if reason:
                 counts[f"removed_{reason}"] += 1
@@ -124,6 +147,8 @@ def _build(settings: DatasetSettings, tokenizer: PreTrainedTokenizerBase | None,
         for writer in writers.values():
             writer.close()
         shutil.rmtree(out / "scratch", ignore_errors=True)
+    source_counts.update(counts)
+    counts = source_counts
     for name in SPLITS:
         path = out / f"{name}.arrow"
         part = datasets.Dataset.from_file(str(path))
@@ -154,16 +179,14 @@ def _split_ranges(split: SplitSettings) -> dict[str, tuple[str, str]]:
     return {name: (getattr(split, f"{name}_start"), getattr(split, f"{name}_end")) for name in SPLITS}
 
 
-RowMaker = Callable[[], tuple[dict[str, Any], str]]
-
-
 def _candidates(
-    settings: DatasetSettings, scratch: Path, counts: Counter[str]
-) -> Iterator[tuple[bool, list[int], RowMaker]]:
-    """``(has answer, ids it duplicates, make_row)`` per source question.
+    settings: DatasetSettings, keep: QuestionFilter, scratch: Path, counts: Counter[str], workers: int
+) -> Iterator[Cleaned]:
+    """``(reason, None)`` or ``(None, (row, answer text beyond links))`` per source question, in source order.
 
-    ``make_row()`` returns the dataset row and the answer's text beyond links; it is called only for
-    questions that pass the cheap checks, so HTML is cleaned only where it is kept.
+    ``reason`` comes from the cheap checks (``keep.reject_raw``), so HTML is cleaned only for questions
+    that pass them; dump HTML is cleaned in ``workers`` processes. ``counts`` receives what the source
+    held (rows, questions, answers...) once it is read through.
     """
     source = settings.source
     if source.startswith("hf:") or Path(source).suffix.lower() in {".json", ".jsonl", ".csv", ".parquet"}:
@@ -173,14 +196,29 @@ def _candidates(
             counts["rows"] += 1
             counts["questions"] += 1
             counts["with_accepted_answer"] += bool(row["answer"])
-            yield bool(row["answer"]), [], lambda row=row: (row, without_urls(row["answer"]).strip())
+            reason = keep.reject_raw(bool(row["answer"]), [])
+            yield (reason, None) if reason else (None, (row, without_urls(row["answer"]).strip()))
         return
     scratch.mkdir()
     reader = DumpReader(source, scratch)
     site = settings.site or reader.posts.parent.name
-    for raw in reader.questions():
-        yield raw.answer_html is not None, raw.duplicate_of, lambda raw=raw: row_from_dump(raw, site)
+    screened = (_screen(keep, raw) for raw in reader.questions())
+    clean = partial(clean_screened, site=site, origin=str(reader.posts))
+    try:
+        yield from ordered_map(clean, screened, workers, preload=["graphctx.data.records"])
+    except BrokenProcessPool as exc:
+        raise ConfigError(
+            f"data.dataset.workers: a worker cleaning {reader.posts} died (killed for memory, or the main "
+            "script could not be re-imported: guard its entry point with if __name__ == '__main__'); "
+            "set workers: 1 to clean in this process"
+        ) from exc
     counts.update(reader.counts)
+
+
+def _screen(keep: QuestionFilter, raw: RawQuestion) -> Screened:
+    """``(reason, None)`` when the cheap checks reject ``raw`` (HTML dropped), else ``(None, raw)``."""
+    reason = keep.reject_raw(raw.answer_html is not None, raw.duplicate_of)
+    return (reason, None) if reason else (None, raw)
 
 
 def _describe(counts: Counter[str]) -> str:

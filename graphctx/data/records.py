@@ -56,6 +56,29 @@ def row_from_dump(raw: RawQuestion, site: str) -> tuple[dict[str, Any], str]:
     return row, text_outside_links(raw.answer_html or "")
 
 
+Screened = tuple[str | None, RawQuestion | None]
+"""A dump question after the cheap checks: ``(reason, None)`` when rejected, ``(None, question)`` when not."""
+Cleaned = tuple[str | None, tuple[dict[str, Any], str] | None]
+"""``(reason, None)`` when rejected, or ``(None, (row, answer text beyond links))``."""
+
+
+def clean_screened(screened: Screened, site: str, origin: str) -> Cleaned:
+    """Clean the HTML of a question the cheap checks kept (runs in worker processes).
+
+    Raises ``DataError`` naming ``origin`` (the dump file) and the post id when cleaning fails.
+    """
+    reason, raw = screened
+    if raw is None:
+        return reason, None
+    try:
+        return None, row_from_dump(raw, site)
+    except Exception as exc:
+        raise DataError(
+            f"{origin}: question {raw.id} (or its accepted answer): cannot clean its HTML: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+
+
 def rows_from_table(
     table: datasets.Dataset, mapping: dict[str, str], site: str, origin: str
 ) -> Iterator[dict[str, Any]]:

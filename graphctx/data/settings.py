@@ -56,5 +56,8 @@ class DatasetSettings:
     column_mapping: dict[str, str] = field(default_factory=dict)
     """For tabular sources: graphctx column -> source column (e.g. ``{question: title, answer: best}``).
     Needed columns: ``answer``, ``created``, and ``question`` or ``title`` (+ optional ``body``)."""
+    workers: int | None = None
+    """Processes that clean dump HTML (the slow stage); null: one per available core, 1: no pool. Only
+    speed changes: the dataset (and its cache key) is the same for any value."""
     filters: FilterSettings = field(default_factory=FilterSettings)
     split: SplitSettings = field(default_factory=SplitSettings)
