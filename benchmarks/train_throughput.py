@@ -208,6 +208,8 @@ def run_graphctx(folder: Path, stream, args, device: torch.device, pad_id: int) 
         source=str(folder),
         compute_dtype=args.compute_dtype,
         gradient_checkpointing=args.gradient_checkpointing,
+        checkpoint_fraction=args.checkpoint_fraction,
+        compile=args.compile,
         loss_chunk_tokens=args.loss_chunk_tokens,
     )
     module = InstructionTuner(spec=spec, lora=LORA).to(device)
@@ -277,6 +279,14 @@ def main() -> None:
         action=argparse.BooleanOptionalAction,
         help="graphctx side only (default: on for cuda, where it lets big token batches fit; off on cpu)",
     )
+    parser.add_argument(
+        "--checkpoint-fraction", type=float, default=1.0, help="share of blocks that recompute (graphctx)"
+    )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="graphctx side: torch.compile each decoder block (compiles during the warm-up steps)",
+    )
     parser.add_argument("--loss-chunk-tokens", type=int, default=4096)
     parser.add_argument("--peak-tflops", type=float, help="peak bf16 TFLOP/s for MFU (default: known GPUs)")
     parser.add_argument("--cache-dir", help="graphctx cache (random model, dataset)")
@@ -334,6 +344,8 @@ def main() -> None:
                 "token_budget": args.token_budget,
                 "baseline_batch_size": args.baseline_batch_size,
                 "gradient_checkpointing": args.gradient_checkpointing,
+                "checkpoint_fraction": args.checkpoint_fraction,
+                "compile": args.compile,
                 "max_length": args.max_length,
             }
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import lightning as L
@@ -277,3 +278,69 @@ def test_merged_export_matches_base_plus_adapter(spec: ModelSpec, examples, tmp_
         torch.testing.assert_close(merged(input_ids=ids).logits, expected, rtol=0.05, atol=0.05)
         with module.model.disable_adapter():
             assert not torch.allclose(module.model(input_ids=ids).logits, expected, atol=1e-3)
+
+
+def _adapter_gradients(module: InstructionTuner, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    module.train()
+    module.zero_grad()
+    loss = module(batch)
+    loss.backward()
+    return {"loss": loss.detach()} | {
+        name: parameter.grad.clone()
+        for name, parameter in module.named_parameters()
+        if parameter.requires_grad
+    }
+
+
+def _seeded_tuner(spec: ModelSpec) -> InstructionTuner:
+    torch.manual_seed(0)  # same adapter initialisation for every variant compared
+    module = InstructionTuner(spec=spec, lora=LoraSettings(r=8, alpha=16, dropout=0.0))
+    module.configure_model()
+    with torch.no_grad():  # a non-zero B, so the gradients reach every adapter matrix
+        for name, parameter in module.named_parameters():
+            if "lora_B" in name:
+                parameter.normal_(std=0.02)
+    return module
+
+
+def test_partial_checkpointing_recomputes_only_the_first_blocks(spec: ModelSpec, examples) -> None:
+    batch = padded_batch(examples)
+    reference = _adapter_gradients(_seeded_tuner(spec), batch)
+    partial = _seeded_tuner(replace(spec, gradient_checkpointing=True, checkpoint_fraction=0.5))
+    blocks = partial.model.get_base_model().get_decoder().layers
+    assert [block.gradient_checkpointing for block in blocks] == [True, False]
+    calls = [0] * len(blocks)
+    for index, block in enumerate(blocks):
+        block.mlp.register_forward_pre_hook(
+            lambda *_, index=index: calls.__setitem__(index, calls[index] + 1)
+        )
+    gradients = _adapter_gradients(partial, batch)
+    assert calls == [2, 1]  # the first block ran again in the backward pass, the second did not
+    assert gradients.keys() == reference.keys()
+    for name, value in reference.items():
+        torch.testing.assert_close(gradients[name], value, msg=name)
+
+
+def test_checkpoint_fraction_out_of_range_names_the_setting(spec: ModelSpec) -> None:
+    with pytest.raises(ConfigError, match=r"model\.spec\.checkpoint_fraction=0"):
+        tuner(replace(spec, gradient_checkpointing=True, checkpoint_fraction=0.0)).configure_model()
+
+
+@pytest.mark.slow
+def test_compiled_blocks_give_the_eager_loss_and_gradients(spec: ModelSpec, examples) -> None:
+    """Regional torch.compile (inductor on CPU) of the 4-bit + LoRA blocks, checkpointed, packed rows."""
+    checkpointed = replace(spec, gradient_checkpointing=True)
+    batches = [packed_batch(examples), packed_batch(examples[:2])]  # two lengths: no retrace per length
+    eager = _seeded_tuner(checkpointed)
+    compiled = _seeded_tuner(replace(checkpointed, compile=True))
+    assert compiled.state_dict().keys() == eager.state_dict().keys()  # checkpoints stay interchangeable
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for batch in batches:
+            expected, got = _adapter_gradients(eager, batch), _adapter_gradients(compiled, batch)
+            for name, value in expected.items():
+                torch.testing.assert_close(got[name], value, rtol=1e-4, atol=1e-5, msg=name)
+    assert counters["stats"]["unique_graphs"] == 1  # one graph for both blocks and both lengths
+    assert not counters["graph_break"]  # the 4-bit matmuls, LoRA and checkpointing trace whole

@@ -19,17 +19,11 @@ from transformers import PreTrainedTokenizerBase
 
 from graphctx.cache import atomic_path, cache_root, file_digest, fingerprint
 from graphctx.data.arrow import ArrowRowWriter, write_rows
+from graphctx.data.cleaning import Cleaned, Screened, clean_screened
 from graphctx.data.filters import QuestionFilter
 from graphctx.data.html import without_urls
 from graphctx.data.parallel import ordered_map, resolve_workers
-from graphctx.data.records import (
-    FEATURES,
-    Cleaned,
-    Screened,
-    clean_screened,
-    load_table,
-    rows_from_table,
-)
+from graphctx.data.records import FEATURES, load_table, rows_from_table
 from graphctx.data.settings import DatasetSettings, SplitSettings
 from graphctx.data.stackexchange import DumpReader, RawQuestion, resolve_dump
 from graphctx.errors import ConfigError, DataError
@@ -205,7 +199,7 @@ def _candidates(
     screened = (_screen(keep, raw) for raw in reader.questions())
     clean = partial(clean_screened, site=site, origin=str(reader.posts))
     try:
-        yield from ordered_map(clean, screened, workers, preload=["graphctx.data.records"])
+        yield from ordered_map(clean, screened, workers, preload=["graphctx.data.cleaning"])
     except BrokenProcessPool as exc:
         raise ConfigError(
             f"data.dataset.workers: a worker cleaning {reader.posts} died (killed for memory, or the main "

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import torch
 from lightning.pytorch.loggers import WandbLogger
 
 from graphctx.cache import atomic_path
@@ -106,8 +107,8 @@ class ValidationGeneration(L.Callback):
         if attention != "sdpa":  # the padding-free training kernel takes no padded batches or KV cache
             base.set_attn_implementation("sdpa")
         adapter_off = model.disable_adapter() if self.variant.model == "base" else contextlib.nullcontext()
-        try:
-            with adapter_off:
+        try:  # compiled training blocks (model.spec.compile) would retrace for every KV-cache shape
+            with adapter_off, torch.compiler.set_stance("force_eager"):
                 generator = Generator(model, trainer.datamodule.tokenizer, self.settings.generation)
                 answers = generator.generate(prompts)
         finally:

@@ -49,7 +49,14 @@ def adapter_dir_of(config: PipelineConfig) -> Path:
 
 
 SPEED_ONLY: dict[str, set[str]] = {
-    "model": {"cache_dir", "attention", "padding_free", "gradient_checkpointing", "loss_chunk_tokens"},
+    "model": {
+        "cache_dir",
+        "attention",
+        "gradient_checkpointing",
+        "checkpoint_fraction",
+        "compile",
+        "loss_chunk_tokens",
+    },
     "generation": {"batch_size", "device", "static_cache", "cache_bucket_tokens"},
     "retrieval": {
         "device",

@@ -63,9 +63,15 @@ def varlen_keyword_arguments(position_ids: torch.Tensor) -> dict[str, torch.Tens
 
 
 def _varlen_supports_gqa() -> bool:
-    from torch.nn.attention.varlen import varlen_attn
-
+    try:
+        from torch.nn.attention.varlen import varlen_attn
+    except ImportError:
+        return False
     return "enable_gqa" in inspect.signature(varlen_attn).parameters
+
+
+VARLEN_GQA = _varlen_supports_gqa()
+"""Whether ``varlen_attn`` takes ``enable_gqa`` (decided at import, outside any compiled region)."""
 
 
 def varlen_attention(
@@ -97,7 +103,7 @@ def varlen_attention(
     q, k, v = (t[0].transpose(0, 1).contiguous() for t in (query, key, value))  # [T, heads, D]
     extra = {}
     if k.shape[1] != q.shape[1]:
-        if _varlen_supports_gqa():
+        if VARLEN_GQA:
             extra["enable_gqa"] = True
         else:
             groups = q.shape[1] // k.shape[1]

@@ -9,6 +9,7 @@ every source.
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import shutil
 from pathlib import Path
@@ -204,16 +205,14 @@ def _keep_trainable_cpu_layout(model: PreTrainedModel) -> None:
             module.support_avx512bf16_for_cpu = False
 
 
-def attach_lora(model: PreTrainedModel, lora: LoraSettings, gradient_checkpointing: bool) -> PeftModel:
-    """Wrap the frozen base with a trainable LoRA adapter; optionally checkpoint each block (non-reentrant).
+def attach_lora(model: PreTrainedModel, lora: LoraSettings) -> PeftModel:
+    """Wrap the frozen base with a trainable LoRA adapter.
 
     The adapter weights are kept in float32 (peft's default), so the optimiser updates full-precision
     values while the matmuls run in the autocast dtype. Unlike ``prepare_model_for_kbit_training`` the
     unquantised base weights stay in ``compute_dtype``: an fp32 residual stream would double activation
     memory for no gain under bf16 autocast.
     """
-    if gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     config = LoraConfig(
         r=lora.r,
         lora_alpha=lora.alpha,
@@ -226,3 +225,33 @@ def attach_lora(model: PreTrainedModel, lora: LoraSettings, gradient_checkpointi
         return get_peft_model(model, config)
     except ValueError as error:
         raise ConfigError(f"model.lora.target_modules={lora.target_modules}: {error}") from error
+
+
+def decoder_blocks(model: PreTrainedModel | PeftModel) -> torch.nn.ModuleList:
+    """The repeated decoder blocks of a causal LM (``model.layers`` of Llama-style models), adapter or not."""
+    base = model.get_base_model() if isinstance(model, PeftModel) else model
+    return base.get_decoder().layers
+
+
+def enable_checkpointing(model: PreTrainedModel, fraction: float) -> None:
+    """Recompute the first ``ceil(fraction * L)`` decoder blocks in the backward pass (non-reentrant).
+
+    Activation memory falls by about ``fraction`` of the blocks' share; compute grows by one forward of
+    those blocks. The remaining blocks keep their activations and pay no recompute.
+    """
+    if not 0 < fraction <= 1:
+        raise ConfigError(f"model.spec.checkpoint_fraction={fraction}: must be in (0, 1]")
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    blocks = decoder_blocks(model)
+    for block in blocks[math.ceil(fraction * len(blocks)) :]:
+        block.gradient_checkpointing = False
+
+
+def compile_blocks(model: PreTrainedModel | PeftModel) -> None:
+    """``torch.compile`` every decoder block in place, with dynamic shapes (token counts vary per step).
+
+    All blocks run the same code on parameters of the same shapes, so dynamo traces one graph and every
+    block reuses it. Parameter names and ``state_dict`` are unchanged (unlike ``torch.compile(model)``).
+    """
+    for block in decoder_blocks(model):
+        block.compile(dynamic=True)

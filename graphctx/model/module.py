@@ -20,7 +20,13 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from graphctx.model.attention import VARLEN, varlen_keyword_arguments
 from graphctx.model.export import export_adapter, export_merged
-from graphctx.model.loading import attach_lora, load_base_model, load_tokenizer
+from graphctx.model.loading import (
+    attach_lora,
+    compile_blocks,
+    enable_checkpointing,
+    load_base_model,
+    load_tokenizer,
+)
 from graphctx.model.loss import IGNORE_INDEX, answer_cross_entropy
 from graphctx.model.optim import build_optimizer, build_scheduler
 from graphctx.model.settings import ExportSettings, LoraSettings, ModelSpec, OptimizerSettings
@@ -121,7 +127,11 @@ class InstructionTuner(L.LightningModule):
             return
         self.pad_token_id = load_tokenizer(self.spec).pad_token_id  # the DataModule pads with it
         base = load_base_model(self.spec, device=self.device)
-        self.model = attach_lora(base, self.lora, self.spec.gradient_checkpointing)
+        if self.spec.gradient_checkpointing:
+            enable_checkpointing(base, self.spec.checkpoint_fraction)
+        self.model = attach_lora(base, self.lora)
+        if self.spec.compile:
+            compile_blocks(self.model)
         self.model.train()  # from_pretrained returns eval mode; Lightning switches modes from here on
 
     def trainable_parameter_names(self) -> set[str]:

@@ -69,6 +69,14 @@ class ModelSpec:
     gradient_checkpointing: bool = False
     """Recompute each block's activations in the backward pass (non-reentrant): much less activation
     memory for about a third more compute."""
+    checkpoint_fraction: float = 1.0
+    """With ``gradient_checkpointing``: the share of decoder blocks that recompute, the first
+    ``ceil(fraction * L)`` of the L blocks; the rest keep their activations. Below 1 it spends spare memory
+    on speed: each block left out saves its share of the recompute and holds its activations instead."""
+    compile: bool = False
+    """``torch.compile`` each decoder block (regional compilation: one graph, traced once with dynamic
+    shapes, shared by every block). Fuses RMSNorm, rotary, SwiGLU and the adapters' dropout/scale/add
+    into few kernels. The first training step pays the compile; generation runs the blocks eagerly."""
     loss_chunk_tokens: int = 4096
     """Answer tokens per chunk of the cross-entropy: logits exist for at most this many tokens at a time
     (each chunk is recomputed in the backward pass), never for the whole packed batch."""
