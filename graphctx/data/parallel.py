@@ -54,16 +54,16 @@ def ordered_map(
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["__main__", *preload])
     in_flight: deque[Future[list[R]]] = deque()
-    with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        try:
-            for chunk in _chunks(items, chunk_items):
-                in_flight.append(pool.submit(_map_chunk, func, chunk))
-                if len(in_flight) >= CHUNKS_PER_WORKER * workers:
-                    yield from in_flight.popleft().result()
-            while in_flight:
+    pool = ProcessPoolExecutor(workers, mp_context=context)
+    try:
+        for chunk in _chunks(items, chunk_items):
+            in_flight.append(pool.submit(_map_chunk, func, chunk))
+            if len(in_flight) >= CHUNKS_PER_WORKER * workers:
                 yield from in_flight.popleft().result()
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+        while in_flight:
+            yield from in_flight.popleft().result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _chunks(items: Iterable[T], size: int) -> Iterator[list[T]]:
