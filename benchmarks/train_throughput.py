@@ -37,6 +37,7 @@ from pathlib import Path
 
 import torch
 from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+from torch.profiler import ProfilerActivity, profile
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 from graphctx.cache import cache_root, fingerprint
@@ -169,6 +170,20 @@ def timed_training(
     return {"tokens_per_s": tokens / seconds, "peak_mem_gib": peak_memory_gib(device), "tokens": tokens}
 
 
+def profile_steps(step, batches, device: torch.device, count: int, path: Path) -> None:
+    """Run ``count`` more steps under ``torch.profiler``; write the ops with the most self time to ``path``.
+
+    Runs after the timed steps, so profiling overhead never enters the reported figures.
+    """
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as profiler:
+        for _, (batch, _) in zip(range(count), batches, strict=False):
+            step({name: tensor.to(device, non_blocking=True) for name, tensor in batch.items()})
+    sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    path.write_text(profiler.key_averages().table(sort_by=sort, row_limit=40))
+    log(f"profile of {count} graphctx steps written to {path}")
+
+
 def run_baseline(folder: Path, stream, args, device: torch.device, pad_id: int) -> dict[str, float]:
     spec = ModelSpec(source=str(folder), compute_dtype=args.compute_dtype)
     model = AutoModelForCausalLM.from_pretrained(
@@ -231,7 +246,10 @@ def run_graphctx(folder: Path, stream, args, device: torch.device, pad_id: int) 
     varlen = module.model.get_base_model().config._attn_implementation == VARLEN
     row_capacity = args.token_budget if varlen else args.max_length
     batches = packed_batches(stream, pad_id, args.token_budget, row_capacity)
-    return timed_training(step, batches, device, args.warmup_steps, args.steps, "graphctx")
+    timed = timed_training(step, batches, device, args.warmup_steps, args.steps, "graphctx")
+    if args.profile:
+        profile_steps(step, batches, device, args.profile_steps, Path(args.profile))
+    return timed
 
 
 def model_flops_per_token(config: LlamaConfig, stream) -> float:
@@ -288,6 +306,10 @@ def main() -> None:
         help="graphctx side: torch.compile each decoder block (compiles during the warm-up steps)",
     )
     parser.add_argument("--loss-chunk-tokens", type=int, default=4096)
+    parser.add_argument(
+        "--profile", help="after the timed steps, profile more graphctx steps; op table to this file"
+    )
+    parser.add_argument("--profile-steps", type=int, default=2)
     parser.add_argument("--peak-tflops", type=float, help="peak bf16 TFLOP/s for MFU (default: known GPUs)")
     parser.add_argument("--cache-dir", help="graphctx cache (random model, dataset)")
     parser.add_argument("--seed", type=int, default=0)
@@ -315,7 +337,8 @@ def main() -> None:
     rng = random.Random(args.seed)
     mean_length = sum(len(e["input_ids"]) for e in examples) / len(examples)
     baseline_needed = args.baseline_batch_size * (args.warmup_steps + args.steps)
-    graphctx_needed = int(1.3 * (args.warmup_steps + args.steps) * args.token_budget / mean_length) + 1
+    graphctx_steps = args.warmup_steps + args.steps + (args.profile_steps if args.profile else 0)
+    graphctx_needed = int(1.3 * graphctx_steps * args.token_budget / mean_length) + 1
     stream = [examples[rng.randrange(len(examples))] for _ in range(max(baseline_needed, graphctx_needed))]
     log(f"{len(examples)} real examples; mean length {mean_length:.0f} tokens")
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
