@@ -9,7 +9,8 @@ cardano.stackexchange.com question+answer pairs in the paper's template, capped 
   (full-vocabulary logits for every position).
 - graphctx: ``InstructionTuner`` as train.py builds it: about ``--token-budget`` tokens of examples packed
   back to back, as one row with varlen flash attention on CUDA (rows of ``--max-length`` with SDPA on CPU),
-  cross-entropy on answer positions only, in chunks.
+  cross-entropy on answer positions only, in chunks. ``--compile`` and ``--checkpoint-fraction`` set
+  ``model.spec.compile`` / ``checkpoint_fraction``; ``--profile FILE`` adds an op table of extra steps.
 
 Tokens/s count real tokens only (no pads), timed after ``--warmup-steps`` steps per side. On CPU the model
 is a tiny random Llama; with ``--device cuda`` a randomly initialised model of Llama-2-7B's shape (random
