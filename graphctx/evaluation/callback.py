@@ -107,8 +107,10 @@ class ValidationGeneration(L.Callback):
         if attention != "sdpa":  # the padding-free training kernel takes no padded batches or KV cache
             base.set_attn_implementation("sdpa")
         adapter_off = model.disable_adapter() if self.variant.model == "base" else contextlib.nullcontext()
-        try:  # compiled training blocks (model.spec.compile) would retrace for every KV-cache shape
-            with adapter_off, torch.compiler.set_stance("force_eager"):
+        # compiled training blocks (model.spec.compile) would retrace for every KV-cache shape: run eagerly
+        stance = "force_eager" if pl_module.spec.compile else "default"
+        try:
+            with adapter_off, torch.compiler.set_stance(stance):
                 generator = Generator(model, trainer.datamodule.tokenizer, self.settings.generation)
                 answers = generator.generate(prompts)
         finally:
