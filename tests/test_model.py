@@ -321,9 +321,11 @@ def test_partial_checkpointing_recomputes_only_the_first_blocks(spec: ModelSpec,
         torch.testing.assert_close(gradients[name], value, msg=name)
 
 
-def test_checkpoint_fraction_out_of_range_names_the_setting(spec: ModelSpec) -> None:
-    with pytest.raises(ConfigError, match=r"model\.spec\.checkpoint_fraction=0"):
+def test_checkpoint_fraction_that_cannot_apply_names_the_setting(spec: ModelSpec) -> None:
+    with pytest.raises(ConfigError, match=r"model\.spec\.checkpoint_fraction=0.0: must be in"):
         tuner(replace(spec, gradient_checkpointing=True, checkpoint_fraction=0.0)).configure_model()
+    with pytest.raises(ConfigError, match=r"needs model\.spec\.gradient_checkpointing: true"):
+        tuner(replace(spec, checkpoint_fraction=0.5)).configure_model()
 
 
 @pytest.mark.slow
