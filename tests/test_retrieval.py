@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,12 +14,15 @@ import lightning as L
 import networkx as nx
 import pytest
 import torch
+from lightning.fabric.plugins.environments.lightning import find_free_network_port
+from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
 
 import graphctx.retrieval.embeddings as embeddings_module
 from graphctx.data import DatasetSettings, load_qa_dataset
 from graphctx.retrieval.embeddings import embed_texts, load_encoder
 from graphctx.retrieval.index import RetrievalIndex, build_index
-from graphctx.retrieval.module import RetrievalModule, query_loader
+from graphctx.retrieval.module import GatherPredictions, RetrievalModule, predict_hits, query_loader
 from graphctx.retrieval.retriever import DenseRetriever, GraphRetriever, Hit, build_retriever
 from graphctx.retrieval.settings import RetrievalSettings
 
@@ -160,6 +165,81 @@ def test_predict_step_matches_retrieve(index, questions, encoder) -> None:
     ]
     for ours, theirs in zip(predicted, expected, strict=True):
         assert [hit.score for hit in ours] == pytest.approx([hit.score for hit in theirs], abs=1e-5)
+
+
+def _ddp_rank(rank: int, port: int, index: RetrievalIndex, encoder, queries: list[str], out: Path) -> None:
+    """One of two DDP processes launched the way torchrun or SLURM do (rank in the environment)."""
+    os.environ |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "NODE_RANK": "0"}
+    os.environ["LOCAL_RANK"] = str(rank)
+    settings = replace(SETTINGS, query_batch_size=2)
+    trainer = L.Trainer(accelerator="cpu", devices=2, strategy="ddp", logger=False, enable_progress_bar=False)
+    hits = predict_hits(trainer, RetrievalModule(index, settings, encoder=encoder), queries)
+    # A loader with torch's padding DistributedSampler (Lightning keeps it): rank 1 also gets query 0.
+    padded = DataLoader(
+        queries, batch_size=2, collate_fn=list, sampler=DistributedSampler(queries, shuffle=False)
+    )
+    gather = GatherPredictions()
+    trainer = L.Trainer(
+        accelerator="cpu",
+        devices=2,
+        strategy="ddp",
+        logger=False,
+        enable_progress_bar=False,
+        callbacks=[gather],
+    )
+    local = trainer.predict(RetrievalModule(index, settings, encoder=encoder), padded)
+    result = {
+        "world_size": trainer.world_size,
+        "hits": hits,
+        "local_rows": sum(len(batch) for batch in local),
+        "padded": gather.predictions,
+    }
+    (out / f"rank{rank}.json").write_text(json.dumps(result))
+
+
+def test_predict_hits_under_two_process_ddp_equals_one_process(index, questions, encoder, tmp_path) -> None:
+    """Real DDP (gloo, 2 CPU processes): every rank gets every query's hits, in input order, no repeats."""
+    test_questions = questions["test"]["question"]
+    queries = [*test_questions[:8], test_questions[3]]  # odd (9): samplers pad or split unevenly
+    one_process = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False)
+    expected = predict_hits(one_process, RetrievalModule(index, SETTINGS, encoder=encoder), queries)
+    assert expected == GraphRetriever(index, SETTINGS, encoder=encoder).retrieve(queries)
+
+    port = find_free_network_port()
+    context = multiprocessing.get_context("fork")
+    ranks = [
+        context.Process(target=_ddp_rank, args=(rank, port, index, encoder, queries, tmp_path))
+        for rank in (0, 1)
+    ]
+    for process in ranks:
+        process.start()
+    for process in ranks:
+        process.join(timeout=120)
+        if process.is_alive():
+            process.kill()
+    assert [process.exitcode for process in ranks] == [0, 0]
+
+    for rank in (0, 1):
+        result = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert result["world_size"] == 2
+        assert result["local_rows"] == 5  # 9 queries padded to 10, 5 per rank
+        for name in ("hits", "padded"):
+            gathered = [[Hit(*hit) for hit in ranked] for ranked in result[name]]
+            assert len(gathered) == len(queries), f"rank {rank}, {name}"
+            assert [[hit.id for hit in ranked] for ranked in gathered] == [
+                [hit.id for hit in ranked] for ranked in expected
+            ], f"rank {rank}, {name}"
+            assert [[hit.fallback for hit in ranked] for ranked in gathered] == [
+                [hit.fallback for hit in ranked] for ranked in expected
+            ]
+            for ours, theirs in zip(gathered, expected, strict=True):
+                assert [hit.score for hit in ours] == pytest.approx([hit.score for hit in theirs], abs=1e-6)
+
+
+def test_predict_hits_needs_a_query_per_process(index, encoder) -> None:
+    trainer = L.Trainer(accelerator="cpu", devices=2, strategy="ddp", logger=False, enable_progress_bar=False)
+    with pytest.raises(ValueError, match="1 queries for 2 processes"):
+        predict_hits(trainer, RetrievalModule(index, SETTINGS, encoder=encoder), ["one question"])
 
 
 def test_unknown_method_is_named() -> None:

@@ -1,10 +1,14 @@
 """Retrieval as a LightningModule: ``trainer.predict`` embeds and ranks query batches on every device.
 
 With ``Trainer(strategy="ddp", devices=..., num_nodes=...)`` Lightning shards the query DataLoader across
-processes (its distributed sampler), so many GPUs and nodes are used with the same launcher as training.
-Each process holds the whole pool index. Under DDP ``trainer.predict`` returns each process's own share:
-collect them with a ``lightning.pytorch.callbacks.BasePredictionWriter`` (its ``batch_indices`` give the
-query positions).
+processes, so many GPUs and nodes are used with the same launcher as training. Each process holds the whole
+pool index. Lightning's predict sampler (``UnrepeatedDistributedSampler``) gives process ``r`` of ``W`` the
+queries ``r, r + W, r + 2W, ...`` (no repeats; the counts may differ by one), and ``trainer.predict`` returns
+only that process's own batches.
+
+:func:`predict_hits` is the one call to use: it runs ``trainer.predict`` with a :class:`GatherPredictions`
+callback and returns one hit list per query, in the order of the queries, on every process: the same list
+a single-process run gives.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import lightning as L
+import torch.distributed as dist
+from lightning.pytorch.callbacks import BasePredictionWriter
 from sentence_transformers import SentenceTransformer
 from torch.utils.data import DataLoader
 
@@ -51,6 +57,73 @@ class RetrievalModule(L.LightningModule):
         return retriever.rank(retriever.embed(list(queries)))
 
 
+class GatherPredictions(BasePredictionWriter):
+    """After ``trainer.predict``, :attr:`predictions` holds one prediction per dataset row, in row order,
+    on every process.
+
+    Each process pairs its predictions with the dataset positions its sampler gave it (Lightning's
+    ``batch_indices``), the pairs of all processes are exchanged with ``torch.distributed.all_gather_object``,
+    and a position seen twice (a padding ``DistributedSampler`` repeats rows so that every process gets as
+    many) is kept once. One predict dataloader; ``predict_step`` must return one item per batch row.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(write_interval="epoch")
+        self.predictions: list[Any] = []
+
+    def write_on_epoch_end(
+        self,
+        trainer: L.Trainer,
+        pl_module: L.LightningModule,
+        predictions: Sequence[Any],
+        batch_indices: Sequence[Any],
+    ) -> None:
+        """``predictions``: this process's batches; ``batch_indices``: per dataloader, per batch, the rows."""
+        if len(batch_indices) != 1:
+            raise ValueError(f"GatherPredictions handles one predict dataloader, got {len(batch_indices)}")
+        local = [
+            (position, row)
+            for batch, positions in zip(predictions, batch_indices[0], strict=True)
+            for position, row in zip(positions, batch, strict=True)
+        ]
+        if trainer.world_size > 1:
+            shares: list[Any] = [None] * trainer.world_size
+            dist.all_gather_object(shares, local)
+            local = [pair for share in shares for pair in share]
+        by_position = dict(local)
+        self.predictions = [by_position[position] for position in sorted(by_position)]
+
+
 def query_loader(queries: Sequence[str], settings: RetrievalSettings) -> DataLoader:
     """Batches of ``settings.query_batch_size`` query strings, in order."""
     return DataLoader(list(queries), batch_size=settings.query_batch_size, shuffle=False, collate_fn=list)
+
+
+def predict_hits(trainer: L.Trainer, module: RetrievalModule, queries: Sequence[str]) -> list[list[Hit]]:
+    """Ranked hits for every query, in query order, on every process: ``trainer.predict`` shards the
+    queries over the trainer's processes (DDP: ``strategy="ddp"``, torchrun or SLURM launched) and
+    :class:`GatherPredictions` puts the shares back together.
+
+    Strategies that spawn or fork worker processes from this one (``ddp_spawn``, ``ddp_fork``) predict in
+    the children and cannot hand the hits back, nor can a ``limit_predict_batches`` run rank every query:
+    both raise ``RuntimeError``.
+    """
+    processes = trainer.num_devices * trainer.num_nodes
+    if 0 < len(queries) < processes:
+        raise ValueError(
+            f"{len(queries)} queries for {processes} processes: Lightning's predict sampler needs at least "
+            "one query per process; use fewer devices (or build_retriever(...).retrieve) for so few queries"
+        )
+    gather = GatherPredictions()
+    trainer.callbacks.append(gather)
+    try:
+        trainer.predict(module, query_loader(queries, module.settings), return_predictions=False)
+    finally:
+        trainer.callbacks.remove(gather)
+    if len(gather.predictions) != len(queries):
+        raise RuntimeError(
+            f"trainer.predict returned hits for {len(gather.predictions)} of {len(queries)} queries "
+            f"(limit_predict_batches={trainer.limit_predict_batches}, strategy "
+            f"{type(trainer.strategy).__name__}: ddp_spawn and ddp_fork predict in child processes)"
+        )
+    return gather.predictions
