@@ -29,7 +29,6 @@ import argparse
 import gc
 import json
 import random
-import resource
 import shutil
 import sys
 import time
@@ -49,6 +48,7 @@ from graphctx.data.settings import FilterSettings
 from graphctx.model import InstructionTuner, LoraSettings, ModelSpec
 from graphctx.model.attention import VARLEN
 from graphctx.model.loading import packaged_llama_sentencepiece, quantization_config
+from graphctx.model.module import peak_memory_gib
 from graphctx.model.optim import build_optimizer
 from graphctx.model.settings import OptimizerSettings
 
@@ -135,12 +135,6 @@ def packed_batches(stream, pad_id: int, token_budget: int, row_capacity: int):
             yield batch, sum(len(ex["input_ids"]) for ex in chosen)
             chosen = []
         chosen.append(example)
-
-
-def peak_memory_gib(device: torch.device) -> float:
-    if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**30
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
 def timed_training(

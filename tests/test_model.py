@@ -18,6 +18,7 @@ from graphctx.data.packing import collate_rows
 from graphctx.errors import ConfigError
 from graphctx.model import InstructionTuner, LoraSettings, ModelSpec, load_base_model, load_tokenizer
 from graphctx.model.export import export_adapter, export_merged
+from graphctx.model.loading import decoder_blocks
 from graphctx.model.loss import answer_cross_entropy
 from graphctx.model.module import real_token_mask, remove_padding
 from graphctx.model.optim import build_optimizer, build_scheduler
@@ -307,7 +308,7 @@ def test_partial_checkpointing_recomputes_only_the_first_blocks(spec: ModelSpec,
     batch = padded_batch(examples)
     reference = _adapter_gradients(_seeded_tuner(spec), batch)
     partial = _seeded_tuner(replace(spec, gradient_checkpointing=True, checkpoint_fraction=0.5))
-    blocks = partial.model.get_base_model().get_decoder().layers
+    blocks = decoder_blocks(partial.model)
     assert [block.gradient_checkpointing for block in blocks] == [True, False]
     calls = [0] * len(blocks)
     for index, block in enumerate(blocks):
