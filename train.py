@@ -12,16 +12,19 @@ import itertools
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from jsonargparse import Namespace
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
+from lightning.pytorch.utilities import rank_zero_only
 
 from graphctx.cache import fingerprint
-from graphctx.config import add_pipeline_sections, check_devices, check_mapping
+from graphctx.config import PipelineConfig, add_pipeline_sections, check_devices, check_mapping
 from graphctx.data.datamodule import InstructionDataModule
 from graphctx.errors import DataError, GraphctxError
 from graphctx.evaluation.callback import validation_callback
+from graphctx.evaluation.plan import Plan, check_models
 from graphctx.model import InstructionTuner, load_tokenizer
 from graphctx.model.guards import FiniteLossGuard
 from graphctx.model.preemption import RequeueAtStepBoundary, finish_wandb_runs
@@ -33,12 +36,17 @@ DUMP_HINT = (
 
 
 class LogConfigCallback(SaveConfigCallback):
-    """Write ``config.yaml`` to the log folder and send the full config to every logger (W&B, CSV)."""
+    """Write ``config.yaml`` to the log folder and send the full config, with the resolved stack
+    (``graphctx plan``) under ``plan``, to every logger (W&B, CSV)."""
+
+    plan: dict[str, Any] | None = None
 
     def save_config(self, trainer: Trainer, pl_module: LightningModule, stage: str) -> None:
         config = self.config.clone()
         config.pop("config", None)
         plain = json.loads(json.dumps(config.as_dict(), default=str))  # tuples -> lists, paths -> str
+        if self.plan is not None:
+            plain["plan"] = self.plan
         for logger in trainer.loggers:
             logger.log_hyperparams(plain)
 
@@ -72,12 +80,35 @@ class TrainCLI(LightningCLI):
                     args.id = stable_wandb_id(args.project, args.name, trainer.default_root_dir or ".")
 
 
+@rank_zero_only
+def print_plan(plan: Plan) -> None:
+    print(plan.to_text(), file=sys.stderr, flush=True)
+
+
+def stack_plan(cli: LightningCLI, config_path: Path) -> Plan:
+    """The resolved stack (``graphctx plan``) of the instantiated config."""
+    stages = cli.config_init
+    pipeline = PipelineConfig(
+        path=config_path,
+        seed_everything=cli.config.seed_everything,
+        trainer=cli.config.trainer.as_dict(),
+        model=cli.model,
+        data=cli.datamodule,
+        retrieval=stages.retrieval,
+        knowledge=stages.knowledge,
+        evaluation=stages.evaluation,
+    )
+    return Plan(pipeline)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    config_path = Path("(command line)")
     try:
         for flag, value in itertools.pairwise(args):
             if flag == "--config":
-                check_mapping(Path(value))  # a missing file or a list/scalar YAML, named
+                config_path = Path(value)
+                check_mapping(config_path)  # a missing file or a list/scalar YAML, named
         cli = TrainCLI(
             InstructionTuner,
             InstructionDataModule,
@@ -93,7 +124,19 @@ def main(argv: list[str] | None = None) -> int:
     # before ModelCheckpoint: a NaN step stops before it is saved; preemption saves at a step boundary
     cli.trainer.callbacks[:0] = [FiniteLossGuard(), RequeueAtStepBoundary()]
     stages = cli.config_init
-    generation = validation_callback(stages.evaluation, stages.retrieval, stages.knowledge)
+    try:
+        plan = stack_plan(cli, config_path)
+        print_plan(plan)
+        check_models(plan, "train")  # on every rank, before any weights load: a missing model is named
+        generation = validation_callback(
+            stages.evaluation, stages.retrieval, stages.knowledge, plan.fact_label
+        )
+    except GraphctxError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    for callback in cli.trainer.callbacks:
+        if isinstance(callback, LogConfigCallback):
+            callback.plan = plan.to_json()
     if generation is not None:  # answers a fixed validation subset and scores it every N validations
         cli.trainer.callbacks.append(generation)
     try:

@@ -5,9 +5,9 @@ with the same LoRA adapter (r=64 on every linear layer, as trained by QLoRA):
 
 * baseline: the NF4 base with the adapter applied on the fly (what training leaves), one left-padded batch
   of ``--baseline-batch`` prompts, plain ``model.generate``;
-* graphctx: ``graphctx.generation`` as ``evaluate.py`` runs it: the adapter merged into bf16 (CUDA) / fp32
-  (CPU) base weights, ``--prompts`` prompts sorted by length in batches of ``--batch-size``, optionally the
-  static KV cache with CUDA graphs (``--static-cache``).
+* graphctx: ``graphctx.generation`` as ``evaluate.py`` runs it: the NF4 base dequantised to bf16 (CUDA) /
+  fp32 (CPU) with the adapter merged into it, ``--prompts`` prompts sorted by length in batches of
+  ``--batch-size``, optionally the static KV cache with CUDA graphs (``--static-cache``).
 
 Throughput = generated tokens (through EOS) / wall time of the generation calls (model loading excluded,
 compilation included). CPU: the tiny random Llama. CUDA: a randomly initialised model of Llama-2-7B's shape
@@ -159,13 +159,14 @@ def graphctx_throughput(
     tokenizer = AutoTokenizer.from_pretrained(spec.source)
     generator = Generator(model, tokenizer, settings)
     with torch.inference_mode():
-        generator.generate_ids([prompts[0][:16], prompts[1][:16]])  # warm-up: kernels and allocator
+        generator.generate_ids([prompts[0][:16], prompts[1][:16]], stop_strings=())  # warm-up: kernels
     synchronize(device)
     start = time.perf_counter()
     generated = 0
     batches = length_sorted_batches([len(p) for p in prompts], settings.batch_size)
     for number, batch in enumerate(batches, start=1):
-        generated += sum(map(len, generator.generate_ids([prompts[i] for i in batch])))
+        answers = generator.generate_ids([prompts[i] for i in batch], stop_strings=())
+        generated += sum(len(answer.token_ids) for answer in answers)
         log(f"graphctx: batch {number}/{len(batches)}")
     synchronize(device)
     elapsed = time.perf_counter() - start

@@ -7,7 +7,9 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-COMMANDS: tuple[str, ...] = ("data", "index", "retrieve", "enhance", "answer")
+from graphctx.errors import GraphctxError
+
+COMMANDS: tuple[str, ...] = ("data", "index", "retrieve", "enhance", "answer", "plan")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,7 +27,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen subcommand; its return value is the exit status."""
     args = build_parser().parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except GraphctxError as error:  # bad input or settings: one line naming the file, row or key
+        print(f"error: {error}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -89,8 +89,11 @@ def check_devices(config: dict[str, Any], prefix: str = "") -> None:
             )
 
 
-def load_config(path: str | Path, overrides: Sequence[str] = ()) -> PipelineConfig:
-    """Parse and validate ``path`` (plus dotted ``--section.key value`` overrides) into a PipelineConfig."""
+def load_config(path: str | Path, overrides: Sequence[str] = (), devices: bool = True) -> PipelineConfig:
+    """Parse and validate ``path`` (plus dotted ``--section.key value`` overrides) into a PipelineConfig.
+
+    ``devices``: refuse CUDA settings on a machine without CUDA (off for ``graphctx plan``, which describes
+    a GPU config from a login node)."""
     path = Path(path)
     check_mapping(path)
     parser = ArgumentParser(exit_on_error=False)
@@ -102,7 +105,8 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> PipelineConf
     add_pipeline_sections(parser)
     try:
         parsed = parser.parse_args(["--config", str(path), *overrides])
-        check_devices(parsed.as_dict())
+        if devices:
+            check_devices(parsed.as_dict())
         objects = parser.instantiate_classes(parsed)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from exc

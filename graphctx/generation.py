@@ -3,13 +3,19 @@
 Speed comes from three things (``benchmarks/generate_throughput.py`` measures them against plain
 ``model.generate`` on the 4-bit model):
 
-* the adapter merged into unquantised base weights (bf16 on CUDA): one plain matmul per linear layer instead
-  of a 4-bit dequantisation plus two LoRA matmuls;
+* the adapter merged into the base weights it was trained against (under QLoRA the NF4 weights, dequantised
+  once to bf16 on CUDA): one plain matmul per linear layer instead of a 4-bit dequantisation plus two LoRA
+  matmuls;
 * prompts sorted by length and decoded in large left-padded batches, so a batch wastes little on pads and
   every decoding step reads the weights once for many answers;
 * optionally on CUDA, a static KV cache with the decoding step compiled into CUDA graphs
   (``static_cache``); prompt lengths and batch sizes are rounded up to fixed buckets so that only a few
   shapes are ever compiled.
+
+Base-model prompts are few-shot text, so a base model that does not stop goes on to write the next
+``Question:`` block: answers end at EOS, at the first of the variant's stop strings
+(:attr:`graphctx.prompts.Variant.stop_strings`, matched by transformers' ``StopStringCriteria`` after each
+step, in every row of a batch separately), or at ``max_new_tokens``.
 """
 
 from __future__ import annotations
@@ -18,15 +24,16 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal
 
 import torch
 from peft import PeftModel
-from transformers import AutoModelForCausalLM, GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.generation.configuration_utils import CompileConfig
 
 from graphctx.errors import ConfigError
 from graphctx.evaluation.settings import GenerationSettings
-from graphctx.model.loading import load_base_model, resolve_source
+from graphctx.model.loading import load_base_model
 from graphctx.model.settings import ModelSpec
 from graphctx.prompts import Prompt, encode_prompt
 
@@ -49,11 +56,17 @@ def load_generator(
     settings: GenerationSettings,
     device: torch.device | str | None = None,
 ) -> PreTrainedModel:
-    """The model that answers: the base of ``spec``, with the adapter in ``adapter_dir`` when given.
+    """The model that answers: the base of ``spec`` as trained, and the adapter in ``adapter_dir`` if given.
 
-    ``settings.merge_adapter``: the base is loaded unquantised in :func:`resolve_dtype` and the adapter is
-    merged into its weights (W + (alpha/r)·B·A). Otherwise the base is loaded as in training (4-bit when
-    ``spec.quantization`` says so) and the adapter is applied on the fly.
+    The base is always loaded as in training (:func:`load_base_model`: 4-bit NF4 when ``spec.quantization``
+    is ``nf4``), so both paths compute with the weights the adapter was trained against (the validation
+    callback decodes the same 4-bit model + adapter):
+
+    * ``settings.merge_adapter``: each NF4 weight is dequantised once, W = NF4 code × block scale (what
+      every 4-bit matmul computes on the fly), the model is cast to :func:`resolve_dtype`, and the adapter is
+      merged: W' = W + (alpha/r)·B·A. Merging into the original unquantised weights instead would score
+      weights the adapter never saw. The base variants (no adapter) get the same dequantised base.
+    * otherwise the 4-bit base is kept and the adapter is applied on the fly.
     """
     device = torch.device(device) if device is not None else resolve_device(settings)
     if adapter_dir is not None and not (Path(adapter_dir) / "adapter_config.json").is_file():
@@ -61,20 +74,16 @@ def load_generator(
             f"evaluation.adapter: no trained adapter in {adapter_dir} (adapter_config.json missing); "
             "train first or point evaluation.adapter at the exported adapter folder"
         )
+    model = load_base_model(replace(spec, attention="sdpa"), device)
     if settings.merge_adapter:
-        model = AutoModelForCausalLM.from_pretrained(
-            resolve_source(spec),
-            revision=spec.revision,
-            dtype=resolve_dtype(settings, device),
-            attn_implementation="sdpa",
-            device_map={"": device},
-        )
+        dtype = resolve_dtype(settings, device)
+        if spec.quantization != "none":
+            model = model.dequantize(dtype=dtype)  # transformers: bnb Linear4bit -> nn.Linear
+        model = model.to(dtype)
         if adapter_dir is not None:
             model = PeftModel.from_pretrained(model, str(adapter_dir)).merge_and_unload()
-    else:
-        model = load_base_model(replace(spec, attention="sdpa"), device)
-        if adapter_dir is not None:
-            model = PeftModel.from_pretrained(model, str(adapter_dir))
+    elif adapter_dir is not None:
+        model = PeftModel.from_pretrained(model, str(adapter_dir))
     model.config.use_cache = True
     return model.eval()
 
@@ -89,12 +98,27 @@ def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[
     return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
 
 
+StopReason = Literal["eos", "stop_string", "length"]
+"""How an answer ended: EOS, one of the stop strings, or ``max_new_tokens``."""
+
+
 @dataclass(frozen=True)
-class Generated:
-    """One answer: its text, the new token ids (through EOS when it stopped), and the prompt's length."""
+class Answer:
+    """One decoded answer and how it ended."""
 
     text: str
+    """The new text, stripped; with ``stop == "stop_string"`` it ends before the stop string."""
     token_ids: list[int]
+    """The new token ids: through EOS (``eos``); the tokens that end before the stop string starts
+    (``stop_string``: a token that straddles its start is dropped, its part before the stop string, in
+    practice a newline, stays in the text before stripping); all of them (``length``)."""
+    stop: StopReason
+
+
+@dataclass(frozen=True)
+class Generated(Answer):
+    """An answer to a :class:`Prompt`, with the prompt's length and whether the prompt had to be cut."""
+
     prompt_tokens: int
     truncated: bool = False
     """Whether the prompt had to be cut to ``max_prompt_tokens``."""
@@ -119,13 +143,20 @@ class Generator:
         """Whether the static-cache + CUDA-graph path is used (asked for, and the model is on CUDA)."""
         return self.settings.static_cache and self.model.device.type == "cuda"
 
-    def generation_config(self) -> GenerationConfig:
+    def generation_config(self, stop_strings: Sequence[str]) -> GenerationConfig:
+        """Greedy decoding to ``max_new_tokens``, stopping each row at EOS or at any of ``stop_strings``.
+
+        The stop-string check runs eagerly on the generated ids after every step, outside the compiled
+        forward, so it works the same with the static cache and CUDA graphs. A row that stops is filled
+        with pads until the whole batch has stopped.
+        """
         config = GenerationConfig(
             max_new_tokens=self.settings.max_new_tokens,
             do_sample=False,
             num_beams=1,
             pad_token_id=self.pad_id,
             eos_token_id=self.eos_ids,
+            stop_strings=list(stop_strings) or None,
         )
         if self.static:
             config.cache_implementation = "static"
@@ -151,30 +182,47 @@ class Generator:
         return input_ids.to(self.model.device), attention_mask.to(self.model.device)
 
     @torch.no_grad()  # not inference_mode: tensors cached during validation must stay usable in training
-    def generate_ids(self, prompts: Sequence[list[int]]) -> list[list[int]]:
-        """New token ids of one batch of prompts (greedy), cut after the first EOS."""
+    def generate_ids(self, prompts: Sequence[list[int]], *, stop_strings: Sequence[str]) -> list[Answer]:
+        """Greedy answers to one batch of tokenised prompts, each cut where it ended (:meth:`answer`)."""
         input_ids, attention_mask = self._padded_batch(prompts)
         output = self.model.generate(
-            input_ids=input_ids, attention_mask=attention_mask, generation_config=self.generation_config()
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            generation_config=self.generation_config(stop_strings),
+            tokenizer=self.tokenizer,
         )
         new_tokens = output[: len(prompts), input_ids.shape[1] :].tolist()
-        return [self._until_eos(ids) for ids in new_tokens]
+        return [self.answer(ids, stop_strings) for ids in new_tokens]
 
-    def _until_eos(self, ids: list[int]) -> list[int]:
-        for position, token in enumerate(ids):
-            if token in self.eos_ids:
-                return ids[: position + 1]
-        return ids
+    def answer(self, ids: list[int], stop_strings: Sequence[str]) -> Answer:
+        """The answer in one row of new token ids: cut after the first EOS; else before the first stop
+        string, which is dropped with everything after it; else all of it (the length limit was hit)."""
+        eos = next((i for i, token in enumerate(ids) if token in self.eos_ids), len(ids))
+        body = ids[:eos]
+        text = self._text(body)
+        starts = [start for start in (text.find(stop) for stop in stop_strings) if start >= 0]
+        if starts:
+            before = text[: min(starts)]
+            kept = 0
+            while kept < len(body) and before.startswith(self._text(body[: kept + 1])):
+                kept += 1
+            return Answer(before.strip(), body[:kept], "stop_string")
+        if eos < len(ids):
+            return Answer(text.strip(), ids[: eos + 1], "eos")
+        return Answer(text.strip(), ids, "length")
 
-    def decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True).strip()
+    def _text(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
 
-    def generate(self, prompts: Sequence[Prompt]) -> list[Generated]:
-        """Answers for ``prompts`` in their order, decoded in length-sorted batches."""
+    def generate(self, prompts: Sequence[Prompt], *, stop_strings: Sequence[str]) -> list[Generated]:
+        """Answers for ``prompts`` in their order, decoded in length-sorted batches; ``stop_strings``: the
+        variant's (:attr:`graphctx.prompts.Variant.stop_strings`)."""
         encoded = self.encode(prompts)
         results: list[Generated | None] = [None] * len(prompts)
         for batch in length_sorted_batches([len(ids) for ids, _ in encoded], self.settings.batch_size):
-            for index, ids in zip(batch, self.generate_ids([encoded[i][0] for i in batch]), strict=True):
+            answers = self.generate_ids([encoded[i][0] for i in batch], stop_strings=stop_strings)
+            for index, answer in zip(batch, answers, strict=True):
                 prompt_ids, truncated = encoded[index]
-                results[index] = Generated(self.decode(ids), ids, len(prompt_ids), truncated)
+                text, ids, stop = answer.text, answer.token_ids, answer.stop
+                results[index] = Generated(text, ids, stop, len(prompt_ids), truncated)
         return [r for r in results if r is not None]

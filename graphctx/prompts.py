@@ -39,6 +39,9 @@ from graphctx.knowledge.verbalise import Sentence
 ModelKind = Literal["base", "adapter"]
 RetrievalKind = Literal["none", "dense", "graph"]
 
+BASE_STOP_STRINGS = ("\nQuestion:", f"\n{KNOWLEDGE_HEADER}")
+"""Where a base model's answer ends: a base model that goes on writing starts the next few-shot block."""
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -63,6 +66,12 @@ class Variant:
     def has_context(self) -> bool:
         """Whether the prompt carries a context (and so an attribution passage for AutoAIS)."""
         return self.pairs or self.knowledge
+
+    @property
+    def stop_strings(self) -> tuple[str, ...]:
+        """Text that ends an answer before EOS: :data:`BASE_STOP_STRINGS` for the base model's few-shot
+        prompts; none for the fine-tuned model, which was trained to end its answers with EOS."""
+        return BASE_STOP_STRINGS if self.model == "base" else ()
 
 
 def _variant(name: str, label: str, model: ModelKind, retrieval: RetrievalKind, knowledge: bool, pairs: bool):

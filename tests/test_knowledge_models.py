@@ -1,4 +1,5 @@
-"""The neural extractors on tiny random models: REBEL (BART + REBEL tokens) and a prompted causal LM."""
+"""The neural extractors on tiny random models: REBEL (BART + REBEL tokens), a prompted causal LM (its own
+or the lent generation model), and their union."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from graphctx.knowledge.llm import LLMExtractor
+from graphctx.knowledge.llm import LLM_TRIPLET_PROMPT, GenerationModel, LLMExtractor
 from graphctx.knowledge.rebel import REBEL_MARKERS, RebelExtractor
 from graphctx.knowledge.settings import KnowledgeSettings
-from graphctx.knowledge.triplets import Triplet, TripletExtractor, build_extractor
+from graphctx.knowledge.triplets import ExtractorUnion, Triplet, TripletExtractor, build_extractor
+from graphctx.model.loading import TINY_RANDOM, load_tokenizer, resolve_source
+from graphctx.model.settings import ModelSpec
 
 WORDS = [
     "Docker",
@@ -119,13 +122,10 @@ def test_rebel_reads_long_texts_in_windows() -> None:
 
 
 def test_llm_extractor_runs_any_causal_lm(tmp_path: Path) -> None:
-    from graphctx.model.loading import TINY_RANDOM, resolve_source
-    from graphctx.model.settings import ModelSpec
-
     folder = resolve_source(ModelSpec(source=TINY_RANDOM, cache_dir=str(tmp_path)))  # tiny random Llama
-    settings = KnowledgeSettings(extractor="llm", llm_model=folder, llm_max_new_tokens=6, batch_size=2)
+    settings = KnowledgeSettings(extractors=["llm"], llm_model=folder, llm_max_new_tokens=6, batch_size=2)
     extractor = build_extractor(settings)
-    assert isinstance(extractor, LLMExtractor) and extractor.tokenizer.padding_side == "left"
+    assert isinstance(extractor, LLMExtractor) and extractor.model.dtype == torch.float32  # fp32 on the CPU
     texts = ["Docker runs on Linux.", "nginx depends on libssl3, which provides TLS.", "short"]
     prompt = extractor.prompt(texts[0])
     assert "(subject | relation | object)" in prompt and "Docker runs on Linux." in prompt
@@ -133,5 +133,98 @@ def test_llm_extractor_runs_any_causal_lm(tmp_path: Path) -> None:
     assert len(replies) == 3 and all(isinstance(r, str) for r in replies)
     # a random model writes no well-formed triplet; the parser must not invent one
     assert extractor.extract(texts) == [[] for _ in texts]
-    with pytest.raises(ValueError, match="llm_model"):
-        build_extractor(KnowledgeSettings(extractor="llm"))
+    with pytest.raises(ValueError, match=r"knowledge\.llm_model"):  # "": the generation model, not passed
+        build_extractor(KnowledgeSettings(extractors=["llm"]))
+
+
+def _forcing(target_ids: list[int], start: int, eos: int):
+    """``prefix_allowed_tokens_fn`` steering a random model to write ``target_ids`` after ``start`` tokens,
+    then ``eos`` (``start``: the prompt width of a decoder-only model, 1 for BART's decoder start token)."""
+
+    def allowed(batch_id: int, prefix: torch.Tensor) -> list[int]:
+        produced = len(prefix) - start
+        return [target_ids[produced]] if produced < len(target_ids) else [eos]
+
+    return allowed
+
+
+def _lent_tiny_llama(tmp_path: Path) -> GenerationModel:
+    """The tiny random Llama loaded as a generation model would be, with its real SentencePiece tokenizer."""
+    from transformers import AutoModelForCausalLM
+
+    spec = ModelSpec(source=TINY_RANDOM, cache_dir=str(tmp_path))
+    model = AutoModelForCausalLM.from_pretrained(resolve_source(spec)).eval()
+    return GenerationModel(model, load_tokenizer(spec))
+
+
+def test_union_of_rebel_and_llm_lists_a_shared_triplet_once(tmp_path: Path) -> None:
+    text = "Docker runs on Linux . nginx depends on libssl3 ."
+    rebel_tokenizer = _rebel_tokenizer()
+    rebel_target = (
+        "<triplet> Docker <subj> Linux <obj> operating system <triplet> nginx <subj> libssl3 <obj> depends"
+    )
+    rebel_ids = rebel_tokenizer(rebel_target, add_special_tokens=False)["input_ids"]
+    rebel = RebelExtractor(
+        _tiny_bart(len(rebel_tokenizer)),
+        rebel_tokenizer,
+        max_new_tokens=len(rebel_ids) + 2,
+        num_beams=1,
+        generate_kwargs={"prefix_allowed_tokens_fn": _forcing(rebel_ids, 1, rebel_tokenizer.eos_token_id)},
+    )
+    lent = _lent_tiny_llama(tmp_path)
+    reply = "(Docker | operating system | Linux)\n(Linux | is a | kernel)"
+    reply_ids = lent.tokenizer(reply, add_special_tokens=False)["input_ids"]
+    prompt_width = len(lent.tokenizer(LLM_TRIPLET_PROMPT.format(text=text))["input_ids"])  # no chat template
+    llm = LLMExtractor(
+        lent.model,
+        lent.tokenizer,
+        max_new_tokens=len(reply_ids) + 2,
+        generate_kwargs={
+            "prefix_allowed_tokens_fn": _forcing(reply_ids, prompt_width, lent.tokenizer.eos_token_id)
+        },
+    )
+    assert llm.extract([text]) == [
+        [Triplet("Docker", "operating system", "Linux", "llm"), Triplet("Linux", "is a", "kernel", "llm")]
+    ]  # the real reply of the steered model, parsed
+
+    union = ExtractorUnion([rebel, llm])
+    assert isinstance(union, TripletExtractor) and union.name == "rebel+llm"
+    assert union.extract([text]) == [
+        [
+            Triplet("Docker", "operating system", "Linux", "rebel+llm"),  # both found it: listed once
+            Triplet("nginx", "depends", "libssl3", "rebel"),
+            Triplet("Linux", "is a", "kernel", "llm"),
+        ]
+    ]
+    assert union.extract([]) == []
+
+
+def test_build_extractor_lends_the_generation_model_to_the_llm_extractor(tmp_path: Path) -> None:
+    rebel_folder = tmp_path / "rebel"
+    tokenizer = _rebel_tokenizer()
+    _tiny_bart(len(tokenizer)).save_pretrained(rebel_folder)
+    tokenizer.save_pretrained(rebel_folder)
+    lent = _lent_tiny_llama(tmp_path)
+    settings = KnowledgeSettings(
+        extractors=["rebel", "llm"],
+        rebel_model=str(rebel_folder),
+        rebel_max_new_tokens=4,
+        llm_max_new_tokens=4,
+    )
+    assert settings.uses_generation_model
+    union = build_extractor(settings, lent)
+    assert isinstance(union, ExtractorUnion) and union.name == "rebel+llm"
+    rebel, llm = union.extractors
+    assert isinstance(rebel, RebelExtractor) and isinstance(llm, LLMExtractor)
+    assert llm.model is lent.model and llm.tokenizer is lent.tokenizer  # no second copy
+    union.extract(["Docker runs on Linux."])
+    assert lent.tokenizer.padding_side == "right"  # the lent tokenizer is not changed
+
+
+@pytest.mark.parametrize(
+    ("extractors", "problem"),
+    [([], "empty"), (["spacy", "openie"], "unknown"), (["rebel", "llm", "rebel"], "repeated")],
+)
+def test_extractor_lists_are_checked_naming_the_key(extractors: list[str], problem: str) -> None:
+    with pytest.raises(ValueError, match=rf"knowledge\.extractors: .*{problem}"):
+        KnowledgeSettings(extractors=extractors)

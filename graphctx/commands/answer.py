@@ -10,6 +10,7 @@ from graphctx.config import load_config
 from graphctx.evaluation.contexts import ContextBuilder
 from graphctx.evaluation.runner import adapter_dir_of
 from graphctx.generation import Generator, load_generator
+from graphctx.knowledge.llm import GenerationModel
 from graphctx.metrics import AutoAIS, build_judge
 from graphctx.model import load_tokenizer
 from graphctx.prompts import VARIANTS, build_prompt
@@ -37,13 +38,25 @@ def run(args: argparse.Namespace) -> int:
     cache_dir = cache_dir_of(config, args.cache_dir)
     settings = config.evaluation
     pool = load_config_dataset(config)["train"]
-    builder = ContextBuilder(pool, config.retrieval, config.knowledge, cache_dir)
+    tokenizer = load_tokenizer(config.model.spec)
+    # the LLM extractor is the base generation model: loaded first, it also answers a base-model variant
+    base = (
+        load_generator(config.model.spec, None, settings.generation)
+        if config.knowledge.uses_generation_model
+        else None
+    )
+    lent = GenerationModel(base, tokenizer) if base is not None else None
+    builder = ContextBuilder(pool, config.retrieval, config.knowledge, cache_dir, generation_model=lent)
     context, retrieved = builder.for_variants([variant], [args.question])[variant.name][0]
 
-    adapter = adapter_dir_of(config) if variant.model == "adapter" else None
-    model = load_generator(config.model.spec, adapter, settings.generation)
-    generator = Generator(model, load_tokenizer(config.model.spec), settings.generation)
-    answer = generator.generate([build_prompt(variant, args.question, context, config.data.template)])[0]
+    model = base if variant.model == "base" else None
+    del builder, lent, base  # the extractor's hold on the base model goes before another model loads
+    if model is None:
+        adapter = adapter_dir_of(config) if variant.model == "adapter" else None
+        model = load_generator(config.model.spec, adapter, settings.generation)
+    generator = Generator(model, tokenizer, settings.generation)
+    prompt = build_prompt(variant, args.question, context, config.data.template)
+    answer = generator.generate([prompt], stop_strings=variant.stop_strings)[0]
     del model, generator
 
     judgement: dict[str, float | str] = {"autoais": "n/a (the prompt had no context to attribute to)"}

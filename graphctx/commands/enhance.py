@@ -45,7 +45,15 @@ def run(args: argparse.Namespace) -> int:
     knowledge = config.knowledge
     if not knowledge.cache_dir and cache_dir:
         knowledge = dataclasses.replace(knowledge, cache_dir=str(cache_dir))
-    context = build_enhancer(knowledge).enhance(args.question, pairs_for_hits(hits, rows_by_id))
+    lent = None
+    if knowledge.uses_generation_model:  # the LLM extractor is the generation model
+        from graphctx.generation import load_generator
+        from graphctx.knowledge.llm import GenerationModel
+        from graphctx.model import load_tokenizer
+
+        spec = config.model.spec
+        lent = GenerationModel(load_generator(spec, None, config.evaluation.generation), load_tokenizer(spec))
+    context = build_enhancer(knowledge, lent).enhance(args.question, pairs_for_hits(hits, rows_by_id))
     if args.json:
         print(json.dumps({"question": args.question, **context.to_json()}, indent=2))
     else:

@@ -1,8 +1,10 @@
 """Instruction format of the paper and tokenisation with loss on answer tokens only.
 
 The paper trains on ``[INST]{question}[\\INST]Answer:{answer}`` (backslash as printed in the paper);
-Llama-2-chat's ``[INST] {question} [/INST] {answer}`` is the alternative. Each piece is tokenised on its
-own so the prompt/answer boundary is exact: ``labels`` is -100 on BOS and the prompt, and equals
+Llama-2-chat's ``[INST] {question} [/INST] {answer}`` is the alternative. The model sees exactly that
+string: the prompt is tokenised as one text by :func:`prompt_ids`, which inference uses too (so a
+fine-tuned model's prompt at evaluation is its training prompt token for token), and the answer as the
+prompt's continuation (:func:`continuation_ids`). ``labels`` is -100 on BOS and the prompt, and equals
 ``input_ids`` on the answer and the closing EOS.
 """
 
@@ -22,9 +24,9 @@ class InstructionTemplate:
     prefix: str
     suffix: str
 
-    def prompt(self, question: str, context: str | None = None) -> str:
-        """The prompt text for a question, optionally preceded by retrieved context."""
-        return f"{self.prefix}{with_context(question, context)}{self.suffix}"
+    def prompt(self, question: str) -> str:
+        """The prompt text for a question (or for ``with_context(question, context)``)."""
+        return f"{self.prefix}{question}{self.suffix}"
 
 
 TEMPLATES: dict[str, InstructionTemplate] = {
@@ -52,6 +54,46 @@ def leading_bos(tokenizer: PreTrainedTokenizerBase) -> list[int]:
     return [bos] if bos is not None and ids and ids[0] == bos else []
 
 
+def _ids(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
+    return tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
+
+
+def prompt_ids(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
+    """Token ids of a prompt as the model sees it, in training and at inference: BOS (when the tokenizer
+    adds one), then ``text`` tokenised as one string up to its last non-space character.
+
+    Trailing space (llama2-chat's ``[/INST] ``) goes to the answer's first token, as SentencePiece and
+    byte-level BPE tokenizers attach a space to the word after it (Llama-2-chat's ``[/INST]``, ``▁answer``).
+    """
+    return leading_bos(tokenizer) + _ids(tokenizer, text.rstrip())
+
+
+def continuation_ids(tokenizer: PreTrainedTokenizerBase, prompt: str, answer: str) -> list[int]:
+    """Token ids of ``answer`` continuing ``prompt``: ``prompt_ids(prompt)`` followed by these decodes to
+    ``prompt + answer``.
+
+    The whole string is tokenised and the prompt's tokens are taken off its front. When the prompt's last
+    token merges with the answer's first (``Answer:`` + ``**`` is ``:**``; 17 of the 452 cardano answers
+    with the paper template), the prompt's tokens are no prefix of the whole: the answer is then tokenised
+    after a line break, which SentencePiece (Llama) and byte-level BPE (SmolLM2) keep a token of its own, so
+    no word-start space is invented; a tokenizer that merges the break too gets the answer tokenised alone.
+    """
+    head = prompt.rstrip()
+    tail = prompt[len(head) :] + answer
+    start, whole = _ids(tokenizer, head), _ids(tokenizer, head + tail)
+    if whole[: len(start)] == start:
+        return whole[len(start) :]
+    anchor, anchored = _ids(tokenizer, "\n"), _ids(tokenizer, "\n" + tail)
+    return anchored[len(anchor) :] if anchored[: len(anchor)] == anchor else _ids(tokenizer, tail)
+
+
+def _prompt_and_target(
+    tokenizer: PreTrainedTokenizerBase, prompt: str, answer: str
+) -> tuple[list[int], list[int]]:
+    """The prompt's ids and the answer's ids closed by EOS."""
+    return prompt_ids(tokenizer, prompt), [*continuation_ids(tokenizer, prompt, answer), tokenizer.eos_token_id]
+
+
 def encode_example(
     tokenizer: PreTrainedTokenizerBase,
     template: InstructionTemplate,
@@ -59,29 +101,30 @@ def encode_example(
     answer: str,
     max_length: int,
     min_prompt_tokens: int = 64,
-    context: str | None = None,
 ) -> dict[str, list[int]]:
-    """Token ids and labels of one training example, at most ``max_length`` tokens.
+    """Token ids and labels of one training example, at most ``max_length`` tokens; decoded (special tokens
+    skipped) they read exactly ``template.prompt(question) + answer``.
 
-    When the example is too long the question (with its context) is cut first, down to
-    ``min(len(question), min_prompt_tokens)`` tokens; only then is the answer cut, and it keeps the rest of
-    the budget, so truncation never drops the whole answer. EOS closes an answer kept whole; a cut answer
-    loses its EOS first (the model must not learn to stop mid-answer).
+    When the example is too long the question is cut first, to its first ``min(len(question),
+    min_prompt_tokens)`` tokens at the least (the cut question is decoded and the prompt tokenised again as
+    one text); only then is the answer cut, and it keeps the rest of the budget, so truncation never drops
+    the whole answer. EOS closes an answer kept whole; a cut answer loses its EOS first (the model must not
+    learn to stop mid-answer).
     """
-
-    def ids(text: str) -> list[int]:
-        return tokenizer(text, add_special_tokens=False)["input_ids"]
-
-    bos, prefix, question_ids = (
-        leading_bos(tokenizer),
-        ids(template.prefix),
-        ids(with_context(question, context)),
-    )
-    suffix, target = ids(template.suffix), [*ids(answer), tokenizer.eos_token_id]
-    room = max_length - len(bos) - len(prefix) - len(suffix)
-    question_floor = min(len(question_ids), min_prompt_tokens)
-    if room <= question_floor:
-        raise ValueError(f"max_length={max_length} leaves no room for the answer with this template")
-    target = target[: room - question_floor]
-    prompt = bos + prefix + question_ids[: room - len(target)] + suffix
+    prompt, target = _prompt_and_target(tokenizer, template.prompt(question), answer)
+    if len(prompt) + len(target) > max_length:
+        question_ids = _ids(tokenizer, question)
+        overhead = len(prompt) - len(question_ids)  # BOS and the template around the question
+        floor = min(len(question_ids), min_prompt_tokens)
+        kept = max(floor, max_length - overhead - len(target))
+        while True:
+            cut = tokenizer.decode(question_ids[:kept], clean_up_tokenization_spaces=False)
+            prompt, target = _prompt_and_target(tokenizer, template.prompt(cut), answer)
+            over = len(prompt) + len(target) - max_length
+            if over <= 0 or kept == floor:
+                break
+            kept = max(floor, kept - over)
+        if len(prompt) >= max_length:
+            raise ValueError(f"max_length={max_length} leaves no room for the answer with this template")
+        target = target[: max_length - len(prompt)]
     return {"input_ids": prompt + target, "labels": [IGNORE_INDEX] * len(prompt) + target}

@@ -4,14 +4,17 @@ Logged per run: ``val_generation/<metric>`` scalars (macro means), a W&B table (
 generated, gold, per-row scores) when a ``WandbLogger`` is attached, and the same rows as
 ``<log_dir>/val_generation/step-<global_step>.csv``. The model is the training model itself (the 4-bit base
 with the adapter applied on the fly): it is switched to eval mode and SDPA attention for decoding, and put
-back exactly as it was, with no autograd graph kept.
+back exactly as it was, with no autograd graph kept. When the LLM triplet extractor is the generation model
+(``knowledge.llm_model: ""``), it is this model too, with its adapter disabled.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +24,12 @@ from lightning.pytorch.loggers import WandbLogger
 
 from graphctx.cache import atomic_path
 from graphctx.data import load_qa_dataset
+from graphctx.errors import ConfigError
 from graphctx.evaluation.contexts import ContextBuilder
-from graphctx.evaluation.scoring import Scorer
+from graphctx.evaluation.scoring import METRIC_NAMES, Scorer
 from graphctx.evaluation.settings import EvaluationSettings
 from graphctx.generation import Generator
+from graphctx.knowledge.llm import GenerationModel
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.knowledge.triplets import build_extractor
 from graphctx.prompts import VARIANTS, build_prompt
@@ -33,18 +38,50 @@ from graphctx.retrieval.settings import RetrievalSettings
 TABLE_COLUMNS = ("id", "question", "context", "generated", "gold")
 
 
+@contextlib.contextmanager
+def decoding(pl_module: L.LightningModule, adapter: bool) -> Iterator[None]:
+    """The training model ready to decode: eval mode, SDPA attention, eager blocks, no autograd graph, its
+    adapter on or off; on exit it is put back exactly as it was."""
+    model = pl_module.model
+    base = model.get_base_model()
+    attention, was_training = base.config._attn_implementation, model.training
+    model.eval()
+    if attention != "sdpa":  # the padding-free training kernel takes no padded batches or KV cache
+        base.set_attn_implementation("sdpa")
+    adapter_off = contextlib.nullcontext() if adapter else model.disable_adapter()
+    # compiled training blocks (model.spec.compile) would retrace for every KV-cache shape: run eagerly
+    stance = "force_eager" if pl_module.spec.compile else "default"
+    try:
+        with adapter_off, torch.compiler.set_stance(stance), torch.no_grad():
+            yield
+    finally:
+        if attention != "sdpa":
+            base.set_attn_implementation(attention)
+        model.train(was_training)
+
+
 class ValidationGeneration(L.Callback):
     """Generate and score ``evaluation.callback_examples`` validation questions with the callback variant."""
 
     def __init__(
-        self, evaluation: EvaluationSettings, retrieval: RetrievalSettings, knowledge: KnowledgeSettings
+        self,
+        evaluation: EvaluationSettings,
+        retrieval: RetrievalSettings,
+        knowledge: KnowledgeSettings,
+        fact_label: str = "",
     ) -> None:
         if evaluation.callback_variant not in VARIANTS:
-            raise ValueError(
+            raise ConfigError(
                 f"evaluation.callback_variant: unknown variant {evaluation.callback_variant!r}; "
                 f"choose from {list(VARIANTS)}"
             )
+        unknown = sorted(set(evaluation.callback_metrics) - set(METRIC_NAMES))
+        if unknown:
+            raise ConfigError(
+                f"evaluation.callback_metrics: unknown metric(s) {unknown}; choose from {list(METRIC_NAMES)}"
+            )
         self.settings = evaluation
+        self.fact_label = fact_label
         self.variant = VARIANTS[evaluation.callback_variant]
         self.retrieval = retrieval
         self.knowledge = knowledge
@@ -72,21 +109,34 @@ class ValidationGeneration(L.Callback):
         trainer.strategy.barrier("val_generation")  # other ranks wait here instead of training ahead
 
     # ---- data ----------------------------------------------------------------------------------------
-    def prepare(self, trainer: L.Trainer) -> None:
-        """The fixed subset (first ``callback_examples`` validation questions by id) and their contexts."""
+    def prepare(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        """The fixed subset (first ``callback_examples`` validation questions by id) and their contexts;
+        the LLM extractor, when it is the generation model, is ``pl_module``'s model without its adapter."""
         datamodule = trainer.datamodule
         dataset = load_qa_dataset(datamodule.dataset, datamodule.cache_dir, datamodule.tokenizer)
         validation = sorted(dataset["validation"], key=lambda row: int(row["id"]))
         self.rows = validation[: self.settings.callback_examples]
         questions = [row["question"] for row in self.rows]
-        builder = ContextBuilder(dataset["train"], self.retrieval, self.knowledge, datamodule.cache_dir)
+        lent = GenerationModel(
+            pl_module.model, datamodule.tokenizer, functools.partial(decoding, pl_module, adapter=False)
+        )
+        builder = ContextBuilder(
+            dataset["train"], self.retrieval, self.knowledge, datamodule.cache_dir, generation_model=lent
+        )
         self.contexts = [
             text for text, _ in builder.for_variants([self.variant], questions)[self.variant.name]
         ]
         extractor = (
-            builder.enhancer.extractor if self.variant.knowledge else build_extractor(builder.knowledge)
+            builder.enhancer.extractor if self.variant.knowledge else build_extractor(builder.knowledge, lent)
         )
-        self.scorer = Scorer(self.settings.metrics, extractor, datamodule.cache_dir)
+        self.scorer = Scorer(
+            self.settings.metrics,
+            extractor,
+            datamodule.cache_dir,
+            metrics=self.settings.callback_metrics,
+            fact_label=self.fact_label,
+            device=self.settings.callback_device,
+        )
 
     # ---- generation and scores -----------------------------------------------------------------------
     def generate_and_score(
@@ -94,29 +144,15 @@ class ValidationGeneration(L.Callback):
     ) -> tuple[list[dict[str, Any]], list[dict[str, float]]]:
         """Answers and per-row scores of the subset; the model is restored to its previous state."""
         if self.rows is None:
-            self.prepare(trainer)
-        model = pl_module.model
+            self.prepare(trainer, pl_module)
         template = trainer.datamodule.template
         prompts = [
             build_prompt(self.variant, row["question"], context, template)
             for row, context in zip(self.rows, self.contexts, strict=True)
         ]
-        base = model.get_base_model()
-        attention, was_training = base.config._attn_implementation, model.training
-        model.eval()
-        if attention != "sdpa":  # the padding-free training kernel takes no padded batches or KV cache
-            base.set_attn_implementation("sdpa")
-        adapter_off = model.disable_adapter() if self.variant.model == "base" else contextlib.nullcontext()
-        # compiled training blocks (model.spec.compile) would retrace for every KV-cache shape: run eagerly
-        stance = "force_eager" if pl_module.spec.compile else "default"
-        try:
-            with adapter_off, torch.compiler.set_stance(stance):
-                generator = Generator(model, trainer.datamodule.tokenizer, self.settings.generation)
-                answers = generator.generate(prompts)
-        finally:
-            if attention != "sdpa":
-                base.set_attn_implementation(attention)
-            model.train(was_training)
+        with decoding(pl_module, adapter=self.variant.model == "adapter"):
+            generator = Generator(pl_module.model, trainer.datamodule.tokenizer, self.settings.generation)
+            answers = generator.generate(prompts, stop_strings=self.variant.stop_strings)
         generated = [answer.text for answer in answers]
         scores = self.scorer.score(
             [row["question"] for row in self.rows],
@@ -161,9 +197,12 @@ class ValidationGeneration(L.Callback):
 
 
 def validation_callback(
-    evaluation: EvaluationSettings, retrieval: RetrievalSettings, knowledge: KnowledgeSettings
+    evaluation: EvaluationSettings,
+    retrieval: RetrievalSettings,
+    knowledge: KnowledgeSettings,
+    fact_label: str = "",
 ) -> ValidationGeneration | None:
     """The callback for a config's sections, or None when ``callback_every_n_validations`` is 0."""
     if evaluation.callback_every_n_validations <= 0:
         return None
-    return ValidationGeneration(evaluation, retrieval, knowledge)
+    return ValidationGeneration(evaluation, retrieval, knowledge, fact_label)

@@ -15,6 +15,7 @@ from typing import Any
 
 from graphctx.knowledge.budget import QAPair, build_token_counter, fit_budget
 from graphctx.knowledge.enhance import Enhancer, build_enhancer
+from graphctx.knowledge.llm import GenerationModel
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.knowledge.verbalise import Sentence
 from graphctx.prompts import Variant, variant_context
@@ -48,7 +49,11 @@ def knowledge_with_cache(settings: KnowledgeSettings, cache_dir: str | None) -> 
 
 
 class ContextBuilder:
-    """Retrieves from the training pool and enhances with the knowledge stage, lazily per method."""
+    """Retrieves from the training pool and enhances with the knowledge stage, lazily per method.
+
+    ``generation_model``: the loaded generation model, lent to the LLM extractor when
+    ``knowledge.llm_model`` is ``""`` (it is then required).
+    """
 
     def __init__(
         self,
@@ -57,19 +62,21 @@ class ContextBuilder:
         knowledge: KnowledgeSettings,
         cache_dir: str | None = None,
         enhancer: Enhancer | None = None,
+        generation_model: GenerationModel | None = None,
     ) -> None:
         self.pool = {int(row["id"]): row for row in pool}
         self.retrieval = retrieval
         self.knowledge = knowledge_with_cache(knowledge, cache_dir)
         self.cache_dir = cache_dir
         self._enhancer = enhancer
+        self.generation_model = generation_model
         self._retrievers: dict[str, Any] = {}
         self.count_tokens = build_token_counter(self.knowledge.tokenizer)
 
     @property
     def enhancer(self) -> Enhancer:
         if self._enhancer is None:
-            self._enhancer = build_enhancer(self.knowledge)
+            self._enhancer = build_enhancer(self.knowledge, self.generation_model)
         return self._enhancer
 
     def retriever(self, method: str):

@@ -23,17 +23,20 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from transformers import PreTrainedModel
 
 from graphctx.cache import file_digest, fingerprint, write_json_atomic
 from graphctx.config import PipelineConfig
 from graphctx.errors import ConfigError
 from graphctx.evaluation.contexts import ContextBuilder, RetrievedContext
+from graphctx.evaluation.plan import Plan, check_models
 from graphctx.evaluation.records import RecordFile
 from graphctx.evaluation.scoring import Scorer
 from graphctx.evaluation.settings import EvaluationSettings
 from graphctx.evaluation.table import ResultsTable, VariantScores, build_table, write_table
 from graphctx.evaluation.tracking import log_results
-from graphctx.generation import Generator, length_sorted_batches, load_generator
+from graphctx.generation import Answer, Generator, length_sorted_batches, load_generator
+from graphctx.knowledge.llm import GenerationModel
 from graphctx.model import load_tokenizer
 from graphctx.prompts import Variant, build_prompt, encode_prompt, get_variants
 from graphctx.retrieval.pool import load_config_dataset
@@ -64,7 +67,7 @@ SPEED_ONLY: dict[str, set[str]] = {
         "query_batch_size",
         "similarity_chunk_size",
         "max_batch_slots",
-        "component_node_limit",
+        "shared_component_nodes",
     },
     "knowledge": {"batch_size", "device", "cache_dir"},
 }
@@ -110,12 +113,8 @@ class EvaluationRun:
         self.limit = limit if limit is not None else self.settings.limit
         self.output_dir = Path(output_dir or self.settings.output_dir)
         self.cache_dir = config.data.cache_dir
-        started = time.perf_counter()
-        self.log = log or (
-            lambda message: print(
-                f"[{time.perf_counter() - started:7.1f}s] {message}", file=sys.stderr, flush=True
-            )
-        )
+        self.log = log or _stderr_logger()
+        self.plan = Plan(config)
         self.tokenizer = load_tokenizer(config.model.spec)
         self.adapter_dir = adapter_dir_of(config)
 
@@ -175,12 +174,20 @@ class EvaluationRun:
         write_json_atomic(meta_file, meta)
 
     # ---- generation ----------------------------------------------------------------------------------
+    def load_model(self, kind: str) -> PreTrainedModel:
+        """The generation model of ``kind``: ``base``, or ``adapter`` (the base with the trained adapter)."""
+        adapter = self.adapter_dir if kind == "adapter" else None
+        self.log(f"loading the {kind} model" + (f" with the adapter {adapter}" if adapter else ""))
+        return load_generator(self.config.model.spec, adapter, self.settings.generation)
+
     def generate(
         self,
         rows: Sequence[dict[str, Any]],
         contexts: dict[str, list[tuple[str, RetrievedContext | None]]],
+        base: PreTrainedModel | None = None,
     ) -> None:
-        """Answer every row for every variant, loading each model (base, base+adapter) once."""
+        """Answer every row for every variant, loading each model (base, base+adapter) once; ``base`` is the
+        base model when it is already loaded (as the LLM extractor), used instead of a second copy."""
         ids = {int(row["id"]) for row in rows}
         for kind in ("base", "adapter"):
             pending = [
@@ -190,9 +197,7 @@ class EvaluationRun:
             ]
             if not pending:
                 continue
-            adapter = self.adapter_dir if kind == "adapter" else None
-            self.log(f"loading the {kind} model" + (f" with the adapter {adapter}" if adapter else ""))
-            model = load_generator(self.config.model.spec, adapter, self.settings.generation)
+            model = base if kind == "base" and base is not None else self.load_model(kind)
             generator = Generator(model, self.tokenizer, self.settings.generation)
             for variant in pending:
                 self.generate_variant(generator, variant, rows, contexts[variant.name])
@@ -218,10 +223,11 @@ class EvaluationRun:
         todo = [[i for i in batch if int(rows[i]["id"]) not in records.done] for batch in batches]
         todo = [batch for batch in todo if batch]
         for number, batch in enumerate(todo, start=1):
-            answers = generator.generate_ids([encoded[i][0] for i in batch])
+            prompt_ids = [encoded[i][0] for i in batch]
+            answers = generator.generate_ids(prompt_ids, stop_strings=variant.stop_strings)
             records.append(
-                self._prediction(variant, rows[i], prompts[i].text, contexts[i], encoded[i], ids, generator)
-                for i, ids in zip(batch, answers, strict=True)
+                self._prediction(variant, rows[i], prompts[i].text, contexts[i], encoded[i], answer)
+                for i, answer in zip(batch, answers, strict=True)
             )
             self.log(f"{variant.name}: batch {number}/{len(todo)} ({len(records.done)}/{len(rows)} answered)")
 
@@ -232,8 +238,7 @@ class EvaluationRun:
         prompt: str,
         context: tuple[str, RetrievedContext | None],
         encoded: tuple[list[int], bool],
-        answer_ids: list[int],
-        generator: Generator,
+        answer: Answer,
     ) -> dict[str, Any]:
         text, retrieved = context
         return {
@@ -242,13 +247,14 @@ class EvaluationRun:
             "question": row["question"],
             "context": text,
             "prompt": prompt,
-            "generated": generator.decode(answer_ids),
+            "generated": answer.text,
             "gold": row["answer"],
             "retrieved_ids": [hit.id for hit in retrieved.hits] if retrieved else [],
             "retrieval_fallback": [hit.fallback for hit in retrieved.hits] if retrieved else [],
             "prompt_tokens": len(encoded[0]),
             "prompt_truncated": encoded[1],
-            "new_tokens": len(answer_ids),
+            "new_tokens": len(answer.token_ids),
+            "stop": answer.stop,
         }
 
     # ---- scoring -------------------------------------------------------------------------------------
@@ -267,7 +273,10 @@ class EvaluationRun:
                 if scorer is None:
                     self.log("loading the metrics (BERTScore encoder, AutoAIS judge, extractors)")
                     scorer = Scorer(
-                        self.settings.metrics, extractor_source.enhancer.extractor, self.cache_dir
+                        self.settings.metrics,
+                        extractor_source.enhancer.extractor,
+                        self.cache_dir,
+                        fact_label=self.plan.fact_label,
                     )
                 chunk_rows = [predictions[i] for i in chunk]
                 values = scorer.score(
@@ -291,6 +300,8 @@ class EvaluationRun:
                         )
                         for key in keys
                     },
+                    prompts_truncated=sum(bool(predictions[i].get("prompt_truncated")) for i in scored),
+                    prompts_over_limit=sum(bool(predictions[i].get("prompt_over_limit")) for i in scored),
                 )
             )
         return results
@@ -298,18 +309,31 @@ class EvaluationRun:
     # ---- the whole run -------------------------------------------------------------------------------
     def run(self, overwrite: bool = False) -> ResultsTable:
         """Contexts, answers, scores, table (Markdown + CSV) and W&B logging; returns the table."""
+        print(self.plan.to_text(), file=sys.stderr, flush=True)
+        check_models(self.plan, "evaluate", self.variants)
         for variant in self.variants:
             self.check_settings(variant, overwrite)
         rows, pool = self.load_rows()
         self.log(f"{len(rows)} {self.settings.split} questions, {len(self.variants)} variants")
-        builder = ContextBuilder(pool, self.config.retrieval, self.config.knowledge, self.cache_dir)
+        # the LLM extractor is the base generation model: loaded once, it extracts (contexts, fact score) and
+        # answers the base variants
+        base = self.load_model("base") if self.config.knowledge.uses_generation_model else None
+        builder = ContextBuilder(
+            pool,
+            self.config.retrieval,
+            self.config.knowledge,
+            self.cache_dir,
+            generation_model=GenerationModel(base, self.tokenizer) if base is not None else None,
+        )
         contexts = builder.for_variants(self.variants, [row["question"] for row in rows])
         self.log("contexts ready")
-        self.generate(rows, contexts)
+        self.generate(rows, contexts, base)
         results = self.score(rows, builder)
-        table = build_table(results, self.settings.bootstrap_samples, self.settings.seed)
+        table = build_table(
+            results, self.settings.bootstrap_samples, self.settings.seed, self.plan.scorer_descriptions()
+        )
         paths = write_table(table, self.output_dir)
         self.log(f"results: {paths['markdown']} and {paths['csv']}")
         files = {v.name: (self.predictions_file(v), self.scores_file(v)) for v in self.variants}
-        log_results(self.settings, self.config.path, table, files, self.output_dir)
+        log_results(self.settings, self.config.path, table, files, self.output_dir, self.plan.to_json())
         return table

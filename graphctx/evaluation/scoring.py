@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import spacy
 
+from graphctx.errors import ConfigError
 from graphctx.knowledge.triplets import TripletExtractor
 from graphctx.metrics import (
     AutoAIS,
@@ -19,22 +20,56 @@ from graphctx.metrics import (
     FactScore,
     MetricSettings,
     RougeF1,
+    RowScoreMetric,
     build_judge,
     build_scorer,
 )
 
+METRIC_NAMES = ("rouge", "bertscore", "fact_score", "entity_jaccard", "autoais")
+"""What a :class:`Scorer` can compute (``evaluation.callback_metrics`` picks from these)."""
+
 
 class Scorer:
-    """ROUGE-1/L, BERTScore, fact score, entity Jaccard and AutoAIS for batches of rows."""
+    """ROUGE-1/L, BERTScore, fact score, entity Jaccard and AutoAIS (or the ``metrics`` named) for batches
+    of rows, with the models on ``device`` (default: each metric's own ``device`` setting)."""
 
     def __init__(
-        self, settings: MetricSettings, extractor: TripletExtractor, cache_dir: str | None = None
+        self,
+        settings: MetricSettings,
+        extractor: TripletExtractor,
+        cache_dir: str | None = None,
+        metrics: Sequence[str] = METRIC_NAMES,
+        fact_label: str = "",
+        device: str | None = None,
     ) -> None:
+        unknown = sorted(set(metrics) - set(METRIC_NAMES))
+        if unknown:
+            raise ConfigError(f"unknown metric(s) {unknown}; choose from {list(METRIC_NAMES)}")
         self.settings = settings
+        self.metrics = tuple(metrics)
         self.extractor = extractor
-        self.bertscore = build_scorer(settings.bertscore)
-        self.judge = build_judge(settings.autoais, cache_dir)
-        self.nlp = spacy.load(settings.facts.spacy_model, disable=["parser", "lemmatizer"])
+        self.fact_label = fact_label
+        self.bertscore = build_scorer(settings.bertscore, device) if "bertscore" in metrics else None
+        self.judge = build_judge(settings.autoais, cache_dir, device) if "autoais" in metrics else None
+        self.nlp = (
+            spacy.load(settings.facts.spacy_model, disable=["parser", "lemmatizer"])
+            if "entity_jaccard" in metrics
+            else None
+        )
+
+    def text_metrics(self) -> list[RowScoreMetric]:
+        """Fresh states of the metrics that compare an answer with its gold answer."""
+        local = {"sync_on_compute": False}
+        built: list[RowScoreMetric] = []
+        if "rouge" in self.metrics:
+            built.append(RougeF1(self.settings.rouge, **local))
+        if self.bertscore is not None:
+            built.append(BertScoreF1(self.settings.bertscore, scorer=self.bertscore, **local))
+        if "fact_score" in self.metrics:
+            built.append(FactScore(self.extractor, self.settings.facts, label=self.fact_label, **local))
+        if self.nlp is not None:
+            built.append(EntityJaccard(self.settings.facts, nlp=self.nlp, **local))
+        return built
 
     def score(
         self,
@@ -49,21 +84,17 @@ class Scorer:
         The metrics score exactly these rows, in this process: they never sync with other ranks (under DDP
         the validation callback scores on rank 0 alone).
         """
-        local = {"sync_on_compute": False}
         rows: list[dict[str, float]] = [{} for _ in generated]
-        for metric in (
-            RougeF1(self.settings.rouge, **local),
-            BertScoreF1(self.settings.bertscore, scorer=self.bertscore, **local),
-            FactScore(self.extractor, self.settings.facts, **local),
-            EntityJaccard(self.settings.facts, nlp=self.nlp, **local),
-        ):
+        for metric in self.text_metrics():
             metric.update(generated, gold)
             _merge(rows, range(len(rows)), metric.per_row())
-        attributed = [i for i, premise in enumerate(premises) if premise]
-        autoais = AutoAIS(self.judge, self.settings.autoais, **local)
+        if self.judge is None:
+            return rows
+        autoais = AutoAIS(self.judge, self.settings.autoais, sync_on_compute=False)
         keys = [autoais.output_key(name) for name in autoais.score_states]
         for row in rows:
             row.update(dict.fromkeys(keys, math.nan))
+        attributed = [i for i, premise in enumerate(premises) if premise]
         if attributed:
             autoais.update(
                 [questions[i] for i in attributed],

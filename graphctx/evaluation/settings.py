@@ -20,10 +20,14 @@ class GenerationSettings:
     max_prompt_tokens: int = 1536
     """Prompts longer than this are cut from the left of the context, never the question."""
     merge_adapter: bool = True
-    """Decode with unquantised base weights in ``dtype`` and the adapter merged into them (several times
-    faster); false: the base as trained (4-bit under QLoRA) with the adapter applied on the fly."""
+    """Both paths decode with the weights the adapter was trained against, as the validation callback does
+    (the 4-bit NF4 base under QLoRA). True: those weights are dequantised once to ``dtype`` and the adapter is
+    merged into them, W + (alpha/r)·B·A (several times faster, same model up to ``dtype`` rounding); false:
+    the 4-bit base with the adapter applied on the fly. The base-model variants use the same base weights."""
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
-    """Weights' dtype when ``merge_adapter``; ``auto``: bfloat16 on CUDA, float32 on the CPU."""
+    """With ``merge_adapter``: the dtype of the merged model (the dequantised NF4 weights, or the
+    ``compute_dtype`` weights of plain LoRA, are cast to it before merging); ``auto``: bfloat16 on CUDA,
+    float32 on the CPU."""
     static_cache: bool = False
     """CUDA only: static KV cache and the decoding step compiled into CUDA graphs. Prompts are padded to
     multiples of ``cache_bucket_tokens`` and batches to ``batch_size`` so few shapes compile (each costs
@@ -64,3 +68,12 @@ class EvaluationSettings:
     """During training: size of the fixed validation subset that is generated and scored."""
     callback_variant: str = "FineTuned"
     """During training: the prompt variant used by the callback."""
+    callback_metrics: list[str] = field(
+        default_factory=lambda: ["rouge", "bertscore", "fact_score", "entity_jaccard"]
+    )
+    """During training: what the callback computes, from ``rouge``, ``bertscore``, ``fact_score``,
+    ``entity_jaccard`` and ``autoais``. AutoAIS is left out unless named: the paper's judge (T5-XXL, ~22 GB
+    in bf16) would load on rank 0 mid-training; ``evaluate.py`` always computes every metric."""
+    callback_device: str = "cpu"
+    """During training: device of the callback's scorers (BERTScore encoder, AutoAIS judge), loaded once on
+    rank 0; the answers come from the training model on its own device."""

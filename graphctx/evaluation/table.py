@@ -48,6 +48,18 @@ class VariantScores:
     variant: Variant
     ids: list[int]
     scores: dict[str, np.ndarray]
+    prompts_truncated: int = 0
+    """Answered rows whose prompt lost knowledge sentences or lower-ranked pairs to ``max_prompt_tokens``."""
+    prompts_over_limit: int = 0
+    """Answered rows whose question and top pair alone exceed ``max_prompt_tokens`` (kept whole)."""
+
+    def autoais_coverage(self) -> tuple[int, int]:
+        """(rows judged by AutoAIS, rows over the judge's input limit); (0, 0) without AutoAIS scores."""
+        judged_key = metric_key(list(self.scores), "autoais")
+        over_key = metric_key(list(self.scores), "autoais_over_limit")
+        judged = int(np.sum(~np.isnan(self.scores[judged_key]))) if judged_key else 0
+        over = int(np.nansum(self.scores[over_key])) if over_key else 0
+        return judged, over
 
     def aligned(self, key: str, ids: Sequence[int]) -> np.ndarray:
         """Scores of ``key`` for ``ids`` in that order (NaN where this variant has no such row)."""
@@ -61,11 +73,16 @@ class VariantScores:
 
 @dataclass
 class TableRow:
-    """One variant's line: intervals per metric key, and its comparison with the best baseline."""
+    """One variant's line: intervals per metric key, its comparison with the best baseline, and coverage."""
 
     variant: Variant
     intervals: dict[str, Interval]
     comparisons: dict[str, PairedComparison | None] = field(default_factory=dict)
+    answered: int = 0
+    prompts_truncated: int = 0
+    prompts_over_limit: int = 0
+    autoais_judged: int = 0
+    autoais_over_limit: int = 0
 
 
 @dataclass
@@ -75,9 +92,17 @@ class ResultsTable:
     """Score keys shown, in column order."""
     best_baseline: dict[str, str | None]
     """Per key, the name of the baseline variant with the highest mean (None: no baseline scored)."""
+    scorers: dict[str, str] = field(default_factory=dict)
+    """Per metric (``rouge``, ``bertscore``, ``fact_score``, ``entity_jaccard``, ``autoais``), the model
+    and settings that computed it (from ``graphctx plan``)."""
 
 
-def build_table(results: Sequence[VariantScores], n_resamples: int = 1000, seed: int = 0) -> ResultsTable:
+def build_table(
+    results: Sequence[VariantScores],
+    n_resamples: int = 1000,
+    seed: int = 0,
+    scorers: Mapping[str, str] | None = None,
+) -> ResultsTable:
     """Intervals of every metric and paired tests against the best baseline of each metric.
 
     The best baseline of a metric is the baseline variant (``Variant.baseline``) with the highest mean on it;
@@ -93,6 +118,11 @@ def build_table(results: Sequence[VariantScores], n_resamples: int = 1000, seed:
                 key: bootstrap_interval(result.scores.get(key, []), n_resamples=n_resamples, seed=seed)
                 for key in keys
             },
+            answered=len(result.ids),
+            prompts_truncated=result.prompts_truncated,
+            prompts_over_limit=result.prompts_over_limit,
+            autoais_judged=result.autoais_coverage()[0],
+            autoais_over_limit=result.autoais_coverage()[1],
         )
         for result in results
     ]
@@ -113,7 +143,7 @@ def build_table(results: Sequence[VariantScores], n_resamples: int = 1000, seed:
                 n_resamples=n_resamples,
                 seed=seed,
             )
-    return ResultsTable(rows, keys, best)
+    return ResultsTable(rows, keys, best, dict(scorers or {}))
 
 
 def _number(value: float, digits: int = 4) -> str:
@@ -122,7 +152,8 @@ def _number(value: float, digits: int = 4) -> str:
 
 def to_csv(table: ResultsTable) -> str:
     """One line per variant: for each metric mean, low, high, n, and difference / p vs the best baseline."""
-    header = ["variant", "label", "model", "retrieval", "knowledge", "pairs", "baseline"]
+    header = ["variant", "label", "model", "retrieval", "knowledge", "pairs", "baseline", "answered"]
+    header += ["prompts_truncated", "prompts_over_limit", "autoais_judged", "autoais_over_limit"]
     for key in table.keys:
         header += [key, f"{key}_low", f"{key}_high", f"{key}_n", f"{key}_vs_best_baseline", f"{key}_p"]
     buffer = io.StringIO()
@@ -131,6 +162,8 @@ def to_csv(table: ResultsTable) -> str:
     for row in table.rows:
         v = row.variant
         line: list[str | int] = [v.name, v.label, v.model, v.retrieval, v.knowledge, v.pairs, v.baseline]
+        line += [row.answered, row.prompts_truncated, row.prompts_over_limit]
+        line += [row.autoais_judged, row.autoais_over_limit]
         for key in table.keys:
             interval, comparison = row.intervals[key], row.comparisons.get(key)
             line += [_number(interval.mean), _number(interval.low), _number(interval.high), interval.n]
@@ -142,7 +175,8 @@ def to_csv(table: ResultsTable) -> str:
 
 
 def to_markdown(table: ResultsTable, title: str = "Results") -> str:
-    """Two Markdown tables: means with 95% intervals, then differences from the best baseline with p."""
+    """Markdown: means with 95% intervals, differences from the best baseline with p, coverage (prompts cut,
+    AutoAIS judged / rows with a context), and the model behind each metric."""
     names = [column_name(key) for key in table.keys]
     lines = [f"## {title}", "", "Mean [95% bootstrap interval] over the scored rows (n).", ""]
     lines += ["| Variant | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
@@ -174,7 +208,30 @@ def to_markdown(table: ResultsTable, title: str = "Results") -> str:
             else:
                 cells.append(f"{comparison.mean_difference:+.4f} (p={comparison.p_value:.3g})")
         lines.append(f"| {row.variant.label} | " + " | ".join(cells) + " |")
+    lines += ["", *_coverage_lines(table)]
+    if table.scorers:
+        lines += ["", "Scorers:", ""]
+        lines += [f"- {name}: {description}" for name, description in table.scorers.items()]
     return "\n".join(lines) + "\n"
+
+
+def _coverage_lines(table: ResultsTable) -> list[str]:
+    """Per variant: answered rows, prompts cut to ``max_prompt_tokens``, and AutoAIS coverage."""
+    lines = [
+        "Coverage: prompts cut to max_prompt_tokens (knowledge sentences or lower-ranked pairs dropped), "
+        "prompts over it (question + top pair kept whole), AutoAIS judged / rows with a context.",
+        "",
+        "| Variant | answered | prompts cut | prompts over limit | AutoAIS judged | AutoAIS over limit |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in table.rows:
+        with_context = row.autoais_judged + row.autoais_over_limit
+        judged = f"{row.autoais_judged}/{with_context}" if with_context else "n/a"
+        lines.append(
+            f"| {row.variant.label} | {row.answered} | {row.prompts_truncated} | {row.prompts_over_limit} "
+            f"| {judged} | {row.autoais_over_limit} |"
+        )
+    return lines
 
 
 def _label_of(table: ResultsTable, name: str | None) -> str:

@@ -49,10 +49,12 @@ def log_results(
     table: ResultsTable,
     files: dict[str, tuple[Path, Path]],
     output_dir: Path,
+    plan: dict[str, Any] | None = None,
 ) -> None:
     """One W&B run (offline by default, under ``output_dir/wandb``) with everything of the evaluation.
 
-    ``files`` maps each variant name to its predictions and scores JSONL files.
+    ``files`` maps each variant name to its predictions and scores JSONL files; ``plan`` (the resolved
+    stack, ``graphctx plan --json``) goes into the run's config.
     """
     if settings.wandb_project is None:
         return
@@ -65,7 +67,11 @@ def log_results(
         dir=str(output_dir),
         name=f"evaluate-{Path(config_path).stem}",
         job_type="evaluation",
-        config={"config_file": str(config_path), "evaluation": dataclasses.asdict(settings)},
+        config={
+            "config_file": str(config_path),
+            "evaluation": dataclasses.asdict(settings),
+            "plan": plan or {},
+        },
     )
     try:
         for row in table.rows:

@@ -2,7 +2,8 @@
 
 For a query with retrieved pairs C:
 
-1. τ^init: triplets extracted from each pair (question + accepted answer) by the configured extractor;
+1. τ^init: triplets extracted from each pair (question + accepted answer) by the union of the configured
+   extractors;
 2. Ent(C): heads and tails of τ^init, plus KG labels mentioned in C (``link_mentions``), normalised and
    linked to KG ids;
 3. one hop: every labelled edge leaving a linked entity;
@@ -18,7 +19,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graphctx.cache import cache_root, fingerprint, write_json_atomic
 from graphctx.knowledge.budget import QAPair, TokenCounter, build_token_counter, fit_budget, render
@@ -27,8 +28,11 @@ from graphctx.knowledge.kg import SparqlKnowledgeGraph, build_knowledge_graph
 from graphctx.knowledge.mentions import MentionMatcher
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.knowledge.sparql import KGFact
-from graphctx.knowledge.triplets import Triplet, TripletExtractor, build_extractor
+from graphctx.knowledge.triplets import ExtractorUnion, Triplet, TripletExtractor, build_extractor
 from graphctx.knowledge.verbalise import Sentence, fact_to_triplet, verbalise
+
+if TYPE_CHECKING:
+    from graphctx.knowledge.llm import GenerationModel
 
 CONTEXT_FORMAT = 1
 """Bump when the enhanced context changes shape: part of the cache key."""
@@ -79,6 +83,7 @@ class Enhancer:
         matcher: MentionMatcher | None,
         count_tokens: TokenCounter,
         cache_dir: Path | None = None,
+        model_identity: str = "",
     ) -> None:
         self.settings = settings
         self.extractor = extractor
@@ -86,20 +91,26 @@ class Enhancer:
         self.matcher = matcher
         self.count_tokens = count_tokens
         self.cache_dir = cache_dir
+        self.model_identity = model_identity
+        """The generation model's identity when it is the LLM extractor: part of the cache key."""
 
     @classmethod
-    def from_settings(cls, settings: KnowledgeSettings) -> Enhancer:
-        """Build the extractor, the KG backend, the mention matcher and the token counter."""
+    def from_settings(
+        cls, settings: KnowledgeSettings, generation_model: GenerationModel | None = None
+    ) -> Enhancer:
+        """Build the extractors (``generation_model``: see :func:`build_extractor`), the KG backend, the
+        mention matcher and the token counter."""
         from graphctx.knowledge.mentions import english_words
         from graphctx.knowledge.spacy_extractor import SpacyExtractor
         from graphctx.knowledge.store import load_gazetteer
 
-        extractor = build_extractor(settings)
+        extractor = build_extractor(settings, generation_model)
+        members = extractor.extractors if isinstance(extractor, ExtractorUnion) else [extractor]
         matcher = None
         if settings.link_mentions:
-            if isinstance(extractor, SpacyExtractor) and extractor.matcher is not None:
-                matcher = extractor.matcher
-            else:
+            spacy_members = [m for m in members if isinstance(m, SpacyExtractor)]
+            matcher = next((m.matcher for m in spacy_members if m.matcher is not None), None)
+            if matcher is None:
                 import spacy
 
                 matcher = MentionMatcher(
@@ -112,6 +123,7 @@ class Enhancer:
             matcher,
             build_token_counter(settings.tokenizer),
             cache_root(settings.cache_dir or None) / "enhanced",
+            generation_model.identity if generation_model and settings.uses_generation_model else "",
         )
 
     def _cache_file(self, query: str, pairs: Sequence[QAPair]) -> Path | None:
@@ -126,6 +138,7 @@ class Enhancer:
             relevant,
             self.kg.name,
             Path(kg_identity).name or kg_identity,
+            self.model_identity,
             query,
             [dataclasses.asdict(p) for p in pairs],
         )
@@ -211,6 +224,7 @@ class Enhancer:
         return contexts
 
 
-def build_enhancer(settings: KnowledgeSettings) -> Enhancer:
-    """The :class:`Enhancer` for ``settings`` (loads models, builds or opens the KG store)."""
-    return Enhancer.from_settings(settings)
+def build_enhancer(settings: KnowledgeSettings, generation_model: GenerationModel | None = None) -> Enhancer:
+    """The :class:`Enhancer` for ``settings`` (loads models, builds or opens the KG store); the LLM extractor
+    uses ``generation_model`` when ``knowledge.llm_model`` is ``""``."""
+    return Enhancer.from_settings(settings, generation_model)

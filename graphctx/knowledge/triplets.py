@@ -1,21 +1,24 @@
-"""The triplet type and the extractor interface shared by REBEL, the LLM and spaCy."""
+"""The triplet type, the extractor interface shared by REBEL, the LLM and spaCy, and their union."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from graphctx.knowledge.settings import KnowledgeSettings
+
+if TYPE_CHECKING:
+    from graphctx.knowledge.llm import GenerationModel
 
 
 @dataclass(frozen=True, order=True)
 class Triplet:
     """One fact (head, relation, tail) and where it came from.
 
-    ``source`` names the producer for attribution: an extractor (``"rebel"``, ``"llm"``, ``"spacy"``,
-    optionally with ``"@pair=<i>"`` for the retrieved pair it was read from) or a knowledge graph
-    (``"kg:local"``, ``"kg:wikidata"``).
+    ``source`` names the producer for attribution: an extractor (``"rebel"``, ``"llm"``, ``"spacy"``, or
+    ``"rebel+llm"`` when several extractors of a union found it; optionally with ``"@pair=<i>"`` for the
+    retrieved pair it was read from) or a knowledge graph (``"kg:local"``, ``"kg:wikidata"``).
     """
 
     head: str
@@ -33,19 +36,53 @@ class TripletExtractor(Protocol):
     def extract(self, texts: Sequence[str]) -> list[list[Triplet]]: ...
 
 
-def build_extractor(settings: KnowledgeSettings) -> TripletExtractor:
-    """The extractor named by ``settings.extractor`` with its model loaded."""
-    if settings.extractor == "spacy":
-        from graphctx.knowledge.spacy_extractor import SpacyExtractor
-        from graphctx.knowledge.store import load_gazetteer
+class ExtractorUnion:
+    """Several extractors over the same texts, their triplets united text by text.
 
-        return SpacyExtractor.load(settings.spacy_model, load_gazetteer(settings))
-    if settings.extractor == "rebel":
-        from graphctx.knowledge.rebel import RebelExtractor
+    Per text: the first extractor's triplets in its order, then each next extractor's new ones. A
+    (head, relation, tail) found by several extractors appears once, at its first place, and its ``source``
+    joins their names in extractor order with ``+`` (``"rebel+llm"``).
+    """
 
-        return RebelExtractor.from_pretrained(settings)
-    if settings.extractor == "llm":
-        from graphctx.knowledge.llm import LLMExtractor
+    def __init__(self, extractors: Sequence[TripletExtractor]) -> None:
+        self.extractors = list(extractors)
+        self.name = "+".join(e.name for e in self.extractors)
 
-        return LLMExtractor.from_pretrained(settings)
-    raise ValueError(f"knowledge.extractor: unknown extractor {settings.extractor!r} (spacy | rebel | llm)")
+    def extract(self, texts: Sequence[str]) -> list[list[Triplet]]:
+        """One de-duplicated list of triplets per text (see the class docstring)."""
+        results = []
+        for found in zip(*(e.extract(texts) for e in self.extractors), strict=True):
+            sources: dict[tuple[str, str, str], list[str]] = {}
+            for triplets in found:
+                for t in triplets:
+                    names = sources.setdefault((t.head, t.relation, t.tail), [])
+                    if t.source not in names:
+                        names.append(t.source)
+            results.append([Triplet(*fact, "+".join(names)) for fact, names in sources.items()])
+        return results
+
+
+def build_extractor(
+    settings: KnowledgeSettings, generation_model: GenerationModel | None = None
+) -> TripletExtractor:
+    """The union of ``settings.extractors`` with their models loaded (a single one is returned as is).
+
+    ``generation_model``: the loaded generation model, which the ``llm`` extractor uses when
+    ``settings.llm_model`` is ``""`` (see :attr:`KnowledgeSettings.uses_generation_model`).
+    """
+    extractors: list[TripletExtractor] = []
+    for name in settings.extractors:
+        if name == "spacy":
+            from graphctx.knowledge.spacy_extractor import SpacyExtractor
+            from graphctx.knowledge.store import load_gazetteer
+
+            extractors.append(SpacyExtractor.load(settings.spacy_model, load_gazetteer(settings)))
+        elif name == "rebel":
+            from graphctx.knowledge.rebel import RebelExtractor
+
+            extractors.append(RebelExtractor.from_pretrained(settings))
+        else:  # "llm": KnowledgeSettings accepts no other name
+            from graphctx.knowledge.llm import LLMExtractor
+
+            extractors.append(LLMExtractor.from_settings(settings, generation_model))
+    return extractors[0] if len(extractors) == 1 else ExtractorUnion(extractors)

@@ -3,8 +3,9 @@
 Answer mode: premise = the attribution passage, hypothesis =
 ``The answer to the question '{question}' is '{answer}'``; the row scores 1 when the judge entails it.
 Sentence mode (as ALCE's citation recall): each answer sentence is a hypothesis and the row scores the
-fraction of its sentences entailed. A row whose judge input exceeds the judge's limit is never cut: it is
-counted in ``autoais_premise_too_long`` and left out of the mean (NaN in :meth:`per_row`).
+fraction of its sentences entailed. The judge always sees the whole premise: a row whose judge input
+exceeds the judge's limit is never cut, it scores NaN (left out of the mean) and 1 in
+``autoais_over_limit`` (0 for judged rows), so coverage = judged rows / rows is known per variant.
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ from graphctx.metrics.settings import AutoAISSettings
 
 class AutoAIS(RowScoreMetric):
     """AutoAIS per row: ``autoais`` (hard 0/1, or the entailed-sentence fraction) and ``autoais_soft``
-    (P('1'), averaged over sentences in sentence mode). Keys carry the judge's label, e.g.
-    ``autoais[causal-lm-judge]`` for the causal-LM stand-in.
+    (P('1'), averaged over sentences in sentence mode), and ``autoais_over_limit`` (1 when the row's
+    input was over the judge's limit and so not judged). Keys carry the judge's label when it is not the
+    paper's, e.g. ``autoais[causal-lm:smollm2-gguf]``.
     """
 
-    score_states = ("autoais", "autoais_soft")
-    count_states = ("autoais_premise_too_long",)
+    score_states = ("autoais", "autoais_soft", "autoais_over_limit")
 
     def __init__(self, judge: EntailmentJudge, settings: AutoAISSettings | None = None, **kwargs) -> None:
         super().__init__(label=judge.label, **kwargs)
@@ -75,5 +76,6 @@ class AutoAIS(RowScoreMetric):
                 hard_scores.append(entailed[offset : offset + count].double().mean().item())
                 soft_scores.append(soft[offset : offset + count].double().mean().item())
                 offset += count
-        self._append_rows(autoais=hard_scores, autoais_soft=soft_scores)
-        self._add_counts(autoais_premise_too_long=sum(too_long))
+        self._append_rows(
+            autoais=hard_scores, autoais_soft=soft_scores, autoais_over_limit=[float(t) for t in too_long]
+        )

