@@ -35,7 +35,7 @@ from graphctx.errors import ConfigError
 from graphctx.evaluation.settings import GenerationSettings
 from graphctx.model.loading import load_base_model
 from graphctx.model.settings import ModelSpec
-from graphctx.prompts import Prompt, encode_prompt
+from graphctx.prompts import EncodedPrompt, Prompt, encode_prompt
 
 
 def resolve_device(settings: GenerationSettings) -> torch.device:
@@ -117,11 +117,15 @@ class Answer:
 
 @dataclass(frozen=True)
 class Generated(Answer):
-    """An answer to a :class:`Prompt`, with the prompt's length and whether the prompt had to be cut."""
+    """An answer to a :class:`Prompt`, with the prompt as it was encoded (see :class:`EncodedPrompt`)."""
 
     prompt_tokens: int
-    truncated: bool = False
-    """Whether the prompt had to be cut to ``max_prompt_tokens``."""
+    truncated: bool
+    """Whether context parts were dropped to fit ``max_prompt_tokens``."""
+    over_limit: bool
+    """Whether the question and top pair alone exceed ``max_prompt_tokens`` (kept whole, over it)."""
+    prompt: Prompt
+    """The prompt as encoded: the given one less the context parts dropped to fit."""
 
 
 class Generator:
@@ -165,8 +169,8 @@ class Generator:
             config.disable_compile = True
         return config
 
-    def encode(self, prompts: Sequence[Prompt]) -> list[tuple[list[int], bool]]:
-        """Token ids of each prompt (cut to ``max_prompt_tokens``) and whether it was cut."""
+    def encode(self, prompts: Sequence[Prompt]) -> list[EncodedPrompt]:
+        """Each prompt's token ids, fitted to ``max_prompt_tokens`` (:func:`encode_prompt`)."""
         return [encode_prompt(self.tokenizer, p, self.settings.max_prompt_tokens) for p in prompts]
 
     def _padded_batch(self, prompts: Sequence[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -219,10 +223,12 @@ class Generator:
         variant's (:attr:`graphctx.prompts.Variant.stop_strings`)."""
         encoded = self.encode(prompts)
         results: list[Generated | None] = [None] * len(prompts)
-        for batch in length_sorted_batches([len(ids) for ids, _ in encoded], self.settings.batch_size):
-            answers = self.generate_ids([encoded[i][0] for i in batch], stop_strings=stop_strings)
+        for batch in length_sorted_batches([len(e.ids) for e in encoded], self.settings.batch_size):
+            answers = self.generate_ids([encoded[i].ids for i in batch], stop_strings=stop_strings)
             for index, answer in zip(batch, answers, strict=True):
-                prompt_ids, truncated = encoded[index]
+                fitted = encoded[index]
                 text, ids, stop = answer.text, answer.token_ids, answer.stop
-                results[index] = Generated(text, ids, stop, len(prompt_ids), truncated)
+                results[index] = Generated(
+                    text, ids, stop, len(fitted.ids), fitted.truncated, fitted.over_limit, fitted.prompt
+                )
         return [r for r in results if r is not None]

@@ -27,13 +27,13 @@ with the context before the question exactly as ``with_context`` places it in tr
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from transformers import PreTrainedTokenizerBase
 
-from graphctx.data.instruct import InstructionTemplate, get_template, leading_bos
-from graphctx.knowledge.budget import KNOWLEDGE_HEADER, QAPair, render
+from graphctx.data.instruct import InstructionTemplate, get_template, prompt_ids, with_context
+from graphctx.knowledge.budget import KNOWLEDGE_HEADER, QAPair, most_kept, render
 from graphctx.knowledge.verbalise import Sentence
 
 ModelKind = Literal["base", "adapter"]
@@ -118,74 +118,100 @@ def get_variants(names: Sequence[str] | None) -> list[Variant]:
     return [variant for variant in VARIANTS.values() if variant.name in set(names)]
 
 
-def variant_context(variant: Variant, pairs: Sequence[QAPair], sentences: Sequence[Sentence]) -> str:
-    """The context text of ``variant``: the pairs and/or the knowledge sentences it shows ('' for none).
-
-    ``pairs`` and ``sentences`` are already fitted to the token budget by the knowledge stage.
-    """
-    shown_pairs = list(pairs) if variant.pairs else []
-    shown_sentences = list(sentences) if variant.knowledge else []
-    if not shown_pairs:
-        return "\n".join([KNOWLEDGE_HEADER, *(s.text for s in shown_sentences)]) if shown_sentences else ""
-    return render(shown_pairs, shown_sentences)
-
-
 @dataclass(frozen=True)
 class Prompt:
-    """A prompt in parts, tokenised like the training examples and cut without touching the question."""
+    """A prompt in parts: the question, the context parts it shows and the template around them.
 
-    head: str
-    """Text before the context (the template prefix)."""
-    context: str
-    """The retrieved context ('' for none); cut from the left when the prompt is over budget."""
+    :func:`encode_prompt` fits it to ``max_prompt_tokens`` by dropping whole context parts, never the
+    question and never the top pair.
+    """
+
     question: str
-    """The question line, with the blank line that separates it from a context."""
-    cue: str
-    """Text after the question that opens the answer (the template suffix)."""
+    pairs: tuple[QAPair, ...] = ()
+    """Retrieved pairs shown as context, best first."""
+    sentences: tuple[Sentence, ...] = ()
+    """Knowledge-graph sentences S shown after the pairs."""
+    template: InstructionTemplate | None = None
+    """The fine-tuned model's training template; ``None``: the base model's plain few-shot text."""
+
+    @property
+    def context(self) -> str:
+        """The context text ('' for none): one block per pair, then the knowledge sentences."""
+        return render(self.pairs, self.sentences)
 
     @property
     def text(self) -> str:
-        return f"{self.head}{self.context}{self.question}{self.cue}"
+        if self.template is not None:
+            return self.template.prompt(with_context(self.question, self.context))
+        shots = f"{self.context}\n\n" if self.context else ""
+        return f"{shots}Question: {self.question.strip()}\nAnswer:"
+
+    @property
+    def droppable(self) -> int:
+        """How many context parts may go: every knowledge sentence and every pair but the top one."""
+        return len(self.sentences) + max(len(self.pairs) - 1, 0)
+
+    def without(self, count: int) -> Prompt:
+        """This prompt less ``count`` context parts: knowledge sentences from the end first, then pairs from
+        the lowest rank (at most :attr:`droppable`)."""
+        sentences = max(len(self.sentences) - count, 0)
+        pairs = max(len(self.pairs) - max(count - len(self.sentences), 0), min(len(self.pairs), 1))
+        return replace(self, pairs=self.pairs[:pairs], sentences=self.sentences[:sentences])
 
 
 def build_prompt(
-    variant: Variant, question: str, context: str, template: InstructionTemplate | str = "paper"
+    variant: Variant,
+    question: str,
+    pairs: Sequence[QAPair] = (),
+    sentences: Sequence[Sentence] = (),
+    template: InstructionTemplate | str = "paper",
 ) -> Prompt:
-    """The prompt of ``variant`` for ``question`` with its ``context`` ('' when the variant has none).
+    """The prompt of ``variant`` for ``question``: of the retrieved ``pairs`` (best first) and their
+    knowledge ``sentences`` (both fitted to ``knowledge.token_budget``), the parts the variant shows.
 
     Fine-tuned variants: the training template (``template``) around ``with_context(question, context)``.
     Base variants: ``{context}\\n\\nQuestion: {question}\\nAnswer:`` (just the question lines when zero-shot).
     """
-    separator = "\n\n" if context else ""
+    instruction = None
     if variant.model == "adapter":
         instruction = get_template(template) if isinstance(template, str) else template
-        return Prompt(instruction.prefix, context, f"{separator}{question}", instruction.suffix)
-    return Prompt("", context, f"{separator}Question: {question.strip()}", "\nAnswer:")
+    shown_pairs = tuple(pairs) if variant.pairs else ()
+    return Prompt(question, shown_pairs, tuple(sentences) if variant.knowledge else (), instruction)
 
 
-def _ids(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
-    return tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
+@dataclass(frozen=True)
+class EncodedPrompt:
+    """Token ids of a prompt fitted to ``max_prompt_tokens``, and the prompt they encode."""
+
+    ids: list[int]
+    prompt: Prompt
+    """The prompt as encoded: the given one less the context parts dropped to fit."""
+    truncated: bool
+    """Context parts were dropped to fit."""
+    over_limit: bool
+    """Even without every droppable part the prompt exceeds the limit: it is kept as it is, over it."""
 
 
-def encode_prompt(
-    tokenizer: PreTrainedTokenizerBase, prompt: Prompt, max_tokens: int
-) -> tuple[list[int], bool]:
-    """Token ids of ``prompt`` (at most ``max_tokens``) and whether anything had to be cut.
+def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: Prompt, max_tokens: int) -> EncodedPrompt:
+    """Token ids of ``prompt`` as training makes them (:func:`graphctx.data.instruct.prompt_ids`: the prompt
+    text tokenised as one string), at most ``max_tokens`` when that can be done without cutting the question
+    or the top pair.
 
-    Pieces are tokenised as ``graphctx.data.instruct.encode_example`` does in training: BOS (when the
-    tokenizer adds one), the head, context + question as one text, the cue. Over budget, the context loses
-    tokens from its left; if the question alone is still too long, it loses its first tokens too.
+    Over the limit, the fewest context parts are dropped that make it fit: knowledge sentences from the end
+    first, then pairs from the lowest rank (the order of ``knowledge.token_budget``). When the question and
+    the top pair alone exceed the limit, they are kept whole and the prompt is flagged ``over_limit``.
     """
-    bos = leading_bos(tokenizer)
-    head, cue = _ids(tokenizer, prompt.head), _ids(tokenizer, prompt.cue)
-    body = _ids(tokenizer, prompt.context + prompt.question)
-    room = max_tokens - len(bos) - len(head) - len(cue)
-    if room <= 0:
-        raise ValueError(
-            f"evaluation.generation.max_prompt_tokens={max_tokens} leaves no room for the question"
-        )
-    if len(body) <= room:
-        return bos + head + body + cue, False
-    context, question = _ids(tokenizer, prompt.context), _ids(tokenizer, prompt.question)
-    body = (context + question)[-room:]
-    return bos + head + body + cue, True
+    encoded: dict[int, list[int]] = {}
+
+    def ids(dropped: int) -> list[int]:
+        if dropped not in encoded:
+            encoded[dropped] = prompt_ids(tokenizer, prompt.without(dropped).text)
+        return encoded[dropped]
+
+    if len(ids(0)) <= max_tokens:
+        return EncodedPrompt(ids(0), prompt, truncated=False, over_limit=False)
+    # the fewest drops that fit = the most parts kept that fit
+    kept = most_kept(prompt.droppable, 0, lambda k: len(ids(prompt.droppable - k)) <= max_tokens)
+    dropped = prompt.droppable - kept
+    over_limit = len(ids(dropped)) > max_tokens
+    return EncodedPrompt(ids(dropped), prompt.without(dropped), dropped > 0, over_limit)

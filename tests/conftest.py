@@ -29,6 +29,16 @@ def cardano_dir(shared_data: Path) -> Path:
     return shared_data / "stackexchange" / "cardano"
 
 
+@pytest.fixture(scope="session")
+def cardano_rows(cardano_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
+    """Every question/accepted-answer row of the cardano dump (all splits), cleaned as for training."""
+    from graphctx.data import DatasetSettings, FilterSettings, load_qa_dataset
+
+    settings = DatasetSettings(source=str(cardano_dir), workers=1, filters=FilterSettings(max_tokens=None))
+    dataset = load_qa_dataset(settings, tmp_path_factory.mktemp("cardano-rows"))
+    return [row for split in dataset.values() for row in split]
+
+
 @pytest.fixture
 def cache_dir(tmp_path: Path) -> Path:
     """A fresh cache folder for one test."""
@@ -49,6 +59,15 @@ def llama_tokenizer(tmp_path_factory: pytest.TempPathFactory):
     folder = tmp_path_factory.mktemp("llama_tokenizer")
     shutil.copy(packaged_llama_sentencepiece(), folder / "tokenizer.model")
     return LlamaTokenizer.from_pretrained(folder)
+
+
+@pytest.fixture(scope="session")
+def smollm2_tokenizer():
+    """SmolLM2-135M-Instruct's byte-level BPE tokenizer, from the packaged GGUF (converted once into the
+    graphctx cache, then read from there)."""
+    from graphctx.model import ModelSpec, load_tokenizer
+
+    return load_tokenizer(ModelSpec(source="smollm2-gguf"))
 
 
 @pytest.fixture(scope="module")

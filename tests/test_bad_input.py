@@ -189,6 +189,22 @@ def test_config_unknown_key_is_named(tmp_path):
         load_config(path)
 
 
+@pytest.mark.parametrize(
+    ("extractors", "problem"),
+    [([], "empty"), (["spacy", "openie"], r"unknown \['openie'\]"), (["llm", "llm"], "a name is repeated")],
+)
+def test_config_bad_extractor_list_names_the_key(tmp_path, extractors, problem):
+    path = write_config(tmp_path, lambda c: c["knowledge"].update(extractors=extractors))
+    with pytest.raises(ConfigError, match=rf"knowledge\.extractors: {problem}"):
+        load_config(path)
+
+
+def test_config_removed_extractor_key_is_named(tmp_path):
+    path = write_config(tmp_path, lambda c: c["knowledge"].update(extractor="rebel"))  # now extractors: [...]
+    with pytest.raises(ConfigError, match="does not accept option 'extractor'"):
+        load_config(path)
+
+
 def test_missing_model_path_names_the_setting(tmp_path):
     with pytest.raises(ConfigError, match=r"model\.spec\.source: .*absent.* does not exist"):
         resolve_source(ModelSpec(source=str(tmp_path / "absent")))

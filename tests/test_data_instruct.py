@@ -8,7 +8,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from graphctx.data import DatasetSettings, FilterSettings
 from graphctx.data.datamodule import InstructionDataModule
-from graphctx.data.instruct import IGNORE_INDEX, TEMPLATES, encode_example, get_template
+from graphctx.data.instruct import IGNORE_INDEX, TEMPLATES, encode_example, get_template, prompt_ids
 from graphctx.data.packing import collate_rows, pack_rows, plan_batches
 
 QUESTION = "How do I restart nginx on Ubuntu 22.04?"
@@ -30,8 +30,36 @@ def test_loss_falls_on_answer_tokens_only(llama_tokenizer):
     assert all(label == IGNORE_INDEX for label in labels[:answer_start])
     assert labels[answer_start:] == ids[answer_start:]
     assert labels[-1] == llama_tokenizer.eos_token_id
-    assert llama_tokenizer.decode(labels[answer_start:-1]).strip() == ANSWER
-    assert "Answer:" in llama_tokenizer.decode(ids[:answer_start])
+    assert llama_tokenizer.decode(labels[answer_start:-1]) == ANSWER
+    assert (
+        llama_tokenizer.decode(ids[:answer_start], skip_special_tokens=True)
+        == f"[INST]{QUESTION}[\\INST]Answer:"
+    )
+
+
+EXACT = {
+    "paper": lambda question, answer: "[INST]" + question + "[\\INST]Answer:" + answer,
+    "llama2-chat": lambda question, answer: "[INST] " + question + " [/INST] " + answer,
+}
+
+
+@pytest.mark.parametrize("template", list(EXACT))
+@pytest.mark.parametrize("tokenizer_name", ["llama_tokenizer", "smollm2_tokenizer"])
+def test_training_examples_decode_to_the_exact_template_string(
+    request, cardano_rows, template, tokenizer_name
+):
+    """Every cardano example is exactly the template's string (no space invented between pieces), loss on the
+    answer only; answers whose first token merges with the prompt's last (``Answer:`` + ``**``) included."""
+    tokenizer = request.getfixturevalue(tokenizer_name)
+    assert any(row["answer"].startswith("*") for row in cardano_rows)  # ':' + '**' is one token
+    for row in cardano_rows:
+        question, answer = row["question"], row["answer"]
+        example = encode_example(tokenizer, TEMPLATES[template], question, answer, max_length=100_000)
+        ids, labels = example["input_ids"], example["labels"]
+        assert tokenizer.decode(ids, skip_special_tokens=True) == EXACT[template](question, answer)
+        prompt = prompt_ids(tokenizer, TEMPLATES[template].prompt(question))
+        assert ids[: len(prompt)] == prompt and labels[: len(prompt)] == [IGNORE_INDEX] * len(prompt)
+        assert labels[len(prompt) :] == ids[len(prompt) :] and ids[-1] == tokenizer.eos_token_id
 
 
 def test_truncation_cuts_the_question_first_and_never_drops_the_answer(llama_tokenizer):
@@ -41,7 +69,7 @@ def test_truncation_cuts_the_question_first_and_never_drops_the_answer(llama_tok
     )
     answer_tokens = [label for label in example["labels"] if label != IGNORE_INDEX]
     assert len(example["input_ids"]) <= 64
-    assert llama_tokenizer.decode(answer_tokens[:-1]).strip() == ANSWER  # whole answer kept, EOS closes it
+    assert llama_tokenizer.decode(answer_tokens[:-1]) == ANSWER  # whole answer kept, EOS closes it
     long_answer = ANSWER + " More detail follows." * 200
     example = encode_example(
         llama_tokenizer, TEMPLATES["paper"], long_question, long_answer, max_length=64, min_prompt_tokens=16
@@ -49,12 +77,12 @@ def test_truncation_cuts_the_question_first_and_never_drops_the_answer(llama_tok
     answer_tokens = [label for label in example["labels"] if label != IGNORE_INDEX]
     assert len(example["input_ids"]) == 64
     prompt_length = example["labels"].count(IGNORE_INDEX)
-    template = TEMPLATES["paper"]
-    template_length = sum(
-        len(llama_tokenizer(piece, add_special_tokens=False)["input_ids"])
-        for piece in (template.prefix, template.suffix)
+    # the question was cut to min_prompt_tokens first, and the prompt tokenised again as one text
+    cut = llama_tokenizer.decode(llama_tokenizer(long_question, add_special_tokens=False)["input_ids"][:16])
+    assert example["input_ids"][:prompt_length] == prompt_ids(llama_tokenizer, TEMPLATES["paper"].prompt(cut))
+    assert llama_tokenizer.decode(example["input_ids"][:prompt_length], skip_special_tokens=True) == (
+        f"[INST]{cut}[\\INST]Answer:"
     )
-    assert prompt_length == template_length + 16  # the question was cut to min_prompt_tokens first
     assert len(answer_tokens) == 64 - prompt_length
     assert answer_tokens[-1] != llama_tokenizer.eos_token_id  # a cut answer does not teach stopping
 

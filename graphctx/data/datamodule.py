@@ -47,7 +47,6 @@ class InstructionDataModule(L.LightningDataModule):
         min_prompt_tokens: int = 64,
         batch_size: int = 4,
         pack: bool = True,
-        context_column: str | None = None,
         num_workers: int = 0,
         seed: int = 0,
         cache_dir: str | None = None,
@@ -60,7 +59,6 @@ class InstructionDataModule(L.LightningDataModule):
             min_prompt_tokens: the question is cut to this many tokens before the answer is cut.
             batch_size: rows per batch (examples when unpacked; packed rows of ``max_length`` when packed).
             pack: pack several examples into each row (no pad compute, no cross-example attention).
-            context_column: train with retrieved context from this dataset column (paper: off).
             num_workers: DataLoader worker processes.
             seed: seed of the batch order.
             cache_dir: graphctx cache folder (default ``$GRAPHCTX_CACHE`` or ``.cache/graphctx``).
@@ -72,7 +70,6 @@ class InstructionDataModule(L.LightningDataModule):
         self.min_prompt_tokens = min_prompt_tokens
         self.batch_size = batch_size
         self.pack = pack
-        self.context_column = context_column
         self.num_workers = num_workers
         self.seed = seed
         self.cache_dir = cache_dir
@@ -99,7 +96,6 @@ class InstructionDataModule(L.LightningDataModule):
             self.splits[split] = PlannedBatches(examples, plan)
 
     def _encode(self, row: dict[str, Any]) -> dict[str, list[int]]:
-        context = row[self.context_column] if self.context_column else None
         return encode_example(
             self.tokenizer,
             self.template,
@@ -107,7 +103,6 @@ class InstructionDataModule(L.LightningDataModule):
             row["answer"],
             self.max_length,
             self.min_prompt_tokens,
-            context,
         )
 
     def _loader(self, split: str, shuffle: bool) -> StatefulDataLoader:

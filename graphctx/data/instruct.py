@@ -91,7 +91,8 @@ def _prompt_and_target(
     tokenizer: PreTrainedTokenizerBase, prompt: str, answer: str
 ) -> tuple[list[int], list[int]]:
     """The prompt's ids and the answer's ids closed by EOS."""
-    return prompt_ids(tokenizer, prompt), [*continuation_ids(tokenizer, prompt, answer), tokenizer.eos_token_id]
+    target = [*continuation_ids(tokenizer, prompt, answer), tokenizer.eos_token_id]
+    return prompt_ids(tokenizer, prompt), target
 
 
 def encode_example(

@@ -25,7 +25,7 @@ from lightning.pytorch.loggers import WandbLogger
 from graphctx.cache import atomic_path
 from graphctx.data import load_qa_dataset
 from graphctx.errors import ConfigError
-from graphctx.evaluation.contexts import ContextBuilder
+from graphctx.evaluation.contexts import ContextBuilder, RetrievedContext
 from graphctx.evaluation.scoring import METRIC_NAMES, Scorer
 from graphctx.evaluation.settings import EvaluationSettings
 from graphctx.generation import Generator
@@ -87,7 +87,7 @@ class ValidationGeneration(L.Callback):
         self.knowledge = knowledge
         self.validations = 0
         self.rows: list[dict[str, Any]] | None = None
-        self.contexts: list[str] = []
+        self.contexts: list[RetrievedContext] = []
         self.scorer: Scorer | None = None
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -121,11 +121,14 @@ class ValidationGeneration(L.Callback):
             pl_module.model, datamodule.tokenizer, functools.partial(decoding, pl_module, adapter=False)
         )
         builder = ContextBuilder(
-            dataset["train"], self.retrieval, self.knowledge, datamodule.cache_dir, generation_model=lent
+            dataset["train"],
+            self.retrieval,
+            self.knowledge,
+            datamodule.cache_dir,
+            generation_model=lent,
+            tokenizer=datamodule.tokenizer,
         )
-        self.contexts = [
-            text for text, _ in builder.for_variants([self.variant], questions)[self.variant.name]
-        ]
+        self.contexts = builder.for_variants([self.variant], questions)[self.variant.name]
         extractor = (
             builder.enhancer.extractor if self.variant.knowledge else build_extractor(builder.knowledge, lent)
         )
@@ -147,18 +150,19 @@ class ValidationGeneration(L.Callback):
             self.prepare(trainer, pl_module)
         template = trainer.datamodule.template
         prompts = [
-            build_prompt(self.variant, row["question"], context, template)
-            for row, context in zip(self.rows, self.contexts, strict=True)
+            build_prompt(self.variant, row["question"], retrieved.pairs, retrieved.sentences, template)
+            for row, retrieved in zip(self.rows, self.contexts, strict=True)
         ]
         with decoding(pl_module, adapter=self.variant.model == "adapter"):
             generator = Generator(pl_module.model, trainer.datamodule.tokenizer, self.settings.generation)
             answers = generator.generate(prompts, stop_strings=self.variant.stop_strings)
         generated = [answer.text for answer in answers]
+        contexts = [answer.prompt.context for answer in answers]  # as shown, parts dropped to fit gone
         scores = self.scorer.score(
             [row["question"] for row in self.rows],
             generated,
             [row["answer"] for row in self.rows],
-            [context or None for context in self.contexts],
+            [context or None for context in contexts],
         )
         rows = [
             {
@@ -168,7 +172,7 @@ class ValidationGeneration(L.Callback):
                 "generated": text,
                 "gold": row["answer"],
             }
-            for row, context, text in zip(self.rows, self.contexts, generated, strict=True)
+            for row, context, text in zip(self.rows, contexts, generated, strict=True)
         ]
         return rows, scores
 

@@ -13,12 +13,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from transformers import PreTrainedTokenizerBase
+
 from graphctx.knowledge.budget import QAPair, build_token_counter, fit_budget
 from graphctx.knowledge.enhance import Enhancer, build_enhancer
 from graphctx.knowledge.llm import GenerationModel
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.knowledge.verbalise import Sentence
-from graphctx.prompts import Variant, variant_context
+from graphctx.prompts import Variant
 from graphctx.retrieval.index import build_index
 from graphctx.retrieval.retriever import Hit, build_retriever
 from graphctx.retrieval.settings import RetrievalSettings
@@ -26,7 +28,8 @@ from graphctx.retrieval.settings import RetrievalSettings
 
 @dataclass(frozen=True)
 class RetrievedContext:
-    """What one query gets from one retrieval method: hits, pairs (under budget), KG sentences (if built)."""
+    """What one query gets from one retrieval method: hits, pairs (under budget), KG sentences (if built);
+    all empty for a variant without retrieval."""
 
     hits: list[Hit]
     pairs: list[QAPair]
@@ -52,7 +55,8 @@ class ContextBuilder:
     """Retrieves from the training pool and enhances with the knowledge stage, lazily per method.
 
     ``generation_model``: the loaded generation model, lent to the LLM extractor when
-    ``knowledge.llm_model`` is ``""`` (it is then required).
+    ``knowledge.llm_model`` is ``""`` (it is then required). ``tokenizer``: the generation model's, which
+    counts ``knowledge.token_budget`` unless ``knowledge.tokenizer`` names another.
     """
 
     def __init__(
@@ -63,6 +67,8 @@ class ContextBuilder:
         cache_dir: str | None = None,
         enhancer: Enhancer | None = None,
         generation_model: GenerationModel | None = None,
+        *,
+        tokenizer: PreTrainedTokenizerBase,
     ) -> None:
         self.pool = {int(row["id"]): row for row in pool}
         self.retrieval = retrieval
@@ -71,12 +77,12 @@ class ContextBuilder:
         self._enhancer = enhancer
         self.generation_model = generation_model
         self._retrievers: dict[str, Any] = {}
-        self.count_tokens = build_token_counter(self.knowledge.tokenizer)
+        self.count_tokens = build_token_counter(self.knowledge.tokenizer or tokenizer)
 
     @property
     def enhancer(self) -> Enhancer:
         if self._enhancer is None:
-            self._enhancer = build_enhancer(self.knowledge, self.generation_model)
+            self._enhancer = build_enhancer(self.knowledge, self.count_tokens, self.generation_model)
         return self._enhancer
 
     def retriever(self, method: str):
@@ -103,8 +109,9 @@ class ContextBuilder:
 
     def for_variants(
         self, variants: Sequence[Variant], queries: Sequence[str]
-    ) -> dict[str, list[tuple[str, RetrievedContext | None]]]:
-        """Per variant name, per query: the context text and what it came from (None: no retrieval)."""
+    ) -> dict[str, list[RetrievedContext]]:
+        """Per variant name, per query: what the variant's retrieval gave (the prompt shows what the variant
+        adds, see :func:`graphctx.prompts.build_prompt`)."""
         needed: dict[tuple[str, bool], list[RetrievedContext]] = {}
         for variant in variants:
             if variant.retrieval != "none":
@@ -114,8 +121,7 @@ class ContextBuilder:
         result = {}
         for variant in variants:
             if variant.retrieval == "none":
-                result[variant.name] = [("", None)] * len(queries)
-                continue
-            retrieved = needed[(variant.retrieval, variant.knowledge)]
-            result[variant.name] = [(variant_context(variant, r.pairs, r.sentences), r) for r in retrieved]
+                result[variant.name] = [RetrievedContext([], [], []) for _ in queries]
+            else:
+                result[variant.name] = needed[(variant.retrieval, variant.knowledge)]
         return result

@@ -38,7 +38,7 @@ from graphctx.evaluation.tracking import log_results
 from graphctx.generation import Answer, Generator, length_sorted_batches, load_generator
 from graphctx.knowledge.llm import GenerationModel
 from graphctx.model import load_tokenizer
-from graphctx.prompts import Variant, build_prompt, encode_prompt, get_variants
+from graphctx.prompts import EncodedPrompt, Variant, build_prompt, encode_prompt, get_variants
 from graphctx.retrieval.pool import load_config_dataset
 
 SCORE_CHUNK_ROWS = 64
@@ -183,7 +183,7 @@ class EvaluationRun:
     def generate(
         self,
         rows: Sequence[dict[str, Any]],
-        contexts: dict[str, list[tuple[str, RetrievedContext | None]]],
+        contexts: dict[str, list[RetrievedContext]],
         base: PreTrainedModel | None = None,
     ) -> None:
         """Answer every row for every variant, loading each model (base, base+adapter) once; ``base`` is the
@@ -208,25 +208,25 @@ class EvaluationRun:
         generator: Generator,
         variant: Variant,
         rows: Sequence[dict[str, Any]],
-        contexts: Sequence[tuple[str, RetrievedContext | None]],
+        contexts: Sequence[RetrievedContext],
     ) -> None:
         """Answer the rows of ``variant`` missing from its JSONL, batch by batch (each batch one append)."""
         records = RecordFile(self.predictions_file(variant))
         template = self.config.data.template
         prompts = [
-            build_prompt(variant, row["question"], context, template)
-            for row, (context, _) in zip(rows, contexts, strict=True)
+            build_prompt(variant, row["question"], retrieved.pairs, retrieved.sentences, template)
+            for row, retrieved in zip(rows, contexts, strict=True)
         ]
         max_tokens = self.settings.generation.max_prompt_tokens
         encoded = [encode_prompt(self.tokenizer, prompt, max_tokens) for prompt in prompts]
-        batches = length_sorted_batches([len(ids) for ids, _ in encoded], self.settings.generation.batch_size)
+        batches = length_sorted_batches([len(e.ids) for e in encoded], self.settings.generation.batch_size)
         todo = [[i for i in batch if int(rows[i]["id"]) not in records.done] for batch in batches]
         todo = [batch for batch in todo if batch]
         for number, batch in enumerate(todo, start=1):
-            prompt_ids = [encoded[i][0] for i in batch]
+            prompt_ids = [encoded[i].ids for i in batch]
             answers = generator.generate_ids(prompt_ids, stop_strings=variant.stop_strings)
             records.append(
-                self._prediction(variant, rows[i], prompts[i].text, contexts[i], encoded[i], answer)
+                self._prediction(variant, rows[i], contexts[i], encoded[i], answer)
                 for i, answer in zip(batch, answers, strict=True)
             )
             self.log(f"{variant.name}: batch {number}/{len(todo)} ({len(records.done)}/{len(rows)} answered)")
@@ -235,24 +235,24 @@ class EvaluationRun:
     def _prediction(
         variant: Variant,
         row: dict[str, Any],
-        prompt: str,
-        context: tuple[str, RetrievedContext | None],
-        encoded: tuple[list[int], bool],
+        retrieved: RetrievedContext,
+        encoded: EncodedPrompt,
         answer: Answer,
     ) -> dict[str, Any]:
-        text, retrieved = context
+        """One JSONL line; ``context`` and ``prompt`` as the model saw them (parts dropped to fit gone)."""
         return {
             "id": int(row["id"]),
             "variant": variant.name,
             "question": row["question"],
-            "context": text,
-            "prompt": prompt,
+            "context": encoded.prompt.context,
+            "prompt": encoded.prompt.text,
             "generated": answer.text,
             "gold": row["answer"],
-            "retrieved_ids": [hit.id for hit in retrieved.hits] if retrieved else [],
-            "retrieval_fallback": [hit.fallback for hit in retrieved.hits] if retrieved else [],
-            "prompt_tokens": len(encoded[0]),
-            "prompt_truncated": encoded[1],
+            "retrieved_ids": [hit.id for hit in retrieved.hits],
+            "retrieval_fallback": [hit.fallback for hit in retrieved.hits],
+            "prompt_tokens": len(encoded.ids),
+            "prompt_truncated": encoded.truncated,
+            "prompt_over_limit": encoded.over_limit,
             "new_tokens": len(answer.token_ids),
             "stop": answer.stop,
         }
@@ -324,6 +324,7 @@ class EvaluationRun:
             self.config.knowledge,
             self.cache_dir,
             generation_model=GenerationModel(base, self.tokenizer) if base is not None else None,
+            tokenizer=self.tokenizer,
         )
         contexts = builder.for_variants(self.variants, [row["question"] for row in rows])
         self.log("contexts ready")

@@ -18,7 +18,9 @@ class GenerationSettings:
     """Prompts decoded together, longest first, so a batch holds prompts of similar length (H200 with a
     7B model: 64-128)."""
     max_prompt_tokens: int = 1536
-    """Prompts longer than this are cut from the left of the context, never the question."""
+    """Prompts longer than this drop knowledge sentences from the end, then pairs from the lowest rank;
+    never the question or the top pair (when those alone are longer, the prompt is kept over the limit and
+    its prediction is flagged ``prompt_over_limit``)."""
     merge_adapter: bool = True
     """Both paths decode with the weights the adapter was trained against, as the validation callback does
     (the 4-bit NF4 base under QLoRA). True: those weights are dequantised once to ``dtype`` and the adapter is

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graphctx.cache import cache_root, fingerprint, write_json_atomic
-from graphctx.knowledge.budget import QAPair, TokenCounter, build_token_counter, fit_budget, render
+from graphctx.knowledge.budget import QAPair, TokenCounter, fit_budget, render
 from graphctx.knowledge.entities import EntitySet
 from graphctx.knowledge.kg import SparqlKnowledgeGraph, build_knowledge_graph
 from graphctx.knowledge.mentions import MentionMatcher
@@ -96,10 +96,13 @@ class Enhancer:
 
     @classmethod
     def from_settings(
-        cls, settings: KnowledgeSettings, generation_model: GenerationModel | None = None
+        cls,
+        settings: KnowledgeSettings,
+        count_tokens: TokenCounter,
+        generation_model: GenerationModel | None = None,
     ) -> Enhancer:
-        """Build the extractors (``generation_model``: see :func:`build_extractor`), the KG backend, the
-        mention matcher and the token counter."""
+        """Build the extractors (``generation_model``: see :func:`build_extractor`), the KG backend and the
+        mention matcher; ``count_tokens`` counts ``token_budget`` (see ``graphctx.knowledge.budget``)."""
         from graphctx.knowledge.mentions import english_words
         from graphctx.knowledge.spacy_extractor import SpacyExtractor
         from graphctx.knowledge.store import load_gazetteer
@@ -121,7 +124,7 @@ class Enhancer:
             extractor,
             build_knowledge_graph(settings),
             matcher,
-            build_token_counter(settings.tokenizer),
+            count_tokens,
             cache_root(settings.cache_dir or None) / "enhanced",
             generation_model.identity if generation_model and settings.uses_generation_model else "",
         )
@@ -139,6 +142,7 @@ class Enhancer:
             self.kg.name,
             Path(kg_identity).name or kg_identity,
             self.model_identity,
+            self.count_tokens.name,
             query,
             [dataclasses.asdict(p) for p in pairs],
         )
@@ -224,7 +228,9 @@ class Enhancer:
         return contexts
 
 
-def build_enhancer(settings: KnowledgeSettings, generation_model: GenerationModel | None = None) -> Enhancer:
+def build_enhancer(
+    settings: KnowledgeSettings, count_tokens: TokenCounter, generation_model: GenerationModel | None = None
+) -> Enhancer:
     """The :class:`Enhancer` for ``settings`` (loads models, builds or opens the KG store); the LLM extractor
     uses ``generation_model`` when ``knowledge.llm_model`` is ``""``."""
-    return Enhancer.from_settings(settings, generation_model)
+    return Enhancer.from_settings(settings, count_tokens, generation_model)
