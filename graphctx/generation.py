@@ -62,10 +62,11 @@ def load_generator(
     is ``nf4``), so both paths compute with the weights the adapter was trained against (the validation
     callback decodes the same 4-bit model + adapter):
 
-    * ``settings.merge_adapter``: each NF4 weight is dequantised once, W = NF4 code × block scale (what
-      every 4-bit matmul computes on the fly), the model is cast to :func:`resolve_dtype`, and the adapter is
-      merged: W' = W + (alpha/r)·B·A. Merging into the original unquantised weights instead would score
-      weights the adapter never saw. The base variants (no adapter) get the same dequantised base.
+    * ``settings.merge_adapter``: each NF4 weight is dequantised once by transformers' ``dequantize``,
+      W = level[code] · absmax of its block of 64 (what every 4-bit matmul computes on the fly), the model
+      is cast to :func:`resolve_dtype`, and the adapter is merged: W' = W + (alpha/r)·B·A. Merging into the
+      original unquantised weights instead would score weights the adapter never saw. The base variants
+      (no adapter) get the same dequantised base.
     * otherwise the 4-bit base is kept and the adapter is applied on the fly.
     """
     device = torch.device(device) if device is not None else resolve_device(settings)
@@ -79,7 +80,7 @@ def load_generator(
         dtype = resolve_dtype(settings, device)
         if spec.quantization != "none":
             model = model.dequantize(dtype=dtype)  # transformers: bnb Linear4bit -> nn.Linear
-        model = model.to(dtype)
+        model = model.to(dtype).requires_grad_(False)  # the dequantised weights are new, trainable Parameters
         if adapter_dir is not None:
             model = PeftModel.from_pretrained(model, str(adapter_dir)).merge_and_unload()
     elif adapter_dir is not None:

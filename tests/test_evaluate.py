@@ -74,8 +74,11 @@ def test_table_compares_every_variant_with_the_best_baseline_of_each_metric(tmp_
     assert "| Zero-shot | 0.1875 [" in markdown and "| n/a |" in markdown
     assert "| *best baseline* | TextGen | TextGen |" in markdown
     csv_lines = to_csv(table).splitlines()
-    assert csv_lines[0].startswith("variant,label,model,retrieval,knowledge,pairs,baseline,rouge1,rouge1_low")
-    assert csv_lines[3].startswith("GraphContextGen,GraphContextGen,adapter,graph,True,True,False,0.6500,")
+    header = "variant,label,model,retrieval,knowledge,pairs,baseline,answered,prompts_truncated,"
+    assert csv_lines[0].startswith(header + "prompts_over_limit,autoais_judged,autoais_over_limit,rouge1,")
+    assert csv_lines[3].startswith(
+        "GraphContextGen,GraphContextGen,adapter,graph,True,True,False,8,0,0,7,0,0.65"
+    )
     paths = write_table(table, tmp_path)
     assert paths["markdown"].read_text() == markdown
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.csv", "results.md"]  # no temporaries left
@@ -110,3 +113,52 @@ def test_results_and_predictions_go_to_an_offline_wandb_run(tmp_path, monkeypatc
     log_results(EvaluationSettings(), tmp_path / "tiny.yaml", table, files, tmp_path)
     (run,) = (tmp_path / "wandb").glob("offline-run-*")
     assert list(run.glob("*.wandb"))
+
+
+def test_table_reports_cut_prompts_autoais_coverage_and_each_metrics_model():
+    ids = list(range(6))
+    over_limit = [0.0, 1.0, 0.0, 1.0, np.nan, 0.0]  # NaN: a row without a context (nothing to judge)
+    judged = [1.0, np.nan, 0.0, np.nan, np.nan, 1.0]
+    result = VariantScores(
+        VARIANTS["GraphContextGen"],
+        ids,
+        {
+            "rouge1": np.full(6, 0.5),
+            "autoais[t5:tiny]": np.array(judged),
+            "autoais_over_limit[t5:tiny]": np.array(over_limit),
+        },
+        prompts_truncated=2,
+        prompts_over_limit=1,
+    )
+    models = {"AutoAIS": "tiny (t5) — stand-in, scores labelled [t5:tiny]"}
+    table = build_table([result], n_resamples=50, models=models)
+    row = table.rows[0]
+    assert (row.answered, row.prompts_truncated, row.prompts_over_limit) == (6, 2, 1)
+    assert (row.autoais_judged, row.autoais_over_limit) == (3, 2)
+    assert table.keys == ["rouge1", "autoais[t5:tiny]"]  # the over-limit flags are coverage, not a metric
+    markdown = to_markdown(table)
+    assert "| GraphContextGen | 6 | 2 | 1 | 3/5 | 2 |" in markdown
+    assert "- AutoAIS: tiny (t5) — stand-in, scores labelled [t5:tiny]" in markdown
+
+
+def test_context_budget_counts_the_generation_models_tokens(
+    tmp_path, cardano_rows, smollm2_tokenizer, llama_tokenizer
+):
+    """``knowledge.tokenizer: ""`` counts ``token_budget`` in the generation model's tokens (not words), so
+    a context of the budget takes that many tokens of the prompt; a named tokenizer counts in its own."""
+    from graphctx.evaluation.contexts import ContextBuilder
+    from graphctx.knowledge.settings import KnowledgeSettings
+    from graphctx.model.loading import packaged_llama_sentencepiece
+    from graphctx.retrieval.settings import RetrievalSettings
+
+    text = cardano_rows[0]["answer"]
+    builder = ContextBuilder(
+        cardano_rows, RetrievalSettings(), KnowledgeSettings(), tokenizer=smollm2_tokenizer
+    )
+    tokens = len(smollm2_tokenizer(text, add_special_tokens=False)["input_ids"])
+    assert builder.count_tokens(text) == tokens != len(text.split())
+    sentencepiece = tmp_path / "tokenizer.model"
+    sentencepiece.write_bytes(packaged_llama_sentencepiece().read_bytes())
+    named = KnowledgeSettings(tokenizer=str(sentencepiece))
+    builder = ContextBuilder(cardano_rows, RetrievalSettings(), named, tokenizer=smollm2_tokenizer)
+    assert builder.count_tokens(text) == len(llama_tokenizer(text, add_special_tokens=False)["input_ids"])

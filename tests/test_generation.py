@@ -70,7 +70,7 @@ def test_left_padded_batches_decode_like_single_prompts(spec, tokenizer):
     settings = GenerationSettings(max_new_tokens=6, batch_size=3)
     model = load_generator(spec, None, settings, "cpu")
     generator = Generator(model, tokenizer, settings)
-    prompts = [build_prompt(VARIANTS["ZeroShot"], q, "") for q in QUESTIONS]
+    prompts = [build_prompt(VARIANTS["ZeroShot"], q) for q in QUESTIONS]
     answers = generator.generate(prompts, stop_strings=())
     assert len({a.prompt_tokens for a in answers}) > 2  # lengths differ, so batches hold left padding
     for answer, encoded in zip(answers, generator.encode(prompts), strict=True):
@@ -83,11 +83,11 @@ def test_decoding_stops_at_eos(spec, tokenizer):
     settings = GenerationSettings(max_new_tokens=6, batch_size=2)
     model = load_generator(spec, None, settings, "cpu")
     generator = Generator(model, tokenizer, settings)
-    prompt = build_prompt(VARIANTS["ZeroShot"], QUESTIONS[0], "")
+    prompt = build_prompt(VARIANTS["ZeroShot"], QUESTIONS[0])
     free = generator.generate([prompt], stop_strings=())[0]
     assert free.stop == "length"
     generator.eos_ids = [free.token_ids[2]]  # pretend the third generated token is EOS
-    second = build_prompt(VARIANTS["ZeroShot"], QUESTIONS[1], "")
+    second = build_prompt(VARIANTS["ZeroShot"], QUESTIONS[1])
     stopped = generator.generate([prompt, second], stop_strings=())[0]
     assert stopped.token_ids == free.token_ids[: free.token_ids.index(free.token_ids[2]) + 1]
     assert stopped.stop == "eos"
@@ -127,7 +127,7 @@ def test_four_bit_base_with_adapter_generates(spec, tokenizer, adapter_dir):
     settings = GenerationSettings(max_new_tokens=4, batch_size=2, merge_adapter=False)
     model = load_generator(replace(spec, quantization="nf4"), adapter_dir, settings, "cpu")
     answers = Generator(model, tokenizer, settings).generate(
-        [build_prompt(VARIANTS["FineTuned"], q, "") for q in QUESTIONS[:3]],
+        [build_prompt(VARIANTS["FineTuned"], q) for q in QUESTIONS[:3]],
         stop_strings=VARIANTS["FineTuned"].stop_strings,
     )
     assert [len(a.token_ids) for a in answers] == [4, 4, 4]
@@ -148,11 +148,7 @@ SHOTS = [
         "can spend.",
     ),
 ]
-FEW_SHOT_QUESTIONS = [
-    "Is Daedalus a full node wallet?",
-    "What is the minimum ADA in a UTXO?",
-    "How do I run a cardano-node on Ubuntu?",
-]
+FEW_SHOT_QUESTIONS = ["Is Daedalus a full node wallet?", "How do I run a cardano-node on Ubuntu?"]
 
 
 @pytest.fixture(scope="module")
@@ -174,7 +170,7 @@ def test_base_variant_answers_end_before_the_next_question(smollm2, one_torch_th
     ends decoding there (in every row of a left-padded batch) and the block is cut from the answer."""
     model, tokenizer = smollm2
     variant = VARIANTS["Base-TextGen"]
-    settings = GenerationSettings(max_new_tokens=20, batch_size=3)
+    settings = GenerationSettings(max_new_tokens=17, batch_size=2)
     generator = Generator(model, tokenizer, settings)
     prompts = [build_prompt(variant, question, SHOTS) for question in FEW_SHOT_QUESTIONS]
     unstopped = generator.generate(prompts, stop_strings=())

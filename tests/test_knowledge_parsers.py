@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from graphctx.knowledge.budget import QAPair, fit_budget, render
+from graphctx.knowledge.budget import QAPair, build_token_counter, fit_budget, render
 from graphctx.knowledge.entities import EntitySet, normalise_entity
 from graphctx.knowledge.llm import parse_llm_triplets
 from graphctx.knowledge.rebel import parse_rebel_output
@@ -135,17 +135,19 @@ def test_verbalise_is_readable_deterministic_and_deduplicated() -> None:
     assert readable_relation("urn:graphctx:direct:unknown", "some label") == "some label"
 
 
-def test_budget_trims_sentences_before_pairs() -> None:
-    count = lambda text: len(text.split())  # noqa: E731
+def test_budget_trims_sentences_before_pairs_and_keeps_the_top_pair_whole(llama_tokenizer) -> None:
+    count = build_token_counter(llama_tokenizer)
+    assert count("cardano-node runs on Linux.") == len(
+        llama_tokenizer("cardano-node runs on Linux.", add_special_tokens=False)["input_ids"]
+    )
     pairs = [QAPair("q one", "answer " * 20, 1), QAPair("q two", "answer " * 20, 2)]
     sentences = verbalise([Triplet(f"e{i}", "runs on", "Linux", "kg:local") for i in range(10)])
     full = count(render(pairs, sentences))
     kept_pairs, kept = fit_budget(pairs, sentences, full, count)
     assert (kept_pairs, kept) == (pairs, sentences)
-    kept_pairs, kept = fit_budget(pairs, sentences, full - 8, count)
-    assert kept_pairs == pairs and kept == sentences[:8]  # each sentence is 4 words
+    kept_pairs, kept = fit_budget(pairs, sentences, full - 1, count)
+    assert kept_pairs == pairs and kept == sentences[:9]
     kept_pairs, kept = fit_budget(pairs, sentences, count(render(pairs, [])) - 1, count)
     assert kept == [] and kept_pairs == pairs[:1]
-    kept_pairs, kept = fit_budget(pairs, sentences, 10, count)
-    assert len(kept_pairs) == 1 and count(render(kept_pairs, kept)) <= 10
-    assert kept_pairs[0].question == "q one" and pairs[0].answer.startswith(kept_pairs[0].answer)
+    kept_pairs, kept = fit_budget(pairs, sentences, 10, count)  # the top pair alone is over: kept whole
+    assert kept_pairs == pairs[:1] and kept == []

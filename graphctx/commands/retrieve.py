@@ -7,6 +7,7 @@ import json
 from dataclasses import replace
 
 from graphctx.config import load_config
+from graphctx.paper import EMBEDDING, is_reference
 from graphctx.retrieval.index import build_index
 from graphctx.retrieval.pool import cache_dir_of, load_config_dataset
 from graphctx.retrieval.retriever import build_retriever
@@ -34,9 +35,22 @@ def run(args: argparse.Namespace) -> int:
         {"rank": rank, "id": hit.id, "score": hit.score, "fallback": hit.fallback, "title": titles[hit.id]}
         for rank, hit in enumerate(hits, start=1)
     ]
+    stand_in = not is_reference(EMBEDDING, settings.embedding_model)
     if args.json:
-        print(json.dumps({"question": args.question, "method": settings.method, "hits": rows}))
+        print(
+            json.dumps(
+                {
+                    "question": args.question,
+                    "method": settings.method,
+                    "embedding_model": settings.embedding_model,
+                    "stand_in": stand_in,
+                    "hits": rows,
+                }
+            )
+        )
         return 0
+    if stand_in:
+        print(f"# embedder {settings.embedding_model}: a stand-in for the paper's {EMBEDDING.name}")
     for row in rows:
         marker = " (cosine fallback)" if row["fallback"] else ""
         print(f"{row['rank']:>3}  {row['score']:.6f}  #{row['id']}  {row['title']}{marker}")

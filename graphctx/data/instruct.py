@@ -118,7 +118,7 @@ def encode_example(
         overhead = len(prompt) - len(question_ids)  # BOS and the template around the question
         floor = min(len(question_ids), min_prompt_tokens)
         kept = max(floor, max_length - overhead - len(target))
-        while True:
+        while kept < len(question_ids):  # the question is cut: tokenise the cut prompt as one text again
             cut = tokenizer.decode(question_ids[:kept], clean_up_tokenization_spaces=False)
             prompt, target = _prompt_and_target(tokenizer, template.prompt(cut), answer)
             over = len(prompt) + len(target) - max_length

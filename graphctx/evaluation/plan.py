@@ -97,7 +97,7 @@ class Plan:
         self.generation = model_use("model.spec.source", spec.source, GENERATION, spec.revision)
         self.embedder = model_use("retrieval.embedding_model", config.retrieval.embedding_model, EMBEDDING)
         self.rebel = model_use("knowledge.rebel_model", knowledge.rebel_model, REBEL)
-        self.llm_shared = knowledge.llm_model in ("", spec.source)
+        self.llm_shared = not knowledge.llm_model  # "": the loaded generation model itself
         self.llm = (
             self.generation
             if self.llm_shared
@@ -328,15 +328,25 @@ class Plan:
             "paper": False,
         }
 
-    def scorer_descriptions(self) -> dict[str, str]:
-        """Per metric, one line on the model behind it (for results.md)."""
-        metrics = self.to_json()["metrics"]
+    def model_descriptions(self) -> dict[str, str]:
+        """Per stage and per metric, one line on the model behind it, stand-ins named (for results.md)."""
+        plan = self.to_json()
+        metrics = plan["metrics"]
         bert, judge, facts = metrics["bertscore"], metrics["autoais"], metrics["fact_score"]
+        stand_in = {item["key"]: item["paper"] for item in plan["stand_ins"]}
 
         def tag(label: str) -> str:
             return f" — stand-in, scores labelled [{label}]" if label else " — the paper's"
 
+        def stage(key: str) -> str:
+            return f" — stand-in for {stand_in[key]}" if key in stand_in else " — the paper's"
+
+        knowledge = plan["knowledge"]
         return {
+            "Answers": f"{plan['generation']['model']}, {plan['generation']['evaluate_weights']}"
+            + stage("model.spec.source"),
+            "Retrieval": f"{plan['retrieval']['embedding_model']}" + stage("retrieval.embedding_model"),
+            "Knowledge": f"{knowledge['backend']} ({knowledge['source']})" + stage("knowledge.backend"),
             "ROUGE-1/L": "rouge_score F1, Porter stemmer "
             + ("on" if metrics["rouge"]["use_stemmer"] else "off"),
             "BERTScore": f"{bert['model']} layer {bert['layer']} ({bert['layer_from']}), idf off, "

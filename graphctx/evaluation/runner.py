@@ -41,6 +41,11 @@ from graphctx.model import load_tokenizer
 from graphctx.prompts import EncodedPrompt, Variant, build_prompt, encode_prompt, get_variants
 from graphctx.retrieval.pool import load_config_dataset
 
+ANSWER_FORMAT = 2
+"""Bump when the same settings start making other answers (prompt encoding, the weights decoded, stopping);
+part of the fingerprint, so a rerun never mixes answers made the old and the new way. 2: the paper's exact
+prompt string, NF4-dequantised merge, stop strings for the base variants."""
+
 SCORE_CHUNK_ROWS = 64
 """Rows scored together (one resumable unit of scoring)."""
 
@@ -141,7 +146,9 @@ class EvaluationRun:
         """Everything a variant's answers depend on; speed-only and training-only knobs are left out, so
         a run can resume on another device or with another batch size."""
         parts: dict[str, Any] = {
+            "answer_format": ANSWER_FORMAT,
             "variant": dataclasses.asdict(variant),
+            "stop_strings": list(variant.stop_strings),
             "model": _settings(self.config.model.spec, SPEED_ONLY["model"]),
             "template": dataclasses.asdict(self.config.data.template),
             "dataset": dataclasses.asdict(self.config.data.dataset),
@@ -331,7 +338,7 @@ class EvaluationRun:
         self.generate(rows, contexts, base)
         results = self.score(rows, builder)
         table = build_table(
-            results, self.settings.bootstrap_samples, self.settings.seed, self.plan.scorer_descriptions()
+            results, self.settings.bootstrap_samples, self.settings.seed, self.plan.model_descriptions()
         )
         paths = write_table(table, self.output_dir)
         self.log(f"results: {paths['markdown']} and {paths['csv']}")

@@ -92,16 +92,16 @@ class ResultsTable:
     """Score keys shown, in column order."""
     best_baseline: dict[str, str | None]
     """Per key, the name of the baseline variant with the highest mean (None: no baseline scored)."""
-    scorers: dict[str, str] = field(default_factory=dict)
-    """Per metric (``rouge``, ``bertscore``, ``fact_score``, ``entity_jaccard``, ``autoais``), the model
-    and settings that computed it (from ``graphctx plan``)."""
+    models: dict[str, str] = field(default_factory=dict)
+    """Per stage (answers, retrieval, knowledge) and per metric, the model and settings behind the numbers,
+    stand-ins named (from ``graphctx plan``)."""
 
 
 def build_table(
     results: Sequence[VariantScores],
     n_resamples: int = 1000,
     seed: int = 0,
-    scorers: Mapping[str, str] | None = None,
+    models: Mapping[str, str] | None = None,
 ) -> ResultsTable:
     """Intervals of every metric and paired tests against the best baseline of each metric.
 
@@ -143,7 +143,7 @@ def build_table(
                 n_resamples=n_resamples,
                 seed=seed,
             )
-    return ResultsTable(rows, keys, best, dict(scorers or {}))
+    return ResultsTable(rows, keys, best, dict(models or {}))
 
 
 def _number(value: float, digits: int = 4) -> str:
@@ -209,9 +209,9 @@ def to_markdown(table: ResultsTable, title: str = "Results") -> str:
                 cells.append(f"{comparison.mean_difference:+.4f} (p={comparison.p_value:.3g})")
         lines.append(f"| {row.variant.label} | " + " | ".join(cells) + " |")
     lines += ["", *_coverage_lines(table)]
-    if table.scorers:
-        lines += ["", "Scorers:", ""]
-        lines += [f"- {name}: {description}" for name, description in table.scorers.items()]
+    if table.models:
+        lines += ["", "Models:", ""]
+        lines += [f"- {name}: {description}" for name, description in table.models.items()]
     return "\n".join(lines) + "\n"
 
 
