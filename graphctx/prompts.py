@@ -22,6 +22,10 @@ with the context before the question exactly as ``with_context`` places it in tr
     [INST]{context}
 
     {question}[\\INST]Answer:
+
+A prompt is kept in parts (:class:`Prompt`) and tokenised as one text exactly as training tokenises its
+prompts (:func:`encode_prompt`); over ``max_prompt_tokens`` it drops whole context parts in the order of the
+knowledge budget, never the question or the top pair.
 """
 
 from __future__ import annotations
@@ -141,6 +145,7 @@ class Prompt:
 
     @property
     def text(self) -> str:
+        """The prompt as the model reads it."""
         if self.template is not None:
             return self.template.prompt(with_context(self.question, self.context))
         shots = f"{self.context}\n\n" if self.context else ""
@@ -189,7 +194,7 @@ class EncodedPrompt:
     truncated: bool
     """Context parts were dropped to fit."""
     over_limit: bool
-    """Even without every droppable part the prompt exceeds the limit: it is kept as it is, over it."""
+    """The question and the top pair alone exceed the limit: they are kept whole, over it."""
 
 
 def encode_prompt(tokenizer: PreTrainedTokenizerBase, prompt: Prompt, max_tokens: int) -> EncodedPrompt:

@@ -92,15 +92,16 @@ def test_fine_tuned_prompts_are_the_training_prompt_token_for_token(llama_tokeni
 def test_inference_prompts_of_real_questions_are_the_training_prompts(
     request, cardano_rows, template, tokenizer_name
 ):
+    """The fine-tuned model's prompt for every cardano question is the training prompt, token for token;
+    it reads ``[INST]q[\\INST]Answer:`` (llama2-chat: ``[INST] q [/INST]``, the trailing space being part
+    of the answer's first token, as Llama-2-chat was trained)."""
     tokenizer = request.getfixturevalue(tokenizer_name)
+    expected = {"paper": "[INST]{}[\\INST]Answer:", "llama2-chat": "[INST] {} [/INST]"}[template]
     for row in cardano_rows:
         prompt = build_prompt(VARIANTS["FineTuned"], row["question"], template=template)
         ids = encode_prompt(tokenizer, prompt, 100_000).ids
         assert ids == training_prompt(tokenizer, template, row["question"], "")
-        assert (
-            tokenizer.decode(ids, skip_special_tokens=True)
-            == TEMPLATES[template].prompt(row["question"]).rstrip()
-        )
+        assert tokenizer.decode(ids, skip_special_tokens=True) == expected.format(row["question"])
 
 
 def pairs_and_sentences(rows: list[dict]) -> tuple[list[QAPair], list]:
