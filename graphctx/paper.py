@@ -96,6 +96,8 @@ def availability(source: str, revision: str | None = None) -> Availability:
 
 def how_to_get(key: str, source: str) -> str:
     """A one-line hint for a model that cannot be found."""
+    if source.endswith(".gguf"):
+        return f"{key}: GGUF file {source} does not exist"
     if looks_like_path(source):
         return f"{key}: {source} has no config.json (not a saved model folder); point {key} at one"
     return (

@@ -79,3 +79,27 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random BERT (2 layers, width 32) with the packaged MiniLM's real WordPiece tokenizer."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from graphctx.retrieval.embeddings import PACKAGED_MINILM, resolve_model_path
+
+    folder = tmp_path_factory.mktemp("models") / "tiny-bert"
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(PACKAGED_MINILM))
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+    )
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        BertModel(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder

@@ -15,14 +15,13 @@ import pytest
 import torch
 import yaml
 from peft import LoraConfig, get_peft_model
-from transformers import AutoModelForCausalLM, AutoTokenizer, BertConfig, BertModel
+from transformers import AutoModelForCausalLM
 
 from graphctx.config import load_config
 from graphctx.evaluation.records import read_records
 from graphctx.evaluation.runner import EvaluationRun
 from graphctx.model import ModelSpec, load_tokenizer, resolve_source
 from graphctx.prompts import VARIANTS
-from graphctx.retrieval.embeddings import PACKAGED_MINILM, resolve_model_path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 3
@@ -31,7 +30,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory, cardano_dir) -> Path:
+def workspace(tmp_path_factory, cardano_dir, tiny_bert) -> Path:
     """A cache, a random LoRA adapter, a tiny BERT for BERTScore, and a config writing to ``out``."""
     root = tmp_path_factory.mktemp("evaluate")
     cache = root / "cache"
@@ -42,17 +41,7 @@ def workspace(tmp_path_factory, cardano_dir) -> Path:
     get_peft_model(base, lora).save_pretrained(root / "adapter")
     load_tokenizer(spec).save_pretrained(root / "adapter")
 
-    encoder = root / "tiny-bert"
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(PACKAGED_MINILM))
-    config = BertConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-    )
-    BertModel(config).save_pretrained(encoder)
-    tokenizer.save_pretrained(encoder)
+    encoder = tiny_bert
 
     settings = {
         "model": {"spec": {"source": "tiny-random", "cache_dir": str(cache)}},

@@ -13,9 +13,7 @@ import torch
 import yaml
 from tokenizers import ByteLevelBPETokenizer
 from transformers import (
-    AutoTokenizer,
     BertConfig,
-    BertModel,
     RobertaConfig,
     RobertaModel,
     RobertaTokenizerFast,
@@ -27,7 +25,6 @@ from graphctx.errors import ConfigError
 from graphctx.evaluation.plan import Plan, check_models
 from graphctx.metrics import BertScoreF1, BertScoreSettings
 from graphctx.metrics.bertscore import choose_encoder
-from graphctx.retrieval.embeddings import PACKAGED_MINILM, resolve_model_path
 from graphctx.retrieval.index import build_index
 from graphctx.retrieval.settings import RetrievalSettings
 from train import main as train_main
@@ -150,19 +147,8 @@ def test_a_tiny_random_roberta_scores_bertscore_under_its_own_label(tmp_path):
     assert -1 < scores[1].item() < 1
 
 
-def test_a_tiny_random_bert_embeds_the_pool_and_is_a_named_stand_in(tmp_path, capsys):
-    folder = tmp_path / "tiny-bert"
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(PACKAGED_MINILM))
-    config = BertConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-    )
-    torch.manual_seed(0)
-    BertModel(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
+def test_a_tiny_random_bert_embeds_the_pool_and_is_a_named_stand_in(tiny_bert, tmp_path, capsys):
+    folder = tiny_bert
     settings = RetrievalSettings(embedding_model=str(folder), threshold=0.5, device="cpu")
     index = build_index(list(range(len(SENTENCES))), SENTENCES, settings, cache_dir=tmp_path / "cache")
     assert index.embeddings.shape == (len(SENTENCES), 32)

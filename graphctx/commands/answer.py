@@ -8,6 +8,7 @@ import math
 
 from graphctx.config import load_config
 from graphctx.evaluation.contexts import ContextBuilder
+from graphctx.evaluation.plan import Plan, check_models
 from graphctx.evaluation.runner import adapter_dir_of
 from graphctx.generation import Generator, load_generator
 from graphctx.knowledge.llm import GenerationModel
@@ -35,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     variant = VARIANTS[args.variant]
+    check_models(Plan(config), "answer", [variant])  # a missing model is named before anything loads
     cache_dir = cache_dir_of(config, args.cache_dir)
     settings = config.evaluation
     pool = load_config_dataset(config)["train"]

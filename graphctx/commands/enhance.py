@@ -31,6 +31,7 @@ def pairs_for_hits(hits: Sequence[Any], rows_by_id: Mapping[int, Mapping[str, An
 
 def run(args: argparse.Namespace) -> int:
     from graphctx.config import load_config
+    from graphctx.evaluation.plan import Plan, check_models
     from graphctx.knowledge.budget import build_token_counter
     from graphctx.knowledge.enhance import build_enhancer
     from graphctx.model import load_tokenizer
@@ -39,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from graphctx.retrieval.retriever import build_retriever
 
     config = load_config(args.config)
+    check_models(Plan(config), "enhance")  # a missing model is named before anything loads
     cache_dir = cache_dir_of(config, args.cache_dir)
     pool = load_config_dataset(config)["train"]  # the retrieval pool, filtered as for training
     rows_by_id = {int(row["id"]): row for row in pool}

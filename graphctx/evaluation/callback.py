@@ -129,9 +129,11 @@ class ValidationGeneration(L.Callback):
             tokenizer=datamodule.tokenizer,
         )
         self.contexts = builder.for_variants([self.variant], questions)[self.variant.name]
-        extractor = (
-            builder.enhancer.extractor if self.variant.knowledge else build_extractor(builder.knowledge, lent)
-        )
+        extractor = None  # the fact score's; the knowledge stage's when the variant has already built it
+        if self.variant.knowledge:
+            extractor = builder.enhancer.extractor
+        elif "fact_score" in self.settings.callback_metrics:
+            extractor = build_extractor(builder.knowledge, lent)
         self.scorer = Scorer(
             self.settings.metrics,
             extractor,

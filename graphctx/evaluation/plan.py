@@ -10,6 +10,7 @@ when they start, log it with the run's config, and refuse to start when a model 
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -162,15 +163,8 @@ class Plan:
             )
         return found
 
-    def needed(self, command: str, variants: list[Variant] | None = None) -> list[ModelUse]:
-        """The models ``command`` (``train`` or ``evaluate``) loads, in load order."""
-        settings = self.config.evaluation
-        if command == "train":
-            if settings.callback_every_n_validations <= 0:
-                return [self.generation]
-            variants, metrics = [VARIANTS[settings.callback_variant]], settings.callback_metrics
-        else:
-            variants, metrics = variants or get_variants(settings.variants), list(METRIC_NAMES)
+    def needed(self, variants: Sequence[Variant], metrics: Sequence[str]) -> list[ModelUse]:
+        """The models that answering ``variants`` and scoring ``metrics`` load, in load order."""
         uses = [self.generation]
         if any(v.retrieval != "none" for v in variants):
             uses.append(self.embedder)
@@ -181,6 +175,21 @@ class Plan:
         if "autoais" in metrics and any(v.has_context for v in variants):
             uses.append(self.autoais)
         return list(dict.fromkeys(uses))
+
+    def needed_by(self, command: str, variants: Sequence[Variant] | None = None) -> list[ModelUse]:
+        """The models of ``train`` (the model, and what the validation callback computes), ``evaluate``
+        (``variants``, default ``evaluation.variants``, and every metric), ``answer`` (``variants`` and the
+        AutoAIS judgement) or ``enhance`` (retrieval and knowledge)."""
+        settings = self.config.evaluation
+        if command == "train":
+            if settings.callback_every_n_validations <= 0:
+                return [self.generation]
+            return self.needed([VARIANTS[settings.callback_variant]], settings.callback_metrics)
+        if command == "answer":
+            return self.needed(variants or [], ["autoais"])
+        if command == "enhance":  # retrieval and knowledge, budgets in the generation model's tokens
+            return self.needed([VARIANTS["GraphContextGen"]], [])
+        return self.needed(variants or get_variants(settings.variants), METRIC_NAMES)
 
     def missing(self, uses: list[ModelUse] | None = None) -> list[dict[str, str]]:
         """The models of ``uses`` (default: every configured one) that cannot be found here, with hints."""
@@ -408,8 +417,9 @@ class Plan:
         return "\n".join(lines)
 
 
-def check_models(plan: Plan, command: str, variants: list[Variant] | None = None) -> None:
-    """Fail, naming the key and how to get it, when a model ``command`` needs cannot be found."""
-    missing = plan.missing(plan.needed(command, variants))
+def check_models(plan: Plan, command: str, variants: Sequence[Variant] | None = None) -> None:
+    """Fail, naming the key and how to get it, when a model ``command`` needs (see :meth:`Plan.needed_by`)
+    cannot be found."""
+    missing = plan.missing(plan.needed_by(command, variants))
     if missing:
         raise ConfigError("; ".join(item["hint"] for item in missing))

@@ -36,7 +36,7 @@ class Scorer:
     def __init__(
         self,
         settings: MetricSettings,
-        extractor: TripletExtractor,
+        extractor: TripletExtractor | None,
         cache_dir: str | None = None,
         metrics: Sequence[str] = METRIC_NAMES,
         fact_label: str = "",
@@ -45,6 +45,8 @@ class Scorer:
         unknown = sorted(set(metrics) - set(METRIC_NAMES))
         if unknown:
             raise ConfigError(f"unknown metric(s) {unknown}; choose from {list(METRIC_NAMES)}")
+        if "fact_score" in metrics and extractor is None:
+            raise ValueError("the fact score needs a triplet extractor")
         self.settings = settings
         self.metrics = tuple(metrics)
         self.extractor = extractor
