@@ -363,7 +363,8 @@ class Plan:
             "Fact score": f"triplets by {' + '.join(facts['extractors'])}" + tag(facts["label"]),
             "Entity Jaccard": f"spaCy {metrics['entity_jaccard']['spacy_model']} NER",
             "AutoAIS": f"{judge['model']} ({judge['protocol']}, {judge['mode']} mode), whole premise, inputs "
-            f"over {judge['max_input_tokens']} tokens counted, not judged" + tag(judge["label"]),
+            f"over {judge['max_input_tokens'] or judge['limit_from']} tokens counted, not judged"
+            + tag(judge["label"]),
         }
 
     def to_text(self) -> str:
@@ -400,8 +401,14 @@ class Plan:
             f"({bert['layer_from']}), idf off, rescaled {bert['rescale_with_baseline']}, {bert['device']}"
             + mark("evaluation.metrics.bertscore"),
             f"  AutoAIS      {judge['model']} [{judge['available']}] {judge['protocol']}, "
-            f"{judge['mode']} mode, ≤ {judge['max_input_tokens']} tokens ({judge['limit_from']}), "
-            f"whole premise, {judge['device']}" + mark("evaluation.metrics.autoais.model"),
+            f"{judge['mode']} mode, "
+            + (
+                f"≤ {judge['max_input_tokens']} tokens ({judge['limit_from']}), "
+                if judge["max_input_tokens"]
+                else f"input limit = {judge['limit_from']}, "
+            )
+            + f"whole premise, {judge['device']}"
+            + mark("evaluation.metrics.autoais.model"),
             f"  fact score   triplets by {'+'.join(met['fact_score']['extractors'])}; entity Jaccard by "
             f"{met['entity_jaccard']['spacy_model']}",
             f"  callback     every {cb['every_n_validations']} validation(s), {cb['examples']} examples, "
