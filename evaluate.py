@@ -21,6 +21,14 @@ from graphctx.evaluation.table import to_markdown
 from graphctx.prompts import VARIANTS
 
 
+def positive_int(value: str) -> int:
+    """``--limit``: a whole number of at least 1."""
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
+    return number
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -29,7 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--variants", nargs="+", choices=list(VARIANTS), help="variants to run (default: evaluation.variants)"
     )
-    parser.add_argument("--limit", type=int, help="evaluate the first N questions of the split (by id)")
+    parser.add_argument(
+        "--limit", type=positive_int, help="evaluate the first N questions of the split (by id)"
+    )
     parser.add_argument("--output-dir", help="default: evaluation.output_dir")
     parser.add_argument(
         "--overwrite",

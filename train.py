@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
+import torch
 from jsonargparse import Namespace
 from lightning.pytorch import LightningModule, Trainer
 from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
@@ -22,7 +24,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from graphctx.cache import fingerprint
 from graphctx.config import PipelineConfig, add_pipeline_sections, check_devices, check_mapping
 from graphctx.data.datamodule import InstructionDataModule
-from graphctx.errors import DataError, GraphctxError
+from graphctx.errors import ConfigError, DataError, GraphctxError
 from graphctx.evaluation.callback import validation_callback
 from graphctx.evaluation.plan import Plan, check_models
 from graphctx.model import InstructionTuner, load_tokenizer
@@ -51,6 +53,48 @@ class LogConfigCallback(SaveConfigCallback):
             logger.log_hyperparams(plain)
 
 
+LIGHTNING_CHECKPOINT_KEYS = ("state_dict", "global_step", "loops", "optimizer_states")
+"""What a Lightning training checkpoint holds that resuming reads."""
+CKPT_PATH_NAMES = ("last", "best", "hpc")
+"""``--ckpt_path`` values that Lightning resolves to a file itself."""
+_LORA_KEY = re.compile(r"^model\.base_model\.model\.(.+)\.lora_([AB])\.[^.]+\.weight$")
+
+
+def check_checkpoint(path: str | None, target_modules: list[str], rank: int) -> None:
+    """Refuse a ``--ckpt_path`` file that is not a Lightning checkpoint of this model's adapter (unreadable,
+    without the training state, or with weights that are not LoRA ``rank`` weights of ``target_modules``)."""
+    if path is None or path in CKPT_PATH_NAMES or path.startswith("registry"):
+        return
+    if not Path(path).is_file():
+        raise ConfigError(f"--ckpt_path: {path} does not exist")
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as error:  # torch.load raises many kinds for a file that is not a checkpoint
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ConfigError(f"--ckpt_path: {path} is not a readable checkpoint ({reason})") from error
+    missing = [
+        key for key in LIGHTNING_CHECKPOINT_KEYS if not isinstance(checkpoint, dict) or key not in checkpoint
+    ]
+    if missing:
+        raise ConfigError(
+            f"--ckpt_path: {path} is not a Lightning training checkpoint (no {', '.join(missing)})"
+        )
+    state = checkpoint["state_dict"]
+    if not state:
+        raise ConfigError(f"--ckpt_path: {path} holds no adapter weights")
+    for name, tensor in state.items():
+        match = _LORA_KEY.match(name)
+        if match is None or match.group(1).rsplit(".", 1)[-1] not in target_modules:
+            raise ConfigError(
+                f"--ckpt_path: {path} is not a checkpoint of this adapter: {name} is not a LoRA weight of "
+                f"model.lora.target_modules {target_modules}"
+            )
+        if tensor.shape[0 if match.group(2) == "A" else 1] != rank:
+            raise ConfigError(
+                f"--ckpt_path: {path}: {name} has rank {tuple(tensor.shape)}, model.lora.r is {rank}"
+            )
+
+
 def stable_wandb_id(project: str | None, name: str | None, root_dir: str) -> str:
     """A W&B run id fixed by project, run name and output folder, so a resumed run continues the same run."""
     return fingerprint("wandb", project, name, str(Path(root_dir).resolve()))
@@ -69,8 +113,12 @@ class TrainCLI(LightningCLI):
         )
 
     def before_instantiate_classes(self) -> None:
-        """Refuse a GPU setting on a CPU-only machine; give every W&B logger without an ``id`` this run's."""
+        """Refuse a GPU setting on a CPU-only machine and a ``--ckpt_path`` that is not this model's
+        checkpoint (before any logger, run folder or config.yaml exists); give every W&B logger without an
+        ``id`` this run's."""
         check_devices(self.config.as_dict())
+        lora = self.config.model.lora
+        check_checkpoint(self.config.ckpt_path, list(lora.target_modules), lora.r)
         trainer = self.config.trainer
         loggers = trainer.logger if isinstance(trainer.logger, list) else [trainer.logger]
         for logger in loggers:

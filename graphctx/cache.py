@@ -1,9 +1,10 @@
-"""Content-addressed cache folder and atomic writes.
+"""Content-addressed cache folder, atomic writes, and entries that heal.
 
 Every expensive artefact (datasets, embeddings, graphs, KG stores, contexts) lives under
 ``<cache_root>/<kind>/<key>`` where ``key`` is a hash of everything it was computed from. Writes go to a
 temporary sibling first and are renamed into place, so a killed run never leaves a half-written entry that a
-later run could read back.
+later run could read back. An entry that fails to load all the same (a disk fault, a copy cut short) is
+reported with its path and moved aside by :func:`read_entry`, and the caller rebuilds it.
 """
 
 from __future__ import annotations
@@ -12,13 +13,23 @@ import contextlib
 import hashlib
 import json
 import os
+import pickle
 import shutil
+import sys
 import tempfile
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+from graphctx.errors import DataError
 
 DEFAULT_CACHE_ENV = "GRAPHCTX_CACHE"
+
+UNREADABLE = (OSError, ValueError, RuntimeError, EOFError, KeyError, TypeError, pickle.UnpicklingError)
+"""What reading a damaged cache entry raises (torch.load, json, safetensors headers, missing files, keys)."""
+
+T = TypeVar("T")
 
 
 def cache_root(path: str | os.PathLike[str] | None = None) -> Path:
@@ -70,3 +81,38 @@ def write_json_atomic(target: str | os.PathLike[str], payload: Any) -> None:
     """Write ``payload`` as JSON to ``target`` atomically."""
     with atomic_path(target) as tmp:
         tmp.write_text(json.dumps(payload, indent=2, sort_keys=True, default=str))
+
+
+def move_aside(entry: Path, error: BaseException) -> None:
+    """Rename a cache entry that failed to load to ``.<name>.broken-<random>`` beside it (never read again;
+    delete it when looked at) and say so on stderr; if it cannot be moved, the error names the path to
+    delete."""
+    aside = entry.with_name(f".{entry.name}.broken-{uuid.uuid4().hex[:8]}")
+    reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    try:
+        os.replace(entry, aside)
+    except FileNotFoundError:  # another process moved it aside first
+        return
+    except OSError as move_error:
+        raise DataError(
+            f"{entry}: cache entry cannot be read ({reason}) nor moved aside ({move_error}); delete {entry} "
+            "and rerun"
+        ) from error
+    print(
+        f"graphctx: cache entry {entry} cannot be read ({reason}); moved to {aside.name}, rebuilding",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def read_entry(entry: str | os.PathLike[str], load: Callable[[Path], T]) -> T | None:
+    """``load(entry)``, or ``None`` for the caller to rebuild: when ``entry`` is absent, or when loading it
+    raises one of :data:`UNREADABLE` (it is then moved aside, see :func:`move_aside`)."""
+    entry = Path(entry)
+    if not entry.exists():
+        return None
+    try:
+        return load(entry)
+    except UNREADABLE as error:
+        move_aside(entry, error)
+        return None

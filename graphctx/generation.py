@@ -20,7 +20,9 @@ step, in every row of a batch separately), or at ``max_new_tokens``.
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -28,6 +30,7 @@ from typing import Literal
 
 import torch
 from peft import PeftModel
+from safetensors import SafetensorError, safe_open
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.generation.configuration_utils import CompileConfig
 
@@ -48,6 +51,43 @@ def resolve_dtype(settings: GenerationSettings, device: torch.device) -> torch.d
     if settings.dtype == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
     return getattr(torch, settings.dtype)
+
+
+_LORA_WEIGHT = re.compile(r"^base_model\.model\.(.+)\.lora_([AB])\.weight$")
+
+
+def check_adapter(model: PreTrainedModel, adapter_dir: Path) -> None:
+    """Refuse an adapter that was not trained on ``model``: every LoRA weight in its safetensors file must
+    belong to a linear layer of the base with the same widths (else peft fails with one size mismatch per
+    tensor)."""
+    weights = adapter_dir / "adapter_model.safetensors"
+    if not weights.is_file():
+        return
+    try:
+        with safe_open(str(weights), framework="pt") as tensors:
+            shapes = {name: tensors.get_slice(name).get_shape() for name in tensors.keys()}  # noqa: SIM118
+    except SafetensorError as error:
+        raise ConfigError(
+            f"evaluation.adapter: cannot read the adapter weights {weights} ({error})"
+        ) from error
+    trained_on = json.loads((adapter_dir / "adapter_config.json").read_text()).get("base_model_name_or_path")
+    modules = dict(model.named_modules())
+    for name, shape in shapes.items():
+        match = _LORA_WEIGHT.match(name)
+        if match is None:
+            continue
+        module = modules.get(match.group(1))
+        widths = (getattr(module, "in_features", None), getattr(module, "out_features", None))
+        if widths[0] is None:
+            layer = "the base has no such linear layer"
+        elif (shape[1] if match.group(2) == "A" else shape[0]) != widths[match.group(2) == "B"]:
+            layer = f"the base's layer is {widths[0]}→{widths[1]}"
+        else:
+            continue
+        raise ConfigError(
+            f"evaluation.adapter: {adapter_dir} was trained on another base model ({trained_on!r}; this "
+            f"base is {model.config.name_or_path!r}): {name} has shape {list(shape)}, {layer}"
+        )
 
 
 def load_generator(
@@ -76,6 +116,8 @@ def load_generator(
             "train first or point evaluation.adapter at the exported adapter folder"
         )
     model = load_base_model(replace(spec, attention="sdpa"), device)
+    if adapter_dir is not None:
+        check_adapter(model, Path(adapter_dir))
     if settings.merge_adapter:
         dtype = resolve_dtype(settings, device)
         if spec.quantization != "none":

@@ -6,14 +6,21 @@ tests/test_knowledge_sparql.py; mistyped keys on the train.py command line: test
 from __future__ import annotations
 
 import base64
+import json
+from dataclasses import asdict
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import torch
 import yaml
 
+from graphctx.cli import main as cli_main
 from graphctx.config import load_config
 from graphctx.data import DatasetSettings, FilterSettings, SplitSettings, prepare_qa_dataset
+from graphctx.data.build import max_token_chars
+from graphctx.data.filters import QuestionFilter
 from graphctx.data.instruct import encode_example, get_template
 from graphctx.errors import ConfigError, DataError
 from graphctx.knowledge.settings import KnowledgeSettings
@@ -61,6 +68,15 @@ def write_dump(folder: Path, extra: bytes | str = b"") -> Path:
     head = '<?xml version="1.0" encoding="utf-8"?>\n<posts>\n' + BASE_ROWS
     (folder / "Posts.xml").write_bytes(head.encode() + extra + b"</posts>\n")
     return folder
+
+
+ANSWER_TEXT = "Run sudo systemctl restart nginx and check the journal for errors."
+
+
+def table_row(question_id: int, created: object, **fields: object) -> dict[str, object]:
+    """One row of a tabular Q&A source."""
+    return {"id": question_id, "title": f"Question number {question_id}?", "answer": ANSWER_TEXT,
+            "created": created, **fields}  # fmt: skip
 
 
 def settings_for(folder: Path, **filters: object) -> DatasetSettings:
@@ -128,6 +144,45 @@ def test_accepted_answer_id_pointing_nowhere_is_removed_and_counted(tmp_path, ca
     assert 60 not in all_ids(qa)
 
 
+def test_accepted_answer_of_another_question_is_removed_and_counted(tmp_path, cache_dir, capsys):
+    """Question 40 accepts answer 21 (whose ParentId is 20), question 50 accepts answer 11, which question
+    10 accepts too: neither is paired with another question's answer; 10 and 20 keep theirs."""
+    stolen = "&lt;p&gt;Whose answer is this?&lt;/p&gt;"
+    extra = row(
+        40, 1, AcceptedAnswerId=21, CreationDate="2021-01-17T00:00:00", Title="Borrowed one", Body=stolen
+    ) + row(
+        50, 1, AcceptedAnswerId=11, CreationDate="2021-01-18T00:00:00", Title="Borrowed two", Body=stolen
+    )  # fmt: skip
+    write_dump(tmp_path, extra)
+    qa, summary = prepare_qa_dataset(settings_for(tmp_path), cache_dir)
+    assert summary["removed_answer_parent_mismatch"] == 2
+    assert summary["with_accepted_answer"] == 3
+    assert all_ids(qa) == {10, 20, 30}
+    split = asdict(settings_for(tmp_path).split)
+    config = write_config(tmp_path, lambda c: c["data"]["dataset"].update(split=split))
+    command = [
+        "data",
+        str(tmp_path),
+        "--config",
+        str(config),
+        "--no-token-limit",
+        "--cache-dir",
+        str(cache_dir),
+    ]
+    assert cli_main(command) == 0
+    out = capsys.readouterr().out
+    assert "removed: accepted answer of another question" in out
+    assert json.loads(out.splitlines()[-1])["removed_answer_parent_mismatch"] == 2
+
+
+def test_duplicate_post_ids_are_refused_listing_them(tmp_path, cache_dir):
+    again = good_pair(20, "2021-01-19", "The same Id once more") + row(11, 2, ParentId=10, Body=ANSWER)
+    write_dump(tmp_path, again)
+    with pytest.raises(DataError, match=r"Posts\.xml: duplicate post Ids 11, 20, 21: each Id must name one"):
+        prepare_qa_dataset(settings_for(tmp_path), cache_dir)
+    assert not [p for p in (cache_dir / "datasets").iterdir() if not p.name.startswith(".")]
+
+
 def test_script_tags_and_huge_inline_images_are_cleaned_away(tmp_path, cache_dir):
     image = base64.b64encode(bytes(1 << 20)).decode()  # a 1 MiB PNG inlined as a data: URI
     body = (
@@ -173,6 +228,162 @@ def test_empty_dataset_after_filters_names_the_split_and_the_counts(tmp_path, ca
     write_dump(tmp_path)
     with pytest.raises(DataError, match=r"split 'train' is empty.*removed_short_answer=3"):
         prepare_qa_dataset(settings_for(tmp_path, min_answer_chars=10_000), cache_dir)
+
+
+def test_unpadded_may_date_lands_in_train_not_test(tmp_path, cache_dir):
+    """``2021-5-10`` compared as text sorts after ``2021-10-15``: before dates were parsed, this May question
+    landed in the test split."""
+    may = row(
+        100, 1, AcceptedAnswerId=101, CreationDate="2021-5-10T10:00:00", Title="An unpadded May question",
+        Body="&lt;p&gt;When?&lt;/p&gt;",
+    ) + row(101, 2, ParentId=100, CreationDate="2021-5-10 11:00", Body=ANSWER)  # fmt: skip
+    write_dump(tmp_path, may)
+    settings = settings_for(tmp_path)
+    settings.split.test_end = "2022-01-01"
+    qa, _ = prepare_qa_dataset(settings, cache_dir)
+    assert 100 in qa["train"]["id"] and 100 not in qa["test"]["id"]
+    [stored] = [r for r in qa["train"] if r["id"] == 100]
+    assert (stored["created"], stored["answer_created"]) == (
+        "2021-05-10T10:00:00.000000+00:00",
+        "2021-05-10T11:00:00.000000+00:00",
+    )
+
+
+def test_dates_in_tables_in_any_iso_form_or_epoch_integers(tmp_path, cache_dir):
+    created = {
+        1: "2021-5-1T10:00:00",
+        2: "2021-05-01 10:00",
+        3: "2021-06-10T23:30:00-02:00",  # 2021-06-11 01:30 UTC
+        4: "2021-07-10T00:00:00Z",
+    }
+    path = tmp_path / "pairs.jsonl"
+    path.write_text("\n".join(json.dumps(table_row(i, day)) for i, day in created.items()))
+    qa, _ = prepare_qa_dataset(settings_for(path), cache_dir)
+    assert (qa["train"]["id"], qa["validation"]["id"], qa["test"]["id"]) == ([1, 2], [3], [4])
+    assert qa["validation"][0]["created"] == "2021-06-11T01:30:00.000000+00:00"
+    epochs = [table_row(1, 1_610_000_000), table_row(2, 1_623_000_000_000), table_row(3, 1_626_000_000)]
+    path = tmp_path / "pairs.parquet"  # epoch seconds (Jan 7, Jul 11) and milliseconds (Jun 6)
+    pq.write_table(pa.Table.from_pylist(epochs), path)
+    qa, _ = prepare_qa_dataset(settings_for(path), cache_dir)
+    assert (qa["train"]["id"], qa["validation"]["id"], qa["test"]["id"]) == ([1], [2], [3])
+    assert qa["validation"][0]["created"] == "2021-06-06T17:20:00.000000+00:00"
+
+
+def test_date_that_is_not_iso_names_file_row_and_value(tmp_path, cache_dir):
+    path = tmp_path / "pairs.csv"
+    path.write_text(
+        "id,title,answer,created\n"
+        f"10,How do I restart nginx?,{ANSWER_TEXT},2021-01-10\n"
+        f"11,Why does apt hang?,{ANSWER_TEXT},06/01/2021 10:00\n"
+    )
+    with pytest.raises(
+        DataError, match=r"pairs\.csv: row 2 \(id 11\), column 'created': '06/01/2021 10:00': not"
+    ):
+        prepare_qa_dataset(settings_for(path), cache_dir)
+    write_dump(tmp_path, row(40, 1, CreationDate="06/01/2021 10:00", Title="A US date", Body="x"))
+    with pytest.raises(DataError, match=r"Posts\.xml: row Id=40: CreationDate '06/01/2021 10:00': not an"):
+        prepare_qa_dataset(settings_for(tmp_path), cache_dir)
+    assert not [p for p in (cache_dir / "datasets").iterdir() if not p.name.startswith(".")]
+
+
+def test_split_bounds_must_be_dates_in_order_without_overlap(tmp_path, cache_dir):
+    write_dump(tmp_path)
+    cases = {
+        "test_start": ("20211015", r"data\.dataset\.split\.test_start: '20211015': not an ISO 8601 date"),
+        "train_end": (
+            "2020-12-01",
+            r"split\.train_start \(2021-01-01\) is not before data\.dataset\.split\.train_end \(2020-12-01\)",
+        ),
+        "validation_start": (
+            "2021-5-15",
+            r"split\.train_end \(2021-06-01\) is after data\.dataset\.split\.validation_start \(2021-5-15\)",
+        ),
+    }
+    for key, (value, message) in cases.items():
+        settings = settings_for(tmp_path)
+        setattr(settings.split, key, value)
+        with pytest.raises(ConfigError, match=message):
+            prepare_qa_dataset(settings, cache_dir)
+
+
+# ---- tables ----------------------------------------------------------------------------------------------
+def write_jsonl(path: Path, rows: list[dict[str, object]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_duplicate_question_ids_in_a_table_are_listed(tmp_path, cache_dir):
+    days = ["2021-01-10", "2021-06-10", "2021-07-10", "2021-01-11", "2021-01-12", "2021-06-11"]
+    ids = [1, 2, 3, 2, 7, 7]
+    path = write_jsonl(
+        tmp_path / "pairs.jsonl", [table_row(i, day) for i, day in zip(ids, days, strict=True)]
+    )
+    with pytest.raises(DataError, match=r"pairs\.jsonl: column 'id': duplicate question ids 2, 7$"):
+        prepare_qa_dataset(settings_for(path), cache_dir)
+    assert not [p for p in (cache_dir / "datasets").iterdir() if not p.name.startswith(".")]
+
+
+def test_table_cell_of_the_wrong_type_names_row_and_column(tmp_path, cache_dir):
+    path = tmp_path / "pairs.csv"
+    path.write_text(
+        "id,title,answer,created,score\n"
+        f"10,How do I restart nginx?,{ANSWER_TEXT},2021-01-10,3\n"
+        f"11,Why does apt hang?,{ANSWER_TEXT},2021-06-10,high\n"
+    )
+    with pytest.raises(
+        DataError, match=r"pairs\.csv: row 2 \(id 11\), column 'score': 'high': expected an int"
+    ):
+        prepare_qa_dataset(settings_for(path), cache_dir)
+    rows = [table_row(1, "2021-01-10", tags=["nginx"]), table_row(2, "2021-06-10", tags=[4, 5])]
+    path = write_jsonl(tmp_path / "pairs.jsonl", rows)
+    with pytest.raises(
+        DataError, match=r"pairs\.jsonl: row 2 \(id 2\), column 'tags': \[4, 5\]: expected a list"
+    ):
+        prepare_qa_dataset(settings_for(path), cache_dir)
+
+
+def test_missing_or_unknown_mapped_columns_are_named(tmp_path, cache_dir):
+    path = write_jsonl(tmp_path / "pairs.jsonl", [table_row(1, "2021-01-10")])
+    settings = settings_for(path)
+    settings.column_mapping = {"body": "text"}  # the table has no column 'text'
+    with pytest.raises(DataError, match=r"pairs\.jsonl: missing columns body \(column 'text'\); available"):
+        prepare_qa_dataset(settings, cache_dir)
+    settings.column_mapping = {"answr": "answer"}
+    with pytest.raises(ConfigError, match=r"data\.dataset\.column_mapping\.answr: unknown field 'answr'"):
+        prepare_qa_dataset(settings, cache_dir)
+    path = write_jsonl(tmp_path / "no-date.jsonl", [{"id": 1, "title": "What?", "answer": ANSWER_TEXT}])
+    with pytest.raises(DataError, match=r"no-date\.jsonl: missing columns created \(column 'created'\)"):
+        prepare_qa_dataset(settings_for(path), cache_dir)
+
+
+@pytest.mark.parametrize(("name", "text"), [("empty.csv", ""), ("header.csv", "id,title,answer,created\n"),
+                                            ("empty.jsonl", "\n")])  # fmt: skip
+def test_empty_or_header_only_table_is_named(tmp_path, cache_dir, name, text):
+    (tmp_path / name).write_text(text)
+    with pytest.raises(
+        DataError, match=rf"{name}: the table has no rows \(an empty file, or a header only\)"
+    ):
+        prepare_qa_dataset(settings_for(tmp_path / name), cache_dir)
+
+
+def test_thirty_megabyte_body_is_too_long_by_characters_before_tokenising(
+    tmp_path, cache_dir, llama_tokenizer
+):
+    bound = 1024 * max_token_chars(llama_tokenizer)
+    assert bound < 100_000  # Llama's longest piece is a few dozen characters at most
+    days = [(1, "2021-01-10"), (2, "2021-06-10"), (3, "2021-07-10")]
+    rows = [table_row(i, day, body="It hangs.") for i, day in days]
+    rows.append(table_row(4, "2021-01-11", body="Restart the node. " * (30_000_000 // 18)))
+    path = tmp_path / "pairs.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    qa, summary = prepare_qa_dataset(settings_for(path, max_tokens=1024), cache_dir, llama_tokenizer)
+    assert summary["removed_too_long"] == 1 and all_ids(qa) == {1, 2, 3}
+
+    def never_called(text: str) -> int:
+        raise AssertionError(f"tokenised {len(text)} characters")
+
+    keep = QuestionFilter(FilterSettings(max_tokens=1024), never_called, max_token_chars(llama_tokenizer))
+    assert keep.reject_text("t", "x" * (bound + 1), ANSWER_TEXT, ANSWER_TEXT) == "too_long"
 
 
 # ---- configuration ---------------------------------------------------------------------------------------

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from graphctx.data import DatasetSettings, FilterSettings, SplitSettings, prepare_qa_dataset
+from graphctx.data.build import split_ranges
 from graphctx.data.html import html_to_text, text_outside_links
 from graphctx.data.stackexchange import parse_tags
 from graphctx.errors import ConfigError, DataError
@@ -57,12 +59,11 @@ def test_linked_duplicates_are_dropped_and_recorded(cardano):
 
 def test_split_respects_dates(cardano):
     data, _, _ = cardano
-    split = SplitSettings()
-    for name in ("train", "validation", "test"):
-        start, end = getattr(split, f"{name}_start"), getattr(split, f"{name}_end")
+    ranges = split_ranges(SplitSettings())
+    for name, (start, end) in ranges.items():
         assert len(data[name]) > 0
-        assert all(start <= created < end for created in data[name]["created"])
-    assert max(data["train"]["created"]) < min(data["test"]["created"])
+        assert all(start <= datetime.fromisoformat(created) < end for created in data[name]["created"])
+    assert max(data["train"]["created"]) < min(data["test"]["created"])  # the stored form sorts as time
 
 
 def test_rows_have_the_documented_fields(cardano):

@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 
+from graphctx.commands import question_text
 from graphctx.config import load_config
 from graphctx.evaluation.contexts import ContextBuilder
 from graphctx.evaluation.plan import Plan, check_models
@@ -22,7 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", required=True, help="YAML config (model, data, retrieval, knowledge, evaluation)"
     )
-    parser.add_argument("--question", required=True, help="the question (title and body as one text)")
+    parser.add_argument(
+        "--question", required=True, type=question_text, help="the question (title and body as one text)"
+    )
     parser.add_argument(
         "--variant",
         default="GraphContextGen",

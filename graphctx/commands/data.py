@@ -18,6 +18,7 @@ ROWS = [
     ("answers", "answers"),
     ("skipped rows (missing Id/Title/Body/date)", "skipped_rows"),
     ("with accepted answer", "with_accepted_answer"),
+    ("removed: accepted answer of another question", "removed_answer_parent_mismatch"),
     ("removed: no accepted answer", "removed_no_accepted_answer"),
     ("removed: linked duplicate", "removed_linked_duplicate"),
     ("removed: duplicate title", "removed_duplicate_title"),

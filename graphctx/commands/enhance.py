@@ -8,12 +8,15 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from graphctx.commands import question_text
 from graphctx.knowledge.budget import QAPair
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="YAML config (data, retrieval, knowledge)")
-    parser.add_argument("--question", required=True, help="the new question to build a context for")
+    parser.add_argument(
+        "--question", required=True, type=question_text, help="the new question to build a context for"
+    )
     parser.add_argument("--json", action="store_true", help="print the structure (pairs, triplets, sources)")
     parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's data.cache_dir)")
 

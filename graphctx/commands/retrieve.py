@@ -6,6 +6,7 @@ import argparse
 import json
 from dataclasses import replace
 
+from graphctx.commands import question_text
 from graphctx.config import load_config
 from graphctx.paper import EMBEDDING, is_reference
 from graphctx.retrieval.index import build_index
@@ -15,7 +16,9 @@ from graphctx.retrieval.retriever import build_retriever
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="YAML config (sections data, model, retrieval)")
-    parser.add_argument("--question", required=True, help="the new question (title and body as one text)")
+    parser.add_argument(
+        "--question", required=True, type=question_text, help="the new question (title and body as one text)"
+    )
     parser.add_argument("--top-k", type=int, help="hits to return (default: the config's retrieval.top_k)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's data.cache_dir)")

@@ -11,26 +11,29 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict
 from datetime import datetime
 from functools import partial
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import datasets
 from transformers import PreTrainedTokenizerBase
 
-from graphctx.cache import atomic_path, cache_root, file_digest, fingerprint
+from graphctx.cache import atomic_path, cache_root, file_digest, fingerprint, read_entry
 from graphctx.data.arrow import ArrowRowWriter, write_rows
 from graphctx.data.cleaning import Cleaned, Screened, clean_screened
+from graphctx.data.dates import parse_created
 from graphctx.data.filters import QuestionFilter
 from graphctx.data.html import without_urls
 from graphctx.data.parallel import ordered_map, resolve_workers
-from graphctx.data.records import FEATURES, load_table, rows_from_table
+from graphctx.data.records import FEATURES, check_column_mapping, load_table, rows_from_table
 from graphctx.data.settings import DatasetSettings, SplitSettings
 from graphctx.data.stackexchange import DumpReader, RawQuestion, resolve_dump
 from graphctx.errors import ConfigError, DataError
 
-PIPELINE_VERSION = 2
+PIPELINE_VERSION = 3
 SPLITS = ("train", "validation", "test")
 REASONS = (
+    "answer_parent_mismatch",
     "no_accepted_answer",
     "linked_duplicate",
     "empty_question",
@@ -59,9 +62,11 @@ def prepare_qa_dataset(
 
     The cache key hashes the source files' bytes, every setting that shapes the output (all but
     ``workers``), the tokenizer (when the token-length filter uses it) and the pipeline version, so any
-    change rebuilds and nothing stale is read.
+    change rebuilds and nothing stale is read. A cached entry whose files are damaged (truncated, bytes
+    changed, missing) is reported on stderr with its path, moved aside and rebuilt.
     """
-    _check_dates(settings.split)
+    split_ranges(settings.split)
+    check_column_mapping(settings.column_mapping)
     if settings.filters.max_tokens is not None and tokenizer is None:
         raise ConfigError(
             "data.dataset.filters.max_tokens is set but no tokenizer was given; "
@@ -73,11 +78,27 @@ def prepare_qa_dataset(
         PIPELINE_VERSION, _output_settings(settings), _source_fingerprint(settings.source), tokenizer_id
     )
     folder = cache_root(cache_dir) / "datasets" / key
-    if not (folder / "summary.json").is_file():
-        with atomic_path(folder) as tmp:
-            _build(settings, tokenizer, tmp, workers)
+    cached = read_entry(folder, _read_built)
+    if cached is not None:
+        return cached
+    with atomic_path(folder) as tmp:
+        _build(settings, tokenizer, tmp, workers)
+    return _read_built(folder)
+
+
+def _read_built(folder: Path) -> tuple[datasets.DatasetDict, dict[str, Any]]:
+    """A built entry, checked: each split file's SHA-256 and row count must be those recorded when it was
+    written (``files.json``), so a truncated or damaged file raises instead of being read."""
     summary = json.loads((folder / "summary.json").read_text())
-    splits = {name: datasets.Dataset.from_file(str(folder / f"{name}.arrow")) for name in SPLITS}
+    recorded = json.loads((folder / "files.json").read_text())
+    splits = {}
+    for name in SPLITS:
+        path = folder / f"{name}.arrow"
+        if file_digest(path) != recorded[name]:
+            raise ValueError(f"{path.name}: its bytes differ from those written (SHA-256 mismatch)")
+        splits[name] = datasets.Dataset.from_file(str(path))
+        if len(splits[name]) != summary[name]:
+            raise ValueError(f"{path.name}: {len(splits[name])} rows, but {summary[name]} were written")
     return datasets.DatasetDict(splits), summary
 
 
@@ -100,14 +121,37 @@ def _source_fingerprint(source: str) -> Any:
     return [file_digest(posts), file_digest(links) if links else None]
 
 
-def _check_dates(split: SplitSettings) -> None:
-    for name in ("train_start", "train_end", "validation_start", "validation_end", "test_start", "test_end"):
-        try:
-            datetime.fromisoformat(getattr(split, name))
-        except ValueError as exc:
+def split_ranges(split: SplitSettings) -> dict[str, tuple[datetime, datetime]]:
+    """Half-open ``[start, end)`` datetime ranges per split, checked: each bound a date, each range not
+    reversed, no two ranges overlapping (gaps are allowed: their questions count as outside_split_ranges).
+    """
+    ranges = {}
+    for name in SPLITS:
+        bounds = []
+        for side in ("start", "end"):
+            value = getattr(split, f"{name}_{side}")
+            try:
+                if not isinstance(value, str):
+                    raise ValueError(f"expected an ISO 8601 date string, got {type(value).__name__}")
+                bounds.append(parse_created(value))
+            except ValueError as exc:
+                raise ConfigError(f"data.dataset.split.{name}_{side}: {value!r}: {exc}") from exc
+        if bounds[0] >= bounds[1]:
             raise ConfigError(
-                f"data.dataset.split.{name}: {getattr(split, name)!r} is not an ISO date"
-            ) from exc
+                f"data.dataset.split.{name}_start ({getattr(split, f'{name}_start')}) is not before "
+                f"data.dataset.split.{name}_end ({getattr(split, f'{name}_end')}): "
+                "the range is reversed or empty"
+            )
+        ranges[name] = (bounds[0], bounds[1])
+    ordered = sorted(ranges, key=lambda name: ranges[name][0])
+    for first, second in pairwise(ordered):
+        if ranges[first][1] > ranges[second][0]:
+            raise ConfigError(
+                f"data.dataset.split.{first}_end ({getattr(split, f'{first}_end')}) is after "
+                f"data.dataset.split.{second}_start ({getattr(split, f'{second}_start')}): "
+                "the split ranges overlap"
+            )
+    return ranges
 
 
 def _build(
@@ -119,8 +163,8 @@ def _build(
     count_tokens = (
         (lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])) if tokenizer else None
     )
-    keep = QuestionFilter(settings.filters, count_tokens)
-    ranges = _split_ranges(settings.split)
+    keep = QuestionFilter(settings.filters, count_tokens, max_token_chars(tokenizer) if tokenizer else None)
+    ranges = split_ranges(settings.split)
     writers = {name: ArrowRowWriter(out / f"{name}.arrow", FEATURES) for name in SPLITS}
     try:
         for reason, cleaned in _candidates(settings, keep, out / "scratch", source_counts, workers):
@@ -131,7 +175,7 @@ def _build(
                 counts[f"removed_{reason}"] += 1
                 continue
             counts["kept"] += 1
-            created = row["created"]
+            created = datetime.fromisoformat(row["created"])
             split = next((name for name, (start, end) in ranges.items() if start <= created < end), None)
             if split is None:
                 counts["outside_split_ranges"] += 1
@@ -147,7 +191,7 @@ def _build(
         path = out / f"{name}.arrow"
         part = datasets.Dataset.from_file(str(path))
         if len(part) == 0:
-            start, end = ranges[name]
+            start, end = (getattr(settings.split, f"{name}_{side}") for side in ("start", "end"))
             raise DataError(
                 f"{settings.source}: split '{name}' is empty: no kept question created in "
                 f"[{start}, {end}) (data.dataset.split.{name}_start/_end); counts so far: "
@@ -165,12 +209,20 @@ def _build(
         **{f"removed_{reason}": 0 for reason in REASONS},
         **counts,
     }
+    digests = {name: file_digest(out / f"{name}.arrow") for name in SPLITS}
+    (out / "files.json").write_text(json.dumps(digests, indent=2))
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
 
 
-def _split_ranges(split: SplitSettings) -> dict[str, tuple[str, str]]:
-    """Half-open ISO ranges per split; ISO strings of one format compare like the dates they name."""
-    return {name: (getattr(split, f"{name}_start"), getattr(split, f"{name}_end")) for name in SPLITS}
+def max_token_chars(tokenizer: PreTrainedTokenizerBase) -> int:
+    """The most characters one token of ``tokenizer`` stands for: its longest vocabulary entry.
+
+    Byte-level BPE entries hold one character per byte and SentencePiece entries the text itself (``▁`` for
+    a space; byte pieces ``<0xE2>`` overstate), so a text of more than ``max_tokens`` times this many
+    characters has more than ``max_tokens`` tokens, for tokenizers that drop no characters (LLM tokenizers;
+    not BERT's, which drops whitespace).
+    """
+    return max(len(piece) for piece in tokenizer.get_vocab())
 
 
 def _candidates(
@@ -211,7 +263,7 @@ def _candidates(
 
 def _screen(keep: QuestionFilter, raw: RawQuestion) -> Screened:
     """``(reason, None)`` when the cheap checks reject ``raw`` (HTML dropped), else ``(None, raw)``."""
-    reason = keep.reject_raw(raw.answer_html is not None, raw.duplicate_of)
+    reason = keep.reject_raw(raw.answer_html is not None, raw.duplicate_of, raw.answer_parent_mismatch)
     return (reason, None) if reason else (None, raw)
 
 

@@ -26,7 +26,13 @@ class FilterSettings:
 
 @dataclass
 class SplitSettings:
-    """Temporal split by question creation date; ranges are half-open ``[start, end)`` ISO dates."""
+    """Temporal split by question creation date; ranges are half-open ``[start, end)``.
+
+    Bounds are ISO 8601 dates (``2021-04-01``, ``2021-4-1``, ``2021-04-01 12:00``; UTC unless a zone is
+    given; see ``graphctx.data.dates``) compared as datetimes; a bound that is not a date, a reversed range
+    or two overlapping ranges is a ``ConfigError`` naming the keys. Gaps are allowed (counted as
+    ``outside_split_ranges``).
+    """
 
     train_start: str = "2021-04-01"
     train_end: str = "2021-09-15"
@@ -55,7 +61,9 @@ class DatasetSettings:
     """For Hugging Face / tabular sources: which split of the source to read."""
     column_mapping: dict[str, str] = field(default_factory=dict)
     """For tabular sources: graphctx column -> source column (e.g. ``{question: title, answer: best}``).
-    Needed columns: ``answer``, ``created``, and ``question`` or ``title`` (+ optional ``body``)."""
+    Needed columns: ``answer``, ``created``, and ``question`` or ``title`` (+ optional ``body``). Keys must
+    be graphctx fields and mapped columns must exist; ``created`` holds ISO 8601 dates, epoch seconds or
+    milliseconds; ids must be unique."""
     workers: int | None = None
     """Processes that clean dump HTML (the slow stage); null: one per available core, 1: no pool. Only
     speed changes: the dataset (and its cache key) is the same for any value."""

@@ -1,9 +1,8 @@
 """Stream a Stack Exchange dump (Posts.xml, PostLinks.xml) and join questions with accepted answers.
 
 Memory stays flat in the file size: rows are parsed one at a time with lxml's ``iterparse`` and freed at
-once; questions and the answers they accept go to an on-disk SQLite table, and the join streams back out of
-it ordered by question id. Only two small integer maps live in memory: the ids of accepted answers
-still awaited, and the duplicate links of PostLinks.xml.
+once; questions and answers go to an on-disk SQLite table, and the join streams back out of it ordered by
+question id. Only one small integer map lives in memory: the duplicate links of PostLinks.xml.
 """
 
 from __future__ import annotations
@@ -16,15 +15,20 @@ from pathlib import Path
 
 from lxml import etree
 
+from graphctx.data.dates import canonical, parse_created
 from graphctx.errors import DataError
 
 QUESTION, ANSWER = "1", "2"
+Post = tuple[
+    int, str | None, int | None, int | None, str | None, str | None, str | None, str | None, int | None
+]
+"""A row of the scratch ``post`` table: id, kind, parent, accepted, title, body, tags, created, score."""
 DUPLICATE_LINK = "3"
 
 
 @dataclass
 class RawQuestion:
-    """One question joined with its accepted answer (HTML bodies as in the dump)."""
+    """One question joined with its accepted answer (HTML bodies as in the dump; dates canonical ISO)."""
 
     id: int
     title: str
@@ -35,6 +39,8 @@ class RawQuestion:
     answer_html: str | None
     answer_created: str | None
     answer_score: int | None
+    answer_parent_mismatch: bool = False
+    """The AcceptedAnswerId names a post that is not an answer to this question (it is not paired)."""
     duplicate_of: list[int] = field(default_factory=list)
     """Ids this question was closed as a duplicate of (LinkTypeId=3, this post on the PostId side)."""
     duplicate_ids: list[int] = field(default_factory=list)
@@ -97,8 +103,14 @@ def read_duplicate_links(path: Path | None) -> tuple[dict[int, list[int]], dict[
 class DumpReader:
     """Reads one dump into a scratch SQLite file and streams joined questions back out.
 
+    Every post is stored before anything is joined, so the result does not depend on the order of rows in
+    the file (an answer may come before its question). A question is paired with the post its
+    ``AcceptedAnswerId`` names only when that post is an answer whose ``ParentId`` is this question.
+    Duplicate post Ids are refused with a ``DataError`` listing them; a ``CreationDate`` that is not a date
+    is a ``DataError`` naming the row and the value.
+
     ``counts`` holds what was seen: ``rows``, ``questions``, ``answers``, ``other_posts``,
-    ``skipped_rows`` (a row without Id, Title, Body or CreationDate), ``with_accepted_answer``.
+    ``skipped_rows`` (a question without Id, Title, Body or CreationDate), ``with_accepted_answer``.
     """
 
     def __init__(self, dump: str | Path, scratch: Path) -> None:
@@ -118,61 +130,94 @@ class DumpReader:
 
     def _load(self, db: sqlite3.Connection) -> None:
         db.execute(
-            "CREATE TABLE q (id INTEGER PRIMARY KEY, accepted INTEGER, title TEXT, body TEXT,"
-            " tags TEXT, created TEXT, score INTEGER)"
+            "CREATE TABLE post (id INTEGER PRIMARY KEY, kind TEXT, parent INTEGER, accepted INTEGER,"
+            " title TEXT, body TEXT, tags TEXT, created TEXT, score INTEGER)"
         )
-        db.execute("CREATE TABLE a (id INTEGER PRIMARY KEY, body TEXT, created TEXT, score INTEGER)")
-        awaited: set[int] = set()
+        duplicates: list[int] = []  # the first 20 seen (a dump appended twice repeats every Id)
+        repeated = 0
         for row in iter_rows(self.posts):
             self.counts["rows"] += 1
             kind = row.get("PostTypeId")
+            post_id = _int(row.get("Id"))
             if kind == QUESTION:
-                self._load_question(db, row, awaited)
+                values = self._question(row, post_id)
             elif kind == ANSWER:
                 self.counts["answers"] += 1
-                answer_id = _int(row.get("Id"))
-                if answer_id in awaited and "Body" in row:
-                    awaited.discard(answer_id)
-                    db.execute(
-                        "INSERT OR IGNORE INTO a VALUES (?,?,?,?)",
-                        (answer_id, row["Body"], row.get("CreationDate"), _int(row.get("Score"))),
-                    )
+                values = self._answer(row, post_id)
             else:
                 self.counts["other_posts"] += 1
+                values = (
+                    None if post_id is None else (post_id, kind, None, None, None, None, None, None, None)
+                )
+            if values is None:
+                continue
+            if db.execute("INSERT OR IGNORE INTO post VALUES (?,?,?,?,?,?,?,?,?)", values).rowcount == 0:
+                repeated += 1
+                if len(duplicates) < 20:
+                    duplicates.append(post_id)
         db.commit()
+        if repeated:
+            shown = ", ".join(map(str, sorted(duplicates)))
+            more = f" and {repeated - len(duplicates)} more" if repeated > len(duplicates) else ""
+            raise DataError(
+                f"{self.posts}: duplicate post Ids {shown}{more}: each Id must name one row "
+                "(a dump concatenated or appended twice?)"
+            )
 
-    def _load_question(self, db: sqlite3.Connection, row: dict[str, str], awaited: set[int]) -> None:
-        question_id = _int(row.get("Id"))
-        if question_id is None or not all(row.get(key) for key in ("Title", "Body", "CreationDate")):
+    def _question(self, row: dict[str, str], post_id: int | None) -> Post | None:
+        """The stored values of a question row; ``None`` when it is skipped."""
+        if post_id is None or not all(row.get(key) for key in ("Title", "Body", "CreationDate")):
             self.counts["skipped_rows"] += 1
-            return
+            return None
         self.counts["questions"] += 1
-        accepted = _int(row.get("AcceptedAnswerId"))
-        if accepted is not None:
-            awaited.add(accepted)
-        db.execute(
-            "INSERT OR IGNORE INTO q VALUES (?,?,?,?,?,?,?)",
-            (
-                question_id,
-                accepted,
-                row["Title"],
-                row["Body"],
-                row.get("Tags"),
-                row["CreationDate"],
-                _int(row.get("Score")) or 0,
-            ),
+        return (
+            post_id,
+            QUESTION,
+            None,
+            _int(row.get("AcceptedAnswerId")),
+            row["Title"],
+            row["Body"],
+            row.get("Tags"),
+            self._date(row["CreationDate"], post_id),
+            _int(row.get("Score")) or 0,
         )
+
+    def _answer(self, row: dict[str, str], post_id: int | None) -> Post | None:
+        """The stored values of an answer row; ``None`` without an Id."""
+        if post_id is None:
+            return None
+        created = row.get("CreationDate")
+        return (
+            post_id,
+            ANSWER,
+            _int(row.get("ParentId")),
+            None,
+            None,
+            row.get("Body"),
+            None,
+            self._date(created, post_id) if created else None,
+            _int(row.get("Score")),
+        )
+
+    def _date(self, value: str, post_id: int) -> str:
+        try:
+            return canonical(parse_created(value))
+        except ValueError as exc:
+            raise DataError(f"{self.posts}: row Id={post_id}: CreationDate {value!r}: {exc}") from exc
 
     def _join(
         self, db: sqlite3.Connection, duplicate_of: dict[int, list[int]], linked: dict[int, list[int]]
     ) -> Iterator[RawQuestion]:
         rows = db.execute(
-            "SELECT q.id, q.title, q.body, q.tags, q.created, q.score, a.body, a.created,"
-            " a.score FROM q LEFT JOIN a ON a.id = q.accepted ORDER BY q.id"
+            "SELECT q.id, q.title, q.body, q.tags, q.created, q.score, a.id, a.kind, a.parent, a.body,"
+            " a.created, a.score FROM post q LEFT JOIN post a ON a.id = q.accepted"
+            " WHERE q.kind = ? ORDER BY q.id",
+            (QUESTION,),
         )
-        for qid, title, body, tags, created, score, a_body, a_created, a_score in rows:
-            if a_body is not None:
-                self.counts["with_accepted_answer"] += 1
+        for qid, title, body, tags, created, score, aid, kind, parent, a_body, a_created, a_score in rows:
+            mismatch = aid is not None and (kind != ANSWER or parent != qid)
+            paired = not mismatch and a_body is not None
+            self.counts["with_accepted_answer"] += paired
             yield RawQuestion(
                 id=qid,
                 title=title,
@@ -180,9 +225,10 @@ class DumpReader:
                 tags=parse_tags(tags),
                 created=created,
                 score=score,
-                answer_html=a_body,
-                answer_created=a_created,
-                answer_score=a_score,
+                answer_html=a_body if paired else None,
+                answer_created=a_created if paired else None,
+                answer_score=a_score if paired else None,
+                answer_parent_mismatch=mismatch,
                 duplicate_of=sorted(set(duplicate_of.get(qid, []))),
                 duplicate_ids=sorted(set(linked.get(qid, []))),
             )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,19 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     return records
 
 
+def check_unique_ids(rows: Iterable[Mapping[str, Any]], source: str | os.PathLike[str]) -> None:
+    """Refuse rows that share an ``id``: results are keyed by id, so a second row would replace the first's
+    scores while the row count took both."""
+    counts = Counter(int(row["id"]) for row in rows)
+    repeated = sorted(i for i, n in counts.items() if n > 1)
+    if repeated:
+        raise DataError(
+            f"{source}: id {repeated[0]} is on {counts[repeated[0]]} rows"
+            + (f" ({len(repeated)} ids repeat)" if len(repeated) > 1 else "")
+            + "; every evaluated row needs its own id"
+        )
+
+
 class RecordFile:
     """A JSONL file of rows keyed by ``id``: what is done, and atomic appends of new rows."""
 
@@ -79,17 +93,19 @@ class RecordFile:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         repair_tail(self.path)
-        self.records: dict[int, dict[str, Any]] = {}
-        for record in read_records(self.path):
-            self.records.setdefault(int(record["id"]), record)
+        records = read_records(self.path)
+        check_unique_ids(records, self.path)
+        self.records: dict[int, dict[str, Any]] = {int(record["id"]): record for record in records}
 
     @property
     def done(self) -> set[int]:
         return set(self.records)
 
     def append(self, records: Iterable[Mapping[str, Any]]) -> None:
-        """Append rows whose ids are new, as one write of whole lines, flushed to disk."""
+        """Append rows whose ids are new, as one write of whole lines, flushed to disk; two rows with one id
+        are refused."""
         fresh = [dict(r) for r in records if int(r["id"]) not in self.records]
+        check_unique_ids(fresh, self.path)
         if not fresh:
             return
         data = "".join(dump_line(r) for r in fresh).encode()

@@ -30,7 +30,7 @@ from graphctx.config import PipelineConfig
 from graphctx.errors import ConfigError
 from graphctx.evaluation.contexts import ContextBuilder, RetrievedContext
 from graphctx.evaluation.plan import Plan, check_models
-from graphctx.evaluation.records import RecordFile
+from graphctx.evaluation.records import RecordFile, check_unique_ids
 from graphctx.evaluation.scoring import Scorer
 from graphctx.evaluation.settings import EvaluationSettings
 from graphctx.evaluation.table import ResultsTable, VariantScores, build_table, write_table
@@ -116,6 +116,8 @@ class EvaluationRun:
         self.settings: EvaluationSettings = config.evaluation
         self.variants = get_variants(variants if variants is not None else self.settings.variants)
         self.limit = limit if limit is not None else self.settings.limit
+        if self.limit is not None and self.limit < 1:
+            raise ConfigError(f"evaluation.limit (--limit): must be at least 1, got {self.limit}")
         self.output_dir = Path(output_dir or self.settings.output_dir)
         self.cache_dir = config.data.cache_dir
         self.log = log or _stderr_logger()
@@ -130,7 +132,9 @@ class EvaluationRun:
         split = self.settings.split
         if split not in dataset:
             raise ConfigError(f"evaluation.split: no split {split!r}; the dataset has {list(dataset)}")
-        rows = sorted(dataset[split], key=lambda row: int(row["id"]))[: self.limit]
+        rows = sorted(dataset[split], key=lambda row: int(row["id"]))
+        check_unique_ids(rows, f"{self.config.data.dataset.source} (split {split!r})")
+        rows = rows[: self.limit]
         if not rows:
             raise ConfigError(f"evaluation.split: split {split!r} of {self.config.path} is empty")
         return rows, list(dataset["train"])
@@ -163,11 +167,14 @@ class EvaluationRun:
         return parts
 
     def check_settings(self, variant: Variant, overwrite: bool) -> None:
-        """Refuse to extend predictions made with other settings (or delete them when ``overwrite``)."""
+        """Refuse to extend predictions made with other settings (or delete them when ``overwrite``).
+
+        A meta file without a single prediction (a run that failed before its first answer, e.g. loading the
+        adapter) binds nothing: it is replaced."""
         parts = self.prediction_fingerprint(variant)
         meta = {"fingerprint": fingerprint(parts), "settings": parts}
         meta_file = self.predictions_file(variant).with_suffix(".meta.json")
-        if meta_file.is_file():
+        if meta_file.is_file() and RecordFile(self.predictions_file(variant)).records:
             previous = json.loads(meta_file.read_text())["fingerprint"]
             if previous == meta["fingerprint"]:
                 return

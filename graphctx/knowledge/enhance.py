@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graphctx.cache import cache_root, fingerprint, write_json_atomic
+from graphctx.cache import cache_root, fingerprint, read_entry, write_json_atomic
 from graphctx.knowledge.budget import QAPair, TokenCounter, fit_budget, render
 from graphctx.knowledge.entities import EntitySet
 from graphctx.knowledge.kg import SparqlKnowledgeGraph, build_knowledge_graph
@@ -70,6 +70,11 @@ def combine(
 ) -> list[Triplet]:
     """τ^f = τ' ∪ τ^init (KG facts first), duplicates removed, order kept."""
     return list(dict.fromkeys([*kg_triplets, *(extracted if include_extracted else ())]))
+
+
+def _read_context(path: Path) -> EnhancedContext:
+    """A cached :class:`EnhancedContext`."""
+    return EnhancedContext.from_json(json.loads(path.read_text()))
 
 
 class Enhancer:
@@ -162,10 +167,9 @@ class Enhancer:
         todo: list[int] = []
         for index, (query, pairs) in enumerate(zip(queries, pairs_per_query, strict=True)):
             cache_file = self._cache_file(query, pairs)
-            if cache_file is not None and cache_file.is_file():
-                results.append(EnhancedContext.from_json(json.loads(cache_file.read_text())))
-            else:
-                results.append(None)
+            cached = None if cache_file is None else read_entry(cache_file, _read_context)
+            results.append(cached)
+            if cached is None:  # absent, or damaged (moved aside): computed again
                 todo.append(index)
         for index, context in zip(todo, self._compute([pairs_per_query[i] for i in todo]), strict=True):
             results[index] = context

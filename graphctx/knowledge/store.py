@@ -43,7 +43,7 @@ from pathlib import Path
 
 import pyoxigraph
 
-from graphctx.cache import atomic_path, cache_root, file_digest, fingerprint, write_json_atomic
+from graphctx.cache import atomic_path, cache_root, file_digest, fingerprint, read_entry, write_json_atomic
 from graphctx.knowledge.entities import normalise_entity
 from graphctx.knowledge.kg import SparqlKnowledgeGraph
 from graphctx.knowledge.settings import KnowledgeSettings
@@ -290,14 +290,26 @@ def store_path(settings: KnowledgeSettings) -> Path:
     return cache_root(settings.cache_dir or None) / "kg-store" / key
 
 
+def _check_store(folder: Path) -> Path:
+    """``folder`` if its stats and gazetteer read back and its RocksDB store opens; else it raises."""
+    stats = json.loads((folder / "stats.json").read_text())
+    gazetteer = json.loads((folder / "gazetteer.json").read_text())
+    if "triples" not in stats or set(gazetteer) != {"software", "package"}:
+        raise ValueError(f"{folder}: stats.json or gazetteer.json is incomplete")
+    store = pyoxigraph.Store.read_only(str(folder / "oxigraph"))
+    del store  # opened only to check it
+    return folder
+
+
 def build_store(settings: KnowledgeSettings) -> Path:
     """Build the local store (or reuse the cached one) and return its folder.
 
     The folder holds ``oxigraph/`` (the RocksDB store), ``gazetteer.json`` and ``stats.json``; it is written
-    under a temporary name and renamed into place, so a killed build leaves nothing behind.
+    under a temporary name and renamed into place, so a killed build leaves nothing behind. A cached store
+    that does not open (or whose JSON files do not read back) is moved aside and built again.
     """
     target = store_path(settings)
-    if (target / "stats.json").is_file():
+    if read_entry(target, _check_store) is not None:
         return target
     started = time.perf_counter()
     writer = _TripleWriter()

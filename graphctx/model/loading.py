@@ -9,6 +9,7 @@ every source.
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import os
 import shutil
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model
+from safetensors import SafetensorError, safe_open
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
@@ -26,7 +28,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from graphctx.cache import atomic_path, cache_root, file_digest, fingerprint
+from graphctx.cache import atomic_path, cache_root, file_digest, fingerprint, read_entry
 from graphctx.errors import ConfigError
 from graphctx.model.attention import resolve_attention
 from graphctx.model.settings import SMOLLM2_GGUF, TINY_RANDOM, LoraSettings, ModelSpec
@@ -79,13 +81,30 @@ def resolve_source(spec: ModelSpec) -> str:
     return source
 
 
+def check_model_folder(folder: Path) -> Path:
+    """``folder`` if its config and tokenizer JSON parse and every safetensors file's header covers the file
+    (a cut-short copy does not); else it raises."""
+    for name in ("config.json", "tokenizer_config.json"):
+        json.loads((folder / name).read_text())
+    weights = sorted(folder.glob("*.safetensors"))
+    if not weights:
+        raise FileNotFoundError(f"{folder}: no *.safetensors weights")
+    for path in weights:
+        try:
+            with safe_open(str(path), framework="pt"):
+                pass
+        except SafetensorError as error:
+            raise ValueError(f"{path}: {error}") from error
+    return folder
+
+
 def convert_gguf(gguf_file: Path, cache_dir: str | None = None) -> Path:
     """Dequantise a GGUF checkpoint into a safetensors + tokenizer folder in the cache, once.
 
     The folder is keyed by the GGUF file's SHA-256; later calls return it without reading the GGUF again.
     """
     target = cache_root(cache_dir) / "models" / f"gguf-{file_digest(gguf_file)[:20]}"
-    if (target / "config.json").is_file():
+    if read_entry(target, check_model_folder) is not None:
         return target
     folder, name = str(gguf_file.parent), gguf_file.name
     with torch.random.fork_rng():  # building a cache entry must not change the run's random stream
@@ -110,7 +129,7 @@ def build_tiny_random(spec: ModelSpec) -> Path:
         / "models"
         / f"tiny-llama-{fingerprint(vars(tiny), file_digest(sentencepiece))}"
     )
-    if (target / "config.json").is_file():
+    if read_entry(target, check_model_folder) is not None:
         return target
     with atomic_path(target) as tmp:
         tmp.mkdir()

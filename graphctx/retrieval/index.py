@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from graphctx.cache import atomic_path, cache_root, fingerprint
+from graphctx.cache import atomic_path, cache_root, fingerprint, read_entry
 from graphctx.retrieval.embeddings import embed_texts, resolve_device, texts_digest
 from graphctx.retrieval.graph import build_question_graph, degree_stats, load_graph, save_graph
 from graphctx.retrieval.settings import RetrievalSettings
@@ -48,16 +48,23 @@ class RetrievalIndex:
 
     @classmethod
     def load(cls, folder: str | os.PathLike[str]) -> RetrievalIndex:
-        """Read an index written by :meth:`save`."""
+        """Read an index written by :meth:`save`; a missing or damaged file, or parts that disagree on the
+        number of questions, raise naming the folder."""
         folder = Path(folder)
         if not (folder / "ids.pt").is_file():
-            raise FileNotFoundError(f"retrieval index not found in {folder} (run `graphctx index` first)")
-        return cls(
+            raise FileNotFoundError(f"retrieval index not found in {folder}")
+        index = cls(
             ids=torch.load(folder / "ids.pt", weights_only=True),
             embeddings=torch.load(folder / "embeddings.pt", weights_only=True),
             graph=load_graph(folder / "graph.pt"),
             stats=json.loads((folder / "stats.json").read_text()),
         )
+        if not len(index.ids) == len(index.embeddings) == index.graph.num_nodes:
+            raise ValueError(
+                f"{folder}: {len(index.ids)} ids, {len(index.embeddings)} embeddings and a graph of "
+                f"{index.graph.num_nodes} nodes"
+            )
+        return index
 
 
 def index_key(ids: Sequence[int], texts: Sequence[str], settings: RetrievalSettings) -> str:
@@ -88,8 +95,9 @@ def build_index(
     if len(set(map(int, ids))) != len(ids):
         raise ValueError("pool ids must be unique")
     folder = cache_root(cache_dir) / "retrieval-index" / index_key(ids, texts, settings)
-    if (folder / "ids.pt").is_file():
-        return RetrievalIndex.load(folder)
+    cached = read_entry(folder, RetrievalIndex.load)  # a damaged entry is moved aside and rebuilt
+    if cached is not None:
+        return cached
     device = resolve_device(settings)
     embeddings = embed_texts(texts, settings, cache_dir=cache_dir)
     graph = build_question_graph(embeddings.to(device), settings).cpu()
