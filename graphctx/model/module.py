@@ -17,6 +17,7 @@ from typing import Any
 import lightning as L
 import torch
 from lightning.pytorch.utilities import rank_zero_only
+from torchmetrics.aggregation import MeanMetric
 
 from graphctx.model.attention import VARLEN, varlen_keyword_arguments
 from graphctx.model.export import export_adapter, export_merged
@@ -28,7 +29,7 @@ from graphctx.model.loading import (
     load_base_model,
     load_tokenizer,
 )
-from graphctx.model.loss import IGNORE_INDEX, answer_cross_entropy
+from graphctx.model.loss import IGNORE_INDEX, answer_cross_entropy_sum
 from graphctx.model.optim import build_optimizer, build_scheduler
 from graphctx.model.settings import ExportSettings, LoraSettings, ModelSpec, OptimizerSettings
 
@@ -98,6 +99,14 @@ def planned_optimizer_steps(trainer: L.Trainer) -> int:
 class InstructionTuner(L.LightningModule):
     """QLoRA/LoRA instruction tuning with the loss on answer tokens only.
 
+    The loss of one optimiser step is the mean cross-entropy over every answer token of the step: all
+    micro-batches of the accumulation window on all ranks, ``L = (1/N) sum_t CE_t`` with ``N`` the step's
+    global answer-token count, which a single batch holding the whole step would give (torchtune's
+    normalisation; a mean per micro-batch would weight a 300-token micro-batch like a 3,000-token one).
+    Each micro-batch returns its unnormalised sum; Lightning divides it by ``accumulate_grad_batches`` (A)
+    and DDP averages gradients over the ``W`` ranks, so before the optimiser step (and before gradient
+    clipping) the gradients are multiplied by ``A * W / N``, ``N`` being one all-reduce of the window's
+    counts. This holds for strategies that average gradients over ranks (DDP, FSDP), not for DeepSpeed.
     Checkpoints hold only the trainable adapter weights (plus Lightning's optimizer, scheduler and loop
     state); the frozen base is rebuilt from ``spec`` in :meth:`configure_model`. At the end of training the
     adapter is exported in peft format (and, if asked, merged into a bf16 copy of the base).
@@ -120,6 +129,8 @@ class InstructionTuner(L.LightningModule):
         self.pad_token_id: int | None = None
         self.strict_loading = False  # checkpoints carry the adapter only; the base comes from `spec`
         self._last_step_end: float | None = None
+        self._window = torch.zeros(2, dtype=torch.float64)  # (CE sum, answer tokens) of this step so far
+        self.val_loss = MeanMetric()  # token-weighted over batches and ranks
 
     # ---- model -------------------------------------------------------------------------------------
     def configure_model(self) -> None:
@@ -140,8 +151,8 @@ class InstructionTuner(L.LightningModule):
         """Names (as in this module's ``state_dict``) of the parameters the optimiser updates."""
         return {name for name, parameter in self.named_parameters() if parameter.requires_grad}
 
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Mean cross-entropy over the answer tokens of ``batch``."""
+    def answer_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
+        """``(sum of the cross-entropy over the answer tokens of batch, their number)``."""
         base = self.model.get_base_model()
         extra: dict[str, Any] = {}
         if base.config._attn_implementation == VARLEN:
@@ -156,22 +167,49 @@ class InstructionTuner(L.LightningModule):
             **extra,
         ).last_hidden_state
         targets = next_token_targets(batch["labels"], batch["position_ids"])
-        return answer_cross_entropy(
+        return answer_cross_entropy_sum(
             hidden[:, :-1], targets, base.get_output_embeddings(), self.spec.loss_chunk_tokens
         )
 
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Mean cross-entropy over the answer tokens of ``batch``."""
+        total, count = self.answer_loss(batch)
+        return total / max(count, 1)
+
     # ---- steps and logging -------------------------------------------------------------------------
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        loss = self(batch)
-        size = batch["input_ids"].shape[0]
-        self.log("train/loss", loss, prog_bar=True, batch_size=size)
-        self.log("train/lr", self.optimizers().param_groups[0]["lr"], batch_size=size)
-        return loss
+        """The micro-batch's cross-entropy sum; :meth:`on_before_optimizer_step` turns the step's sums
+        into the mean over its answer tokens."""
+        total, count = self.answer_loss(batch)
+        counted = torch.stack([total.detach().double(), total.new_tensor(count, dtype=torch.float64)])
+        self._window = self._window.to(counted.device) + counted  # no host sync per micro-batch
+        self.log("train/lr", self.optimizers().param_groups[0]["lr"], batch_size=1)
+        return total
 
-    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        loss = self(batch)
-        self.log("val/loss", loss, prog_bar=True, sync_dist=True, batch_size=batch["input_ids"].shape[0])
-        return loss
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """Scale the accumulated gradients to those of the step's token mean and log that mean.
+
+        After backward each gradient is ``(1 / (A * W)) * grad(sum of the step's CE)``: Lightning divided
+        every micro-batch loss by A, DDP averaged over W ranks. Multiplying by ``A * W / N`` leaves
+        ``grad((1 / N) * sum of the step's CE)``.
+        """
+        total, tokens = self.trainer.strategy.reduce(self._window.to(self.device), reduce_op="sum").tolist()
+        self._window = torch.zeros_like(self._window)
+        tokens = max(tokens, 1.0)
+        scale = self.trainer.accumulate_grad_batches * self.trainer.world_size / tokens
+        for parameter in self.parameters():
+            if parameter.grad is not None:
+                parameter.grad.mul_(scale)
+        self.log("train/loss", total / tokens, prog_bar=True, batch_size=1)
+
+    def on_train_epoch_start(self) -> None:
+        self._last_step_end = None
+        self._window = torch.zeros_like(self._window)
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
+        total, count = self.answer_loss(batch)
+        self.val_loss.update(total / max(count, 1), weight=count)
+        self.log("val/loss", self.val_loss, prog_bar=True)
 
     def on_train_batch_end(self, outputs: Any, batch: dict[str, torch.Tensor], batch_idx: int) -> None:
         """Log real (non-pad) tokens per second over the interval since the previous step, and peak memory."""
@@ -181,9 +219,6 @@ class InstructionTuner(L.LightningModule):
             self.log("train/tokens_per_s", tokens / (now - self._last_step_end), prog_bar=True, batch_size=1)
         self.log("train/peak_mem_gib", peak_memory_gib(self.device), batch_size=1)
         self._last_step_end = now
-
-    def on_train_epoch_start(self) -> None:
-        self._last_step_end = None
 
     def configure_optimizers(self) -> dict[str, Any]:
         parameters = [parameter for parameter in self.parameters() if parameter.requires_grad]
