@@ -22,7 +22,13 @@ from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only
 
 from graphctx.cache import fingerprint
-from graphctx.config import PipelineConfig, add_pipeline_sections, check_devices, check_mapping
+from graphctx.config import (
+    PipelineConfig,
+    add_pipeline_sections,
+    check_devices,
+    check_mapping,
+    check_settings,
+)
 from graphctx.data.datamodule import InstructionDataModule
 from graphctx.errors import ConfigError, DataError, GraphctxError
 from graphctx.evaluation.callback import validation_callback
@@ -113,9 +119,14 @@ class TrainCLI(LightningCLI):
         )
 
     def before_instantiate_classes(self) -> None:
-        """Refuse a GPU setting on a CPU-only machine and a ``--ckpt_path`` that is not this model's
-        checkpoint (before any logger, run folder or config.yaml exists); give every W&B logger without an
-        ``id`` this run's."""
+        """Refuse out-of-range settings (all named at once), a GPU setting on a CPU-only machine and a
+        ``--ckpt_path`` that is not this model's checkpoint (before any logger, run folder or config.yaml
+        exists); give every W&B logger without an ``id`` this run's."""
+        try:
+            check_settings(self.config)
+        except ConfigError as error:
+            sources = ", ".join(str(path) for path in self.config.get("config") or []) or "(command line)"
+            raise ConfigError(f"{sources}: {error}") from error
         check_devices(self.config.as_dict())
         lora = self.config.model.lora
         check_checkpoint(self.config.ckpt_path, list(lora.target_modules), lora.r)

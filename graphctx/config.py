@@ -15,9 +15,12 @@ from typing import Any
 
 import torch
 import yaml
-from jsonargparse import ActionConfigFile, ArgumentParser
+from jsonargparse import ActionConfigFile, ArgumentParser, Namespace
 
+from graphctx.checks import fields_of, problems
+from graphctx.data.build import split_ranges
 from graphctx.data.datamodule import InstructionDataModule
+from graphctx.data.settings import DatasetSettings, SplitSettings
 from graphctx.errors import ConfigError
 from graphctx.evaluation.settings import EvaluationSettings
 from graphctx.knowledge.settings import KnowledgeSettings
@@ -29,6 +32,34 @@ PIPELINE_SECTIONS: dict[str, type] = {
     "knowledge": KnowledgeSettings,
     "evaluation": EvaluationSettings,
 }
+
+
+SETTINGS_SECTIONS: dict[str, type] = {
+    "model": InstructionTuner,
+    "data": InstructionDataModule,
+    **PIPELINE_SECTIONS,
+}
+"""The sections whose values :func:`check_settings` range-checks (nested settings included)."""
+
+
+def check_settings(config: Namespace) -> None:
+    """Raise one :class:`ConfigError` naming every out-of-range or inconsistent setting of ``config`` (the
+    parsed namespace, before any class is built; see :mod:`graphctx.checks`), each by its dotted key."""
+    found = [
+        problem
+        for name, owner in SETTINGS_SECTIONS.items()
+        if config.get(name) is not None
+        for problem in problems(owner, config[name], f"{name}.")
+    ]
+    data = config.get("data")
+    if data is not None:
+        dataset = fields_of(DatasetSettings, fields_of(InstructionDataModule, data).dataset or {})
+        try:
+            split_ranges(fields_of(SplitSettings, dataset.split))
+        except ConfigError as error:
+            found.append(str(error))
+    if found:
+        raise ConfigError(f"{len(found)} invalid setting(s): " + "; ".join(found))
 
 
 def add_pipeline_sections(parser: ArgumentParser) -> None:
@@ -105,6 +136,7 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), devices: bool =
     add_pipeline_sections(parser)
     try:
         parsed = parser.parse_args(["--config", str(path), *overrides])
+        check_settings(parsed)
         if devices:
             check_devices(parsed.as_dict())
         objects = parser.instantiate_classes(parsed)

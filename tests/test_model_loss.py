@@ -16,7 +16,6 @@ from torch.utils.data import DataLoader
 from graphctx.data.instruct import encode_example, get_template
 from graphctx.data.packing import collate_rows
 from graphctx.model import InstructionTuner, LoraSettings, ModelSpec, load_tokenizer
-from graphctx.model.settings import OptimizerSettings
 
 SHORT = ("Is ADA a token?", "Yes.")
 LONG = [
@@ -157,7 +156,12 @@ def test_validation_loss_is_token_weighted_across_batches(spec, micro_batches, t
 
 def _ddp_rank(rank: int, port: int, spec: ModelSpec, micro_batches, out: Path) -> None:
     """One rank, launched as torchrun would (Lightning then starts no processes of its own)."""
-    os.environ |= {"LOCAL_RANK": str(rank), "NODE_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    os.environ |= {
+        "LOCAL_RANK": str(rank),
+        "NODE_RANK": "0",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+    }
     torch.set_num_threads(1)  # forked from a process that used OpenMP threads
     module = seeded_tuner(spec)
     trainer = make_trainer(

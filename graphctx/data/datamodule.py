@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import lightning as L
 from torch.utils.data import Dataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 from transformers import PreTrainedTokenizerBase
 
+from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, Range
 from graphctx.data.build import load_qa_dataset
 from graphctx.data.instruct import encode_example, get_template
 from graphctx.data.packing import Plan, collate_rows, plan_batches
@@ -38,6 +39,13 @@ class InstructionDataModule(L.LightningDataModule):
 
     The tokenizer is the model's: call :meth:`attach_tokenizer` before ``setup`` (train.py does).
     """
+
+    RANGES: ClassVar[dict[str, Range]] = {
+        "max_length": AT_LEAST_ONE,
+        "min_prompt_tokens": NON_NEGATIVE,
+        "batch_size": AT_LEAST_ONE,
+        "num_workers": NON_NEGATIVE,
+    }
 
     def __init__(
         self,

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
+
+from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, Checked, Range
 
 
 @dataclass
-class FilterSettings:
+class FilterSettings(Checked):
     """The paper's filters; each one can be switched off and each one is counted."""
+
+    RANGES: ClassVar[dict[str, Range]] = {"min_answer_chars": NON_NEGATIVE, "max_tokens": AT_LEAST_ONE}
 
     require_accepted_answer: bool = True
     """Drop questions whose accepted answer is missing (no AcceptedAnswerId, or the row is absent)."""
@@ -25,7 +30,7 @@ class FilterSettings:
 
 
 @dataclass
-class SplitSettings:
+class SplitSettings(Checked):
     """Temporal split by question creation date; ranges are half-open ``[start, end)``.
 
     Bounds are ISO 8601 dates (``2021-04-01``, ``2021-4-1``, ``2021-04-01 12:00``; UTC unless a zone is
@@ -33,6 +38,8 @@ class SplitSettings:
     or two overlapping ranges is a ``ConfigError`` naming the keys. Gaps are allowed (counted as
     ``outside_split_ranges``).
     """
+
+    RANGES: ClassVar[dict[str, Range]] = {"validation_size": AT_LEAST_ONE, "test_size": AT_LEAST_ONE}
 
     train_start: str = "2021-04-01"
     train_end: str = "2021-09-15"
@@ -49,8 +56,10 @@ class SplitSettings:
 
 
 @dataclass
-class DatasetSettings:
+class DatasetSettings(Checked):
     """Where the Q&A pairs come from and how they are cleaned, filtered and split."""
+
+    RANGES: ClassVar[dict[str, Range]] = {"workers": AT_LEAST_ONE}
 
     source: str = "../shared/data/stackexchange/cardano"
     """A Stack Exchange site folder (Posts.xml [+ PostLinks.xml]) or a Posts.xml; or a local

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
+from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, Checked, Range
 from graphctx.metrics.settings import MetricSettings
 
 
 @dataclass
-class GenerationSettings:
+class GenerationSettings(Checked):
     """Batched greedy decoding of answers."""
+
+    RANGES: ClassVar[dict[str, Range]] = {
+        "max_new_tokens": AT_LEAST_ONE,
+        "batch_size": AT_LEAST_ONE,
+        "max_prompt_tokens": AT_LEAST_ONE,
+        "cache_bucket_tokens": AT_LEAST_ONE,
+    }
 
     max_new_tokens: int = 128
     """Most tokens generated per answer."""
@@ -41,8 +49,15 @@ class GenerationSettings:
 
 
 @dataclass
-class EvaluationSettings:
+class EvaluationSettings(Checked):
     """What ``evaluate.py`` and the validation callback run and where they write."""
+
+    RANGES: ClassVar[dict[str, Range]] = {
+        "limit": AT_LEAST_ONE,
+        "bootstrap_samples": AT_LEAST_ONE,
+        "callback_every_n_validations": NON_NEGATIVE,
+        "callback_examples": AT_LEAST_ONE,
+    }
 
     variants: list[str] | None = None
     """Variants to run (names in ``graphctx.prompts.VARIANTS``); null = all of them."""

