@@ -5,8 +5,9 @@ checks across fields, a static ``consistency(value) -> list[tuple[str, str]]`` o
 :func:`problems` walks a class and its nested settings (dataclass fields, or ``__init__`` parameters typed
 with a dataclass) over either built objects or the jsonargparse namespace they will be built from, so the
 entry points can check the whole config before anything is instantiated, let alone loaded
-(``graphctx.config.check_settings``). Subclasses of :class:`Checked` also check their own fields when built
-in code.
+(``graphctx.config.check_settings``). A settings dataclass also checks its own fields when built in code:
+its ``__post_init__`` calls :func:`check_own_fields` (a mix-in base class would hide the field types from
+jsonargparse, which then validates nothing).
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import typing
-from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from types import SimpleNamespace
-from typing import Any, ClassVar
+from typing import Any
 
 from graphctx.errors import ConfigError
 
@@ -57,16 +57,12 @@ OPEN_UNIT = Range(0, 1, low_open=True, high_open=True)
 """(0, 1)"""
 
 
-class Checked:
-    """Mix-in for settings dataclasses: ``__post_init__`` raises one :class:`ConfigError` listing every
-    field of this object (not of nested settings, which checked themselves) that is out of range."""
-
-    RANGES: ClassVar[Mapping[str, Range]] = {}
-
-    def __post_init__(self) -> None:
-        found = problems(type(self), self, "", nested=False)
-        if found:
-            raise ConfigError(f"{type(self).__name__}: " + "; ".join(found))
+def check_own_fields(settings: Any) -> None:
+    """Raise one :class:`ConfigError` listing every field of ``settings`` (not of its nested settings)
+    that is out of range or inconsistent."""
+    found = problems(type(settings), settings, "", nested=False)
+    if found:
+        raise ConfigError(f"{type(settings).__name__}: " + "; ".join(found))
 
 
 @cache

@@ -5,14 +5,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, Checked, Range
+from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, Range, check_own_fields
 
 
 @dataclass
-class FilterSettings(Checked):
+class FilterSettings:
     """The paper's filters; each one can be switched off and each one is counted."""
 
     RANGES: ClassVar[dict[str, Range]] = {"min_answer_chars": NON_NEGATIVE, "max_tokens": AT_LEAST_ONE}
+
+    def __post_init__(self) -> None:
+        check_own_fields(self)
 
     require_accepted_answer: bool = True
     """Drop questions whose accepted answer is missing (no AcceptedAnswerId, or the row is absent)."""
@@ -30,7 +33,7 @@ class FilterSettings(Checked):
 
 
 @dataclass
-class SplitSettings(Checked):
+class SplitSettings:
     """Temporal split by question creation date; ranges are half-open ``[start, end)``.
 
     Bounds are ISO 8601 dates (``2021-04-01``, ``2021-4-1``, ``2021-04-01 12:00``; UTC unless a zone is
@@ -40,6 +43,9 @@ class SplitSettings(Checked):
     """
 
     RANGES: ClassVar[dict[str, Range]] = {"validation_size": AT_LEAST_ONE, "test_size": AT_LEAST_ONE}
+
+    def __post_init__(self) -> None:
+        check_own_fields(self)
 
     train_start: str = "2021-04-01"
     train_end: str = "2021-09-15"
@@ -56,10 +62,13 @@ class SplitSettings(Checked):
 
 
 @dataclass
-class DatasetSettings(Checked):
+class DatasetSettings:
     """Where the Q&A pairs come from and how they are cleaned, filtered and split."""
 
     RANGES: ClassVar[dict[str, Range]] = {"workers": AT_LEAST_ONE}
+
+    def __post_init__(self) -> None:
+        check_own_fields(self)
 
     source: str = "../shared/data/stackexchange/cardano"
     """A Stack Exchange site folder (Posts.xml [+ PostLinks.xml]) or a Posts.xml; or a local

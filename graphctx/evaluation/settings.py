@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, Checked, Range
+from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, Range, check_own_fields
 from graphctx.metrics.settings import MetricSettings
 
 
 @dataclass
-class GenerationSettings(Checked):
+class GenerationSettings:
     """Batched greedy decoding of answers."""
 
     RANGES: ClassVar[dict[str, Range]] = {
@@ -19,6 +19,9 @@ class GenerationSettings(Checked):
         "max_prompt_tokens": AT_LEAST_ONE,
         "cache_bucket_tokens": AT_LEAST_ONE,
     }
+
+    def __post_init__(self) -> None:
+        check_own_fields(self)
 
     max_new_tokens: int = 128
     """Most tokens generated per answer."""
@@ -49,7 +52,7 @@ class GenerationSettings(Checked):
 
 
 @dataclass
-class EvaluationSettings(Checked):
+class EvaluationSettings:
     """What ``evaluate.py`` and the validation callback run and where they write."""
 
     RANGES: ClassVar[dict[str, Range]] = {
@@ -58,6 +61,9 @@ class EvaluationSettings(Checked):
         "callback_every_n_validations": NON_NEGATIVE,
         "callback_examples": AT_LEAST_ONE,
     }
+
+    def __post_init__(self) -> None:
+        check_own_fields(self)
 
     variants: list[str] | None = None
     """Variants to run (names in ``graphctx.prompts.VARIANTS``); null = all of them."""

@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Checked, Range
+from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Range, check_own_fields
 
 EXTRACTORS = ("spacy", "rebel", "llm")
 """The triplet extractors ``knowledge.extractors`` may name."""
 
 
 @dataclass
-class KnowledgeSettings(Checked):
+class KnowledgeSettings:
     """Everything that decides how the retrieved context C becomes C_enc = C ⊕ S.
 
     The defaults are the offline run: spaCy triplets, the local pyoxigraph store built from
@@ -32,6 +32,9 @@ class KnowledgeSettings(Checked):
         "max_facts_per_entity": AT_LEAST_ONE,
         "token_budget": AT_LEAST_ONE,
     }
+
+    def __post_init__(self) -> None:
+        check_own_fields(self)
 
     enabled: bool = True
     """Add KG sentences at all; ``False`` gives C_enc = C (the TextGen / GraphGen variants)."""

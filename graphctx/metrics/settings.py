@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from graphctx.checks import AT_LEAST_ONE, Checked, Range
+from graphctx.checks import AT_LEAST_ONE, Range, check_own_fields
 
 
 @dataclass
@@ -17,10 +17,13 @@ class RougeSettings:
 
 
 @dataclass
-class BertScoreSettings(Checked):
+class BertScoreSettings:
     """BERTScore F1 through the ``bert-score`` package (greedy cosine matching, idf off)."""
 
     RANGES: ClassVar[dict[str, Range]] = {"num_layers": AT_LEAST_ONE, "batch_size": AT_LEAST_ONE}
+
+    def __post_init__(self) -> None:
+        check_own_fields(self)
 
     model: str = "roberta-large"
     """Hugging Face id or local folder of the encoder (the paper's: ``roberta-large``);
@@ -40,7 +43,7 @@ class BertScoreSettings(Checked):
 
 
 @dataclass
-class AutoAISSettings(Checked):
+class AutoAISSettings:
     """AutoAIS (Bohnet et al., 2022): does the attribution passage entail the answer?"""
 
     RANGES: ClassVar[dict[str, Range]] = {
@@ -48,6 +51,9 @@ class AutoAISSettings(Checked):
         "batch_size": AT_LEAST_ONE,
         "max_new_tokens": AT_LEAST_ONE,
     }
+
+    def __post_init__(self) -> None:
+        check_own_fields(self)
 
     model: str = "google/t5_xxl_true_nli_mixture"
     """NLI judge, read like ``model.spec.source``: the paper's ``google/t5_xxl_true_nli_mixture`` (TRUE's

