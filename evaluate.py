@@ -19,6 +19,7 @@ from graphctx.errors import GraphctxError
 from graphctx.evaluation.runner import EvaluationRun
 from graphctx.evaluation.table import to_markdown
 from graphctx.prompts import VARIANTS
+from graphctx.settings_help import add_settings_help
 
 
 def positive_int(value: str) -> int:
@@ -31,9 +32,10 @@ def positive_int(value: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False
     )
     parser.add_argument("--config", required=True, help="YAML config (as for train.py)")
+    add_settings_help(parser)
     parser.add_argument(
         "--variants", nargs="+", choices=list(VARIANTS), help="variants to run (default: evaluation.variants)"
     )

@@ -51,8 +51,6 @@ class Range:
 POSITIVE = Range(0, low_open=True)
 NON_NEGATIVE = Range(0)
 AT_LEAST_ONE = Range(1)
-UNIT = Range(0, 1)
-"""[0, 1]"""
 OPEN_UNIT = Range(0, 1, low_open=True, high_open=True)
 """(0, 1)"""
 

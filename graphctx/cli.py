@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from graphctx.errors import GraphctxError
+from graphctx.settings_help import add_settings_help
 
 COMMANDS: tuple[str, ...] = ("data", "index", "retrieve", "enhance", "answer", "plan")
 
@@ -18,8 +19,12 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         module = importlib.import_module(f"graphctx.commands.{name}")
-        sub = subparsers.add_parser(name, help=module.__doc__.strip().splitlines()[0])
+        sub = subparsers.add_parser(name, help=module.__doc__.strip().splitlines()[0], add_help=False)
         module.add_arguments(sub)
+        if "--config" in sub._option_string_actions:  # its --help lists the config's settings too
+            add_settings_help(sub)
+        else:
+            sub.add_argument("-h", "--help", action="help", help="show this help message and exit")
         sub.set_defaults(run=module.run)
     return parser
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 import yaml
-from jsonargparse import ActionConfigFile, ArgumentParser, Namespace
+from jsonargparse import ActionConfigFile, ArgumentParser, Namespace, set_parsing_settings
 
 from graphctx.checks import fields_of, problems
 from graphctx.data.build import split_ranges
@@ -26,6 +26,10 @@ from graphctx.evaluation.settings import EvaluationSettings
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.model import InstructionTuner
 from graphctx.retrieval.settings import RetrievalSettings
+
+# --help shows each settings field's docstring (read from the source by docstring-parser, only when a
+# parser is built: train.py, load_config, a --help)
+set_parsing_settings(docstring_parse_attribute_docstrings=True)
 
 PIPELINE_SECTIONS: dict[str, type] = {
     "retrieval": RetrievalSettings,
@@ -120,13 +124,8 @@ def check_devices(config: dict[str, Any], prefix: str = "") -> None:
             )
 
 
-def load_config(path: str | Path, overrides: Sequence[str] = (), devices: bool = True) -> PipelineConfig:
-    """Parse and validate ``path`` (plus dotted ``--section.key value`` overrides) into a PipelineConfig.
-
-    ``devices``: refuse CUDA settings on a machine without CUDA (off for ``graphctx plan``, which describes
-    a GPU config from a login node)."""
-    path = Path(path)
-    check_mapping(path)
+def config_parser() -> ArgumentParser:
+    """The parser of a whole config: ``--config`` plus every section's keys, checked against the classes."""
     parser = ArgumentParser(exit_on_error=False)
     parser.add_argument("--config", action=ActionConfigFile)
     parser.add_argument("--seed_everything", type=int | bool, default=0)
@@ -134,6 +133,25 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), devices: bool =
     parser.add_class_arguments(InstructionTuner, "model")
     parser.add_class_arguments(InstructionDataModule, "data")
     add_pipeline_sections(parser)
+    return parser
+
+
+def settings_help() -> str:
+    """Every config setting (``section.key``) with its type, default and docstring, as ``--help`` lists
+    them: the sections of :func:`config_parser`."""
+    text = config_parser().format_help()
+    sections = text[text.index("\n\n", text.index("options:")) + 2 :]  # after usage, --config, --trainer
+    return "Config settings (YAML keys; train.py also takes them as --section.key VALUE):\n\n" + sections
+
+
+def load_config(path: str | Path, overrides: Sequence[str] = (), devices: bool = True) -> PipelineConfig:
+    """Parse and validate ``path`` (plus dotted ``--section.key value`` overrides) into a PipelineConfig.
+
+    ``devices``: refuse CUDA settings on a machine without CUDA (off for ``graphctx plan``, which describes
+    a GPU config from a login node)."""
+    path = Path(path)
+    check_mapping(path)
+    parser = config_parser()
     try:
         parsed = parser.parse_args(["--config", str(path), *overrides])
         check_settings(parsed)
