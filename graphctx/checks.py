@@ -91,7 +91,7 @@ def settings_of(value: Any) -> Any:
 
 
 @cache
-def _defaults(owner: type) -> dict[str, Any]:
+def field_defaults(owner: type) -> dict[str, Any]:
     """Field (or ``__init__`` parameter) name -> default value of ``owner``; ``None`` where there is none."""
     if dataclasses.is_dataclass(owner):
         return {
@@ -114,8 +114,8 @@ def fields_of(owner: type, value: Any) -> Any:
     if isinstance(value, owner):
         return value
     if isinstance(value, dict):
-        return SimpleNamespace(**{n: value.get(n, d) for n, d in _defaults(owner).items()})
-    return SimpleNamespace(**{n: getattr(value, n, d) for n, d in _defaults(owner).items()})
+        return SimpleNamespace(**{n: value.get(n, d) for n, d in field_defaults(owner).items()})
+    return SimpleNamespace(**{n: getattr(value, n, d) for n, d in field_defaults(owner).items()})
 
 
 def problems(owner: type, value: Any, prefix: str, nested: bool = True) -> list[str]:

@@ -1,0 +1,153 @@
+"""Every shipped config loads; its comments state the code's defaults; bad values are all named at once."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import yaml
+from lightning.pytorch import Trainer
+
+from graphctx.checks import field_defaults, nested_settings
+from graphctx.config import SETTINGS_SECTIONS, load_config, settings_help
+from graphctx.errors import ConfigError
+from graphctx.retrieval.settings import RetrievalSettings
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
+LINE = re.compile(r"^(?P<indent> *)(?P<dash>- )?(?P<key>\w+):[^#]*?(?:\s#\s*(?P<comment>.*))?$")
+
+
+def stated_defaults(text: str) -> list[tuple[int, tuple[str | int, ...], str]]:
+    """``(line, key path, stated default)`` for each ``key: value  # TYPE, DEFAULT — note`` line.
+
+    The default is the last top-level comma-separated part before `` — ``; a comment with one part
+    (``# str — ...``) states none. List items put their index in the path.
+    """
+    found, stack, items = [], [], {}
+    for number, line in enumerate(text.splitlines(), 1):
+        match = LINE.match(line)
+        if match is None:
+            continue
+        indent = len(match["indent"])
+        column = indent + (2 if match["dash"] else 0)
+        if match["dash"]:
+            stack = [entry for entry in stack if entry[0] < indent]
+            parent = tuple(segment for _, segment in stack)
+            items[parent] = items.get(parent, -1) + 1
+            stack.append((indent, items[parent]))
+        stack = [entry for entry in stack if entry[0] < column]
+        stack.append((column, match["key"]))
+        comment = match["comment"] or ""
+        if " — " not in comment:
+            continue
+        parts = top_level_split(comment.split(" — ")[0])
+        if len(parts) > 1:
+            found.append((number, tuple(segment for _, segment in stack), parts[-1]))
+    return found
+
+
+def top_level_split(text: str) -> list[str]:
+    """``text`` split at the commas outside brackets (``[float, float], [0.9, 0.999]`` is two parts)."""
+    parts, depth, current = [], 0, ""
+    for char in text:
+        depth += {"[": 1, "{": 1, "]": -1, "}": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += char
+    return [*parts, current.strip()]
+
+
+def code_default(path: tuple[str | int, ...], document: dict[str, Any]) -> Any:
+    """The default the code gives the setting at ``path`` (raises KeyError for a setting it lacks)."""
+    head, *rest = path
+    if head == "seed_everything":
+        return True  # LightningCLI's
+    owner = Trainer if head == "trainer" else SETTINGS_SECTIONS[head]
+    written = document[head]
+    while True:
+        name = rest.pop(0)
+        defaults = field_defaults(owner)
+        if name not in defaults:
+            raise KeyError(f"{owner.__name__} has no setting {name!r}")
+        if not rest:
+            return defaults[name]
+        written = written[name]
+        if owner is not Trainer and name in nested_settings(owner):
+            owner = nested_settings(owner)[name]
+            continue
+        item = written[rest.pop(0)]  # a list of class_path / init_args items (loggers, callbacks)
+        assert rest.pop(0) == "init_args", path
+        module, _, attribute = item["class_path"].rpartition(".")
+        owner, written = getattr(importlib.import_module(module), attribute), item["init_args"]
+
+
+def plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[path.stem for path in CONFIGS])
+def test_shipped_config_loads_and_its_comments_state_the_code_defaults(path: Path) -> None:
+    config = load_config(path, devices=torch.cuda.is_available())  # devices checked where CUDA exists
+    assert config.model.lora.r >= 1 and config.retrieval.top_k >= 1
+
+    text = path.read_text()
+    document = yaml.safe_load(text)
+    stated = stated_defaults(text)
+    assert len(stated) > 20, "the comment format `# TYPE, DEFAULT — note` is not being read"
+    wrong = []
+    for line, key, default in stated:
+        dotted = ".".join(str(segment) for segment in key)
+        expected = plain(code_default(key, document))
+        written = yaml.safe_load(re.sub(r"\(=.*\)$", "", default))  # null(=32-true): the meaning of null
+        if written != expected:
+            wrong.append(f"{path.name}:{line} {dotted}: comment says {default}, code default is {expected!r}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_invalid_value_is_named_in_one_error_before_anything_loads(tmp_path: Path) -> None:
+    bad = {
+        "model": {"lora": {"r": 0}, "optimizer": {"lr": -1.0, "betas": [0.9, 1.5]}},
+        "data": {"batch_size": 0, "dataset": {"split": {"train_end": "2021-03-01"}}},
+        "retrieval": {"alpha": 1.5, "tol": 0.0, "top_k": 0, "threshold": 2.0},
+        "knowledge": {"extractors": ["foo"]},
+        "evaluation": {"generation": {"batch_size": 0}},
+    }
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(bad))
+    with pytest.raises(ConfigError) as error:
+        load_config(path, devices=False)
+    message = str(error.value)
+    assert message.startswith(f"{path}: 11 invalid setting(s): ") and "\n" not in message
+    for key in (
+        "model.lora.r: must be >= 1, got 0",
+        "model.optimizer.lr: must be > 0",
+        "model.optimizer.betas",
+        "data.batch_size",
+        "data.dataset.split.train_start",
+        "retrieval.alpha: must be in (0, 1), got 1.5",
+        "retrieval.tol: must be > 0",
+        "retrieval.top_k",
+        "retrieval.threshold: must be in [-1, 1]",
+        "knowledge.extractors",
+        "evaluation.generation.batch_size",
+    ):
+        assert key in message
+
+
+def test_settings_built_in_code_check_themselves() -> None:
+    with pytest.raises(ConfigError, match=r"alpha: must be in \(0, 1\), got 1.5; .*tol: must be > 0"):
+        RetrievalSettings(alpha=1.5, tol=0.0)
+
+
+def test_help_documents_every_setting_with_its_docstring() -> None:
+    text = " ".join(settings_help().split())
+    assert "--retrieval.alpha ALPHA PageRank damping factor" in text
+    assert "--model.lora.r R Rank of each update" in text
+    assert "Unvalidated" not in text  # jsonargparse resolved every field type (it checks them all)
