@@ -67,6 +67,23 @@ def test_mistyped_keys_and_values_fail_naming_them(argv, expected, capsys) -> No
     assert expected in capsys.readouterr().err
 
 
+def test_every_out_of_range_setting_is_named_before_anything_is_built(tmp_path, capsys) -> None:
+    root = tmp_path / "run"
+    overrides = [
+        "--retrieval.alpha",
+        "1.5",
+        "--model.optimizer.lr",
+        "-1",
+        "--trainer.default_root_dir",
+        str(root),
+    ]
+    assert main(["--config", str(TINY), *overrides]) == 1
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert f"{TINY}: 2 invalid setting(s)" in line
+    assert "retrieval.alpha: must be in (0, 1), got 1.5" in line and "model.optimizer.lr: must be > 0" in line
+    assert not root.exists()
+
+
 def test_unknown_key_inside_the_yaml_is_named(tmp_path, capsys) -> None:
     config = yaml.safe_load(TINY.read_text())
     config["model"]["lora"]["rnak"] = 8
