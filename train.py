@@ -12,6 +12,7 @@ import itertools
 import json
 import re
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from graphctx.config import (
     check_devices,
     check_mapping,
     check_settings,
+    field_docstrings,
 )
 from graphctx.data.datamodule import InstructionDataModule
 from graphctx.errors import ConfigError, DataError, GraphctxError
@@ -168,15 +170,16 @@ def main(argv: list[str] | None = None) -> int:
             if flag == "--config":
                 config_path = Path(value)
                 check_mapping(config_path)  # a missing file or a list/scalar YAML, named
-        cli = TrainCLI(
-            InstructionTuner,
-            InstructionDataModule,
-            run=False,
-            args=argv,
-            save_config_callback=LogConfigCallback,
-            save_config_kwargs={"overwrite": True},
-            parser_kwargs={"description": __doc__, "allow_abbrev": False},
-        )
+        with field_docstrings() if {"-h", "--help"} & set(args) else nullcontext():
+            cli = TrainCLI(
+                InstructionTuner,
+                InstructionDataModule,
+                run=False,
+                args=argv,
+                save_config_callback=LogConfigCallback,
+                save_config_kwargs={"overwrite": True},
+                parser_kwargs={"description": __doc__, "allow_abbrev": False},
+            )
     except GraphctxError as error:  # the config checks above and in before_instantiate_classes
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -8,7 +8,8 @@ against those signatures, so a typo or a wrong type fails with the key's dotted 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,10 +27,6 @@ from graphctx.evaluation.settings import EvaluationSettings
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.model import InstructionTuner
 from graphctx.retrieval.settings import RetrievalSettings
-
-# --help shows each settings field's docstring (read from the source by docstring-parser, only when a
-# parser is built: train.py, load_config, a --help)
-set_parsing_settings(docstring_parse_attribute_docstrings=True)
 
 PIPELINE_SECTIONS: dict[str, type] = {
     "retrieval": RetrievalSettings,
@@ -136,10 +133,25 @@ def config_parser() -> ArgumentParser:
     return parser
 
 
+@contextmanager
+def field_docstrings() -> Iterator[None]:
+    """Parsers built inside take each settings field's help from its attribute docstring.
+
+    Only for ``--help``: reading the docstrings from the source costs about a second per parser
+    (``benchmarks/help_docstrings.py``), which a run that loads a config need not pay.
+    """
+    set_parsing_settings(docstring_parse_attribute_docstrings=True)
+    try:
+        yield
+    finally:
+        set_parsing_settings(docstring_parse_attribute_docstrings=False)  # jsonargparse's default
+
+
 def settings_help() -> str:
     """Every config setting (``section.key``) with its type, default and docstring, as ``--help`` lists
     them: the sections of :func:`config_parser`."""
-    text = config_parser().format_help()
+    with field_docstrings():
+        text = config_parser().format_help()
     sections = text[text.index("\n\n", text.index("options:")) + 2 :]  # after usage, --config, --trainer
     return "Config settings (YAML keys; train.py also takes them as --section.key VALUE):\n\n" + sections
 

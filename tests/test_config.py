@@ -12,10 +12,13 @@ import torch
 import yaml
 from lightning.pytorch import Trainer
 
+from evaluate import main as evaluate_main
 from graphctx.checks import field_defaults, nested_settings
-from graphctx.config import SETTINGS_SECTIONS, load_config, settings_help
+from graphctx.cli import main as cli_main
+from graphctx.config import SETTINGS_SECTIONS, load_config
 from graphctx.errors import ConfigError
 from graphctx.retrieval.settings import RetrievalSettings
+from train import main as train_main
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((REPO / "configs").glob("*.yaml"))
@@ -146,8 +149,13 @@ def test_settings_built_in_code_check_themselves() -> None:
         RetrievalSettings(alpha=1.5, tol=0.0)
 
 
-def test_help_documents_every_setting_with_its_docstring() -> None:
-    text = " ".join(settings_help().split())
+@pytest.mark.parametrize("command", ["train.py", "evaluate.py", "graphctx plan"])
+def test_help_documents_every_setting_with_its_docstring(command: str, capsys) -> None:
+    main = {"train.py": train_main, "evaluate.py": evaluate_main, "graphctx plan": cli_main}[command]
+    with pytest.raises(SystemExit) as exit_info:
+        main(["plan", "--help"] if command == "graphctx plan" else ["--help"])
+    assert exit_info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
     assert "--retrieval.alpha ALPHA PageRank damping factor" in text
     assert "--model.lora.r R Rank of each update" in text
     assert "Unvalidated" not in text  # jsonargparse resolved every field type (it checks them all)
