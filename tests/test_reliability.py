@@ -235,8 +235,8 @@ def test_an_evaluation_limit_below_one_in_the_config_is_refused(tmp_path) -> Non
 
     path = tmp_path / "limit.yaml"
     path.write_text(yaml.safe_dump({"evaluation": {"limit": 0}}))
-    with pytest.raises(ConfigError, match=r"^evaluation\.limit \(--limit\): must be at least 1, got 0$"):
-        EvaluationRun(load_config(path))
+    with pytest.raises(ConfigError, match=r"invalid setting\(s\): evaluation\.limit: must be >= 1, got 0$"):
+        EvaluationRun(load_config(path))  # refused by load_config, before the run builds anything
 
 
 # ---- cache entries that fail to load are moved aside and rebuilt ---------------------------------------

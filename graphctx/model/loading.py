@@ -252,17 +252,6 @@ def decoder_blocks(model: PreTrainedModel | PeftModel) -> torch.nn.ModuleList:
     return base.get_decoder().layers
 
 
-def check_checkpointing(spec: ModelSpec) -> None:
-    """Refuse checkpointing settings that cannot apply, before any weights are loaded."""
-    fraction = spec.checkpoint_fraction
-    if not 0 < fraction <= 1:
-        raise ConfigError(f"model.spec.checkpoint_fraction={fraction}: must be in (0, 1]")
-    if fraction != 1 and not spec.gradient_checkpointing:
-        raise ConfigError(
-            f"model.spec.checkpoint_fraction={fraction} needs model.spec.gradient_checkpointing: true"
-        )
-
-
 def enable_checkpointing(model: PreTrainedModel, fraction: float) -> None:
     """Recompute the first ``ceil(fraction * L)`` decoder blocks in the backward pass (non-reentrant).
 

@@ -23,7 +23,6 @@ from graphctx.model.attention import VARLEN, varlen_keyword_arguments
 from graphctx.model.export import export_adapter, export_merged
 from graphctx.model.loading import (
     attach_lora,
-    check_checkpointing,
     compile_blocks,
     enable_checkpointing,
     load_base_model,
@@ -137,7 +136,6 @@ class InstructionTuner(L.LightningModule):
         """Load the frozen (quantised) base on this process's device and attach the adapter, once."""
         if self.model is not None:
             return
-        check_checkpointing(self.spec)
         self.pad_token_id = load_tokenizer(self.spec).pad_token_id  # the DataModule pads with it
         base = load_base_model(self.spec, device=self.device)
         if self.spec.gradient_checkpointing:

@@ -111,6 +111,13 @@ class ModelSpec:
     tiny: TinyLlamaSettings = field(default_factory=TinyLlamaSettings)
     """Shape of the model when ``source: tiny-random``; ignored otherwise."""
 
+    @staticmethod
+    def consistency(value: Any) -> list[tuple[str, str]]:
+        """A checkpoint fraction below 1 without checkpointing (it would silently do nothing)."""
+        if value.checkpoint_fraction == 1 or value.gradient_checkpointing:
+            return []
+        return [("checkpoint_fraction", f"{value.checkpoint_fraction} needs gradient_checkpointing: true")]
+
 
 @dataclass
 class LoraSettings:
