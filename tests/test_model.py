@@ -19,7 +19,7 @@ from graphctx.errors import ConfigError
 from graphctx.model import InstructionTuner, LoraSettings, ModelSpec, load_base_model, load_tokenizer
 from graphctx.model.export import export_adapter, export_merged
 from graphctx.model.loading import decoder_blocks
-from graphctx.model.loss import answer_cross_entropy
+from graphctx.model.loss import answer_cross_entropy_sum
 from graphctx.model.module import real_token_mask, remove_padding
 from graphctx.model.optim import build_optimizer, build_scheduler
 from graphctx.model.settings import ExportSettings, OptimizerSettings
@@ -160,7 +160,9 @@ def test_chunked_answer_loss_matches_full_cross_entropy() -> None:
     hidden = torch.randn(2, 9, 16, requires_grad=True)
     targets = torch.randint(0, 50, (2, 9))
     targets[0, :4] = -100
-    chunked = answer_cross_entropy(hidden, targets, head, chunk_tokens=3)
+    total, count = answer_cross_entropy_sum(hidden, targets, head, chunk_tokens=3)
+    assert count == int((targets != -100).sum())
+    chunked = total / count
     (grad_chunked,) = torch.autograd.grad(chunked, hidden)
     full = torch.nn.functional.cross_entropy(head(hidden).reshape(-1, 50), targets.reshape(-1))
     (grad_full,) = torch.autograd.grad(full, hidden)

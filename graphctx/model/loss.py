@@ -35,11 +35,3 @@ def answer_cross_entropy_sum(
             _chunk_loss_sum, lm_head, selected[part], labels[part], use_reentrant=False
         )
     return total, labels.numel()
-
-
-def answer_cross_entropy(
-    hidden: torch.Tensor, targets: torch.Tensor, lm_head: torch.nn.Module, chunk_tokens: int = 4096
-) -> torch.Tensor:
-    """Mean of :func:`answer_cross_entropy_sum` over its answer positions (0 when there are none)."""
-    total, count = answer_cross_entropy_sum(hidden, targets, lm_head, chunk_tokens)
-    return total / max(count, 1)
