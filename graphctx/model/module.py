@@ -106,6 +106,7 @@ class InstructionTuner(L.LightningModule):
     and DDP averages gradients over the ``W`` ranks, so before the optimiser step (and before gradient
     clipping) the gradients are multiplied by ``A * W / N``, ``N`` being one all-reduce of the window's
     counts. This holds for strategies that average gradients over ranks (DDP, FSDP), not for DeepSpeed.
+
     Checkpoints hold only the trainable adapter weights (plus Lightning's optimizer, scheduler and loop
     state); the frozen base is rebuilt from ``spec`` in :meth:`configure_model`. At the end of training the
     adapter is exported in peft format (and, if asked, merged into a bf16 copy of the base).
