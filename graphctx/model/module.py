@@ -140,8 +140,9 @@ class InstructionTuner(L.LightningModule):
         """Names (as in this module's ``state_dict``) of the parameters the optimiser updates."""
         return {name for name, parameter in self.named_parameters() if parameter.requires_grad}
 
-    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Mean cross-entropy over the answer tokens of ``batch``."""
+    def hidden_states(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The decoder's last hidden states for ``batch`` as training computes them, and the batch they line
+        up with: under varlen attention that is one row of the real tokens (:func:`remove_padding`)."""
         base = self.model.get_base_model()
         extra: dict[str, Any] = {}
         if base.config._attn_implementation == VARLEN:
@@ -155,6 +156,12 @@ class InstructionTuner(L.LightningModule):
             use_cache=False,
             **extra,
         ).last_hidden_state
+        return hidden, batch
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Mean cross-entropy over the answer tokens of ``batch``."""
+        base = self.model.get_base_model()
+        hidden, batch = self.hidden_states(batch)
         targets = next_token_targets(batch["labels"], batch["position_ids"])
         return answer_cross_entropy(
             hidden[:, :-1], targets, base.get_output_embeddings(), self.spec.loss_chunk_tokens
