@@ -183,6 +183,13 @@ def test_packed_examples_do_not_attend_across_boundaries(spec: ModelSpec, exampl
     assert min(leaked[1:]) > 1000 * PACKED_LOGITS_ATOL, leaked
 
 
+def test_liger_is_refused_on_cpu_before_loading(spec: ModelSpec) -> None:
+    module = tuner(replace(spec, liger=True))
+    with pytest.raises(ConfigError, match=r"model\.spec\.liger=true needs CUDA.*device is cpu"):
+        module.configure_model()
+    assert module.model is None
+
+
 def test_real_tokens_of_a_packed_batch_exclude_the_tail_padding(examples) -> None:
     rows = [[examples[0], examples[1]], [examples[2]]]  # the second row is shorter: padded at its end
     batch = collate_rows(rows, pad_id=0, packed=True)

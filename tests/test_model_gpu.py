@@ -3,6 +3,8 @@ liger-kernel (skipped on CPU)."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 import torch
 from peft import get_peft_model_state_dict, set_peft_model_state_dict
@@ -133,3 +135,33 @@ def test_compiled_blocks_with_varlen_attention_match_eager(tmp_path) -> None:
     assert gradients[0].keys() == gradients[1].keys()
     for name, grad in gradients[0].items():
         torch.testing.assert_close(gradients[1][name], grad, rtol=5e-2, atol=5e-3, msg=name)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("liger_kernel") is None, reason="liger-kernel not installed")
+@pytest.mark.skipif(not varlen_available(), reason="torch has no varlen_attn")
+def test_liger_kernels_give_the_eager_loss_and_gradients(tmp_path) -> None:
+    """liger's RMSNorm/SwiGLU/RoPE/fused linear cross-entropy on the 4-bit base + LoRA, packed varlen rows.
+
+    Last in this file: liger's RoPE replaces transformers' Llama function for the rest of the process, so
+    the reference runs before the liger model is built.
+    """
+    base = {"source": "tiny-random", "cache_dir": str(tmp_path), "gradient_checkpointing": True}
+    eager = tuner(ModelSpec(**base))
+    batch = packed_cuda_batch(eager.spec)
+    results = []
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = eager(batch)
+    loss.backward()
+    results.append((loss.detach(), {n: p.grad for n, p in eager.named_parameters() if p.requires_grad}))
+    liger = tuner(ModelSpec(liger=True, **base))
+    set_peft_model_state_dict(liger.model, get_peft_model_state_dict(eager.model))
+    block = liger.model.get_base_model().model.layers[0]
+    assert (block.mlp._get_name(), block.input_layernorm._get_name()) == ("LigerSwiGLUMLP", "LigerRMSNorm")
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = liger(batch)
+    loss.backward()
+    results.append((loss.detach(), {n: p.grad for n, p in liger.named_parameters() if p.requires_grad}))
+    torch.testing.assert_close(results[1][0], results[0][0], rtol=2e-2, atol=2e-2)
+    assert results[0][1].keys() == results[1][1].keys()
+    for name, grad in results[0][1].items():
+        torch.testing.assert_close(results[1][1][name], grad, rtol=5e-2, atol=5e-3, msg=name)

@@ -20,6 +20,7 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from graphctx.model.attention import VARLEN, varlen_keyword_arguments
 from graphctx.model.export import export_adapter, export_merged
+from graphctx.model.liger import apply_liger, check_liger, liger_answer_cross_entropy
 from graphctx.model.loading import (
     attach_lora,
     check_checkpointing,
@@ -127,8 +128,11 @@ class InstructionTuner(L.LightningModule):
         if self.model is not None:
             return
         check_checkpointing(self.spec)
+        check_liger(self.spec, self.device)
         self.pad_token_id = load_tokenizer(self.spec).pad_token_id  # the DataModule pads with it
         base = load_base_model(self.spec, device=self.device)
+        if self.spec.liger:
+            apply_liger(base)
         if self.spec.gradient_checkpointing:
             enable_checkpointing(base, self.spec.checkpoint_fraction)
         self.model = attach_lora(base, self.lora)
@@ -163,6 +167,8 @@ class InstructionTuner(L.LightningModule):
         base = self.model.get_base_model()
         hidden, batch = self.hidden_states(batch)
         targets = next_token_targets(batch["labels"], batch["position_ids"])
+        if self.spec.liger:
+            return liger_answer_cross_entropy(hidden[:, :-1], targets, base.get_output_embeddings())
         return answer_cross_entropy(
             hidden[:, :-1], targets, base.get_output_embeddings(), self.spec.loss_chunk_tokens
         )
