@@ -38,7 +38,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
-from peft import LoraConfig, PeftModel, get_peft_model
+from peft import LoraConfig, PeftModel, get_peft_model, get_peft_model_state_dict
 from transformers import AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM
 
 from graphctx.evaluation.settings import GenerationSettings
@@ -81,12 +81,32 @@ def lora_config() -> LoraConfig:
     return LoraConfig(r=64, lora_alpha=16, target_modules=list(LLAMA_LINEAR_MODULES))
 
 
-def build_model_and_adapter(device: torch.device, workdir: Path) -> tuple[Path, Path]:
+def build_model_and_adapter(
+    device: torch.device, workdir: Path, base_model: Path | None = None
+) -> tuple[Path, Path]:
     """Saved folders of the base model and of a LoRA adapter for it, made once in ``workdir``.
 
     CPU: the tiny random Llama. CUDA: a random Llama-2-7B-shaped model, initialised in bf16 on the GPU.
+    ``base_model``: that saved Llama folder instead (e.g. the one train_throughput.py built).
     """
     adapter = workdir / "adapter"
+    if base_model is not None:
+        folder = base_model
+        if not (adapter / "adapter_config.json").is_file():
+            log("saving a LoRA adapter (r=64 on every linear layer)")
+            with torch.device("meta"):  # shapes only: no memory for the 7B base
+                peft_model = get_peft_model(
+                    LlamaForCausalLM(LlamaConfig.from_pretrained(folder)), lora_config()
+                )
+            generator = torch.Generator().manual_seed(0)
+            weights = {  # A random, B = 0 (as peft initialises them)
+                name: torch.randn(tensor.shape, generator=generator) * 0.02
+                if "lora_A" in name
+                else torch.zeros(tensor.shape)
+                for name, tensor in get_peft_model_state_dict(peft_model).items()
+            }
+            peft_model.save_pretrained(adapter, state_dict=weights)
+        return folder, adapter
     if device.type == "cpu":
         folder = Path(resolve_source(ModelSpec(source="tiny-random", cache_dir=str(workdir / "cache"))))
     else:
@@ -231,6 +251,9 @@ def main(argv: list[str] | None = None) -> dict:
     )
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--workdir", default=".cache/generate-throughput", help="model and adapter folders")
+    parser.add_argument(
+        "--base-model", type=Path, help="a saved random Llama folder to use (default: build one)"
+    )
     parser.add_argument("--paths", nargs="+", choices=PATHS, default=PATHS, help="what to measure (above)")
     parser.add_argument("--prompts", type=int, help="prompts answered by the graphctx paths")
     parser.add_argument("--batch-size", type=int, help="graphctx batch size")
@@ -244,7 +267,11 @@ def main(argv: list[str] | None = None) -> dict:
         default=1024,
         help="static cache: prompt widths round up to this (one graph)",
     )
+    parser.add_argument(
+        "--time-budget-s", type=float, help="start no further path after this many seconds (reported)"
+    )
     args = parser.parse_args(argv)
+    started = time.perf_counter()
     for name, value in DEFAULTS[args.device].items():
         if getattr(args, name) is None:
             setattr(args, name, value)
@@ -253,7 +280,7 @@ def main(argv: list[str] | None = None) -> dict:
         parser.error("--device cuda: CUDA is not available")
     workdir = Path(args.workdir)
 
-    folder, adapter = build_model_and_adapter(device, workdir)
+    folder, adapter = build_model_and_adapter(device, workdir, args.base_model)
     compute_dtype = "bfloat16" if device.type == "cuda" else "float32"
     spec = ModelSpec(source=str(folder), quantization="nf4", compute_dtype=compute_dtype)
     prompts = random_prompts(args.prompts, args.min_prompt, args.max_prompt)
@@ -286,6 +313,9 @@ def main(argv: list[str] | None = None) -> dict:
     for path in args.paths:
         if path == "static_cache" and device.type != "cuda":
             errors[path] = "skipped: the static cache with CUDA graphs runs on CUDA only"
+            continue
+        if args.time_budget_s and time.perf_counter() - started > args.time_budget_s:
+            errors[path] = f"skipped: --time-budget-s {args.time_budget_s:g} spent"
             continue
         log(f"{path}: {args.new_tokens} new tokens per prompt")
         try:

@@ -347,6 +347,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--peak-tflops", type=float, help="peak bf16 TFLOP/s for MFU (default: known GPUs)")
     parser.add_argument("--cache-dir", help="graphctx cache (random model, dataset)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--prepare-only", action="store_true", help="build the random model, print its folder as JSON, stop"
+    )
+    parser.add_argument(
+        "--time-budget-s", type=float, help="start no further variant after this many seconds (reported)"
+    )
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: no CUDA device visible")
@@ -359,8 +365,12 @@ def main(argv: list[str] | None = None) -> dict:
         args.gradient_checkpointing = device.type == "cuda"
     args.steps = args.steps or (8 if device.type == "cuda" else 3)
     args.compute_dtype = "bfloat16" if device.type == "cuda" else "float32"
+    started = time.perf_counter()
 
     folder = random_llama(args.shape, device, args.cache_dir)
+    if args.prepare_only:
+        print(json.dumps({"model": str(folder), "shape": args.shape}))
+        return {"model": str(folder)}
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -395,6 +405,9 @@ def main(argv: list[str] | None = None) -> dict:
     variants: dict[str, dict[str, object]] = {}
     for name in sorted(names, key=lambda name: "liger" in name.split("+")):  # stable: liger last
         fields = single if name == "flags" else parse_variant(name, args)
+        if args.time_budget_s and time.perf_counter() - started > args.time_budget_s:
+            variants[name] = {**fields, "error": f"skipped: --time-budget-s {args.time_budget_s:g} spent"}
+            continue
         gc.collect()
         if device.type == "cuda":
             torch.cuda.empty_cache()

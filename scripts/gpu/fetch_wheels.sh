@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Run on a machine that reaches PyPI (the development machine), in the repository root: downloads the wheels
+# the H200 image lacks (Python 3.12, x86-64) into ./.whl (git-ignored), then carry `.whl` to the GPU machine
+# and run scripts/gpu/install.sh there. bitsandbytes' kernels for CUDA/ROCm versions other than 13.x are
+# dropped from its wheel so the folder stays small (the device carry is 64 MiB in all).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+dest=.whl
+rm -rf "$dest" && mkdir -p "$dest"
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+  --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 \
+  --platform manylinux2014_x86_64 --platform any -d "$dest" \
+  bitsandbytes==0.50.2 datasets==5.2.0 'dill<0.4.2' 'multiprocess<0.70.20' liger-kernel==0.8.5 \
+  networkx==3.6.1 igraph==1.0.0 texttable
+python3 - "$dest" <<'PY'
+"""Rewrite the bitsandbytes wheel without the CUDA/ROCm kernels the H200 image cannot use."""
+import base64, hashlib, pathlib, re, sys, zipfile
+
+wheel = next(pathlib.Path(sys.argv[1]).glob("bitsandbytes-*.whl"))
+keep = re.compile(r"libbitsandbytes_(cpu|cuda13\d)\.so$")
+entries = {}
+with zipfile.ZipFile(wheel) as source:
+    for info in source.infolist():
+        name = info.filename
+        if "libbitsandbytes_" in name and not keep.search(name):
+            continue
+        entries[name] = source.read(name)
+record = next(name for name in entries if name.endswith(".dist-info/RECORD"))
+lines = []
+for name, data in entries.items():
+    if name == record:
+        continue
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    lines.append(f"{name},sha256={digest},{len(data)}")
+entries[record] = ("\n".join(lines + [f"{record},,"]) + "\n").encode()
+with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as target:
+    for name, data in entries.items():
+        target.writestr(name, data)
+PY
+ls -la "$dest"; du -sh "$dest"
