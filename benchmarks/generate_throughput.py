@@ -1,7 +1,9 @@
 """Answer generation throughput: graphctx's generation paths vs plain ``model.generate`` on the 4-bit model.
 
-Every path generates greedily for the same random prompts (lengths uniform in ``--min-prompt``..
-``--max-prompt`` tokens) with the same LoRA adapter (r=64 on every linear layer, as trained by QLoRA).
+Every path generates greedily for the same prompts with the same LoRA adapter (r=64 on every linear layer,
+as trained by QLoRA). Prompts are random tokens (lengths uniform in ``--min-prompt``..``--max-prompt``), or
+with ``--real DUMP_DIR`` real GraphGen-shaped prompts: a cardano question with two other real Q&A pairs as
+its context, in the paper's template, fitted to ``--max-prompt`` tokens as evaluate.py fits them.
 ``--paths`` picks among:
 
 * ``baseline_adapter``: plain ``model.generate`` on the NF4 base with the adapter applied on the fly (what
@@ -141,6 +143,30 @@ def random_prompts(count: int, low: int, high: int, seed: int = 0) -> list[list[
     return [[1] + [rng.randrange(3, 32000) for _ in range(rng.randint(low, high) - 1)] for _ in range(count)]
 
 
+def real_prompts(
+    data_dir: str, tokenizer_dir: Path, count: int, max_tokens: int, cache_dir: Path, seed: int = 0
+) -> list[list[int]]:
+    """``count`` GraphGen-shaped prompts from real Q&A pairs: question i with pairs i+1 and i+2 as its
+    retrieved context (stand-ins of the same lengths), the paper's template, at most ``max_tokens``."""
+    from graphctx.data import DatasetSettings, load_qa_dataset
+    from graphctx.data.settings import FilterSettings
+    from graphctx.knowledge.budget import QAPair
+    from graphctx.prompts import Prompt, encode_prompt, get_template
+
+    settings = DatasetSettings(source=data_dir, filters=FilterSettings(max_tokens=None))
+    qa = load_qa_dataset(settings, cache_dir)
+    rows = [row for split in qa.values() for row in split]
+    random.Random(seed).shuffle(rows)
+    tokenizer, template = AutoTokenizer.from_pretrained(tokenizer_dir), get_template("paper")
+    prompts = []
+    for index in range(count):
+        question, *context = (rows[(index + k) % len(rows)] for k in range(3))
+        pairs = tuple(QAPair(row["question"], row["answer"]) for row in context)
+        prompt = Prompt(question["question"], pairs, template=template)
+        prompts.append(encode_prompt(tokenizer, prompt, max_tokens).ids[:max_tokens])
+    return prompts
+
+
 def until_eos(ids: list[int], eos: int) -> int:
     """Tokens generated through the first EOS (all of them when there is none)."""
     return ids.index(eos) + 1 if eos in ids else len(ids)
@@ -259,6 +285,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--batch-size", type=int, help="graphctx batch size")
     parser.add_argument("--baseline-batch", type=int, default=16, help="prompts in the baselines' one batch")
     parser.add_argument("--new-tokens", type=int, help="max new tokens per answer (every path)")
+    parser.add_argument("--real", metavar="DUMP_DIR", help="real GraphGen-shaped prompts from this dump")
     parser.add_argument("--min-prompt", type=int)
     parser.add_argument("--max-prompt", type=int)
     parser.add_argument(
@@ -283,7 +310,13 @@ def main(argv: list[str] | None = None) -> dict:
     folder, adapter = build_model_and_adapter(device, workdir, args.base_model)
     compute_dtype = "bfloat16" if device.type == "cuda" else "float32"
     spec = ModelSpec(source=str(folder), quantization="nf4", compute_dtype=compute_dtype)
-    prompts = random_prompts(args.prompts, args.min_prompt, args.max_prompt)
+    if args.real:
+        prompts = real_prompts(args.real, folder, args.prompts, args.max_prompt, workdir / "cache")
+    else:
+        prompts = random_prompts(args.prompts, args.min_prompt, args.max_prompt)
+    lengths = [len(p) for p in prompts]
+    mean = sum(lengths) / len(lengths)
+    log(f"{len(prompts)} prompts of {min(lengths)}..{max(lengths)} tokens, mean {mean:.0f}")
     settings = GenerationSettings(
         max_new_tokens=args.new_tokens,
         batch_size=args.batch_size,
@@ -336,7 +369,8 @@ def main(argv: list[str] | None = None) -> dict:
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "model": "random Llama-2-7B shape" if device.type == "cuda" else "tiny random Llama",
         "prompts": args.prompts,
-        "prompt_tokens": [args.min_prompt, args.max_prompt],
+        "prompts_kind": "real GraphGen-shaped" if args.real else "random tokens",
+        "prompt_tokens": [min(lengths), max(lengths), round(sum(lengths) / len(lengths))],
         "new_tokens": args.new_tokens,
         "baseline_batch": args.baseline_batch,
         "graphctx_batch": args.batch_size,

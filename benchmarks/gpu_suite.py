@@ -17,9 +17,10 @@ Steps (``--only`` picks some):
 * ``training``: ``benchmarks/train_throughput.py`` (real cardano lengths, the plain transformers + peft +
   bitsandbytes recipe as competitor) with the variants eager, checkpoint fraction 0.5, compiled blocks,
   liger-kernel and liger + compile, against one baseline run.
-* ``generation``: ``benchmarks/generate_throughput.py``: plain ``generate`` on the 4-bit model with and
-  without the adapter (the two baselines), graphctx's merged-adapter path, the static cache with CUDA graphs,
-  and transformers' continuous batching (``generate_batch``).
+* ``generation``: ``benchmarks/generate_throughput.py`` on 512 real GraphGen-shaped cardano prompts (at
+  most 1,023 tokens), 128 new tokens: plain ``generate`` on the 4-bit model with and without the adapter (the
+  two baselines), graphctx's merged-adapter path, the static cache with CUDA graphs, and transformers'
+  continuous batching (``generate_batch``).
 * ``retrieval``: ``benchmarks/retrieval.py`` twice: a 20k pool against networkx and igraph (speedups per
   linked query, every peer on the same queries), and the 1M-node pool at mean degree >= 50 (build + 10k
   queries, against the 60 s target).
@@ -66,7 +67,7 @@ SIZES = {
         ],
         "generation": [
             *("--prompts", "512", "--batch-size", "128", "--baseline-batch", "16"),
-            *("--new-tokens", "128", "--min-prompt", "64", "--max-prompt", "768"),
+            *("--new-tokens", "128", "--max-prompt", "1023"),  # static cache: widths fit one 1024 bucket
         ],
         "retrieval_peers": ["--pool", "20000", "--queries", "2000", "--peer-queries", "60"],
         "retrieval_scale": [
@@ -81,7 +82,7 @@ SIZES = {
         ],
         "generation": [
             *("--prompts", "8", "--batch-size", "4", "--baseline-batch", "4"),
-            *("--new-tokens", "4", "--min-prompt", "16", "--max-prompt", "48"),
+            *("--new-tokens", "4", "--max-prompt", "64"),
         ],
         "retrieval_peers": ["--pool", "3000", "--queries", "300", "--peer-queries", "20"],
         "retrieval_scale": [
@@ -334,7 +335,11 @@ def main(argv: list[str] | None = None) -> dict:
         )
     for step, script, extra in (
         ("training", "train_throughput.py", ["--cache-dir", str(cache), "--data", args.data]),
-        ("generation", "generate_throughput.py", ["--workdir", str(args.workdir / "generation")]),
+        (
+            "generation",
+            "generate_throughput.py",
+            ["--workdir", str(args.workdir / "generation"), "--real", args.data],
+        ),
     ):
         if step not in args.only:
             continue
