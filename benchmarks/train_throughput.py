@@ -12,11 +12,12 @@ cardano.stackexchange.com question+answer pairs in the paper's template, capped 
   cross-entropy on answer positions only, in chunks. ``--compile``, ``--checkpoint-fraction`` and
   ``--liger`` set ``model.spec.compile`` / ``checkpoint_fraction`` / ``liger``; ``--profile FILE`` adds an
   op table of extra steps.
-- ``--variants eager compile ckpt0.5 liger liger+compile+ckpt0.5 ...``: several graphctx settings against
-  one baseline run, in one process (liger variants run last: liger's RoPE replaces transformers' Llama
-  function for the rest of the process). A variant that cannot run (liger on the CPU) is reported with
-  its error. ``fastest_within_memory`` names the fastest variant whose peak stays within
-  ``--memory-limit-gib``.
+- ``--variants eager liger compile liger+compile ckpt0.5 ...``: several graphctx settings against one
+  baseline run, in one process, in that order (transformers' Llama module is restored after each, since
+  liger patches it). A variant that cannot run (liger on the CPU, out of memory) is reported with its
+  error. ``fastest_within_memory`` names the fastest variant whose peak stays within
+  ``--memory-limit-gib``. The figures so far are printed after every variant (``complete`` false until
+  the last), so a run stopped midway still reports them.
 
 Tokens/s count real tokens only (no pads), timed after ``--warmup-steps`` steps per side. On CPU the model
 is a tiny random Llama; with ``--device cuda`` a randomly initialised model of Llama-2-7B's shape (random
@@ -45,13 +46,13 @@ import torch
 from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 from torch.profiler import ProfilerActivity, profile
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
+from transformers.models.llama import modeling_llama
 
 from graphctx.cache import cache_root, fingerprint
 from graphctx.data import DatasetSettings, load_qa_dataset
 from graphctx.data.instruct import encode_example, get_template
 from graphctx.data.packing import collate_rows, pack_rows
 from graphctx.data.settings import FilterSettings
-from graphctx.errors import ConfigError
 from graphctx.model import InstructionTuner, LoraSettings, ModelSpec
 from graphctx.model.attention import VARLEN
 from graphctx.model.loading import packaged_llama_sentencepiece, quantization_config
@@ -403,7 +404,37 @@ def main(argv: list[str] | None = None) -> dict:
     }
     names = args.variants or ["flags"]
     variants: dict[str, dict[str, object]] = {}
-    for name in sorted(names, key=lambda name: "liger" in name.split("+")):  # stable: liger last
+
+    def summary() -> dict[str, object]:
+        """Figures so far (printed after every variant, so a run stopped midway still reports them)."""
+        within = {
+            name: v["tokens_per_s"]
+            for name, v in variants.items()
+            if "tokens_per_s" in v and v["peak_mem_gib"] <= args.memory_limit_gib
+        }
+        first = variants.get(names[0], {})
+        return {
+            "graphctx_tokens_per_s": first.get("tokens_per_s"),
+            "baseline_tokens_per_s": round(baseline["tokens_per_s"], 1),
+            "speedup": first.get("speedup"),
+            "peak_mem_gib": first.get("peak_mem_gib"),
+            "baseline_peak_mem_gib": round(baseline["peak_mem_gib"], 2),
+            "mfu": first.get("mfu"),
+            "baseline_mfu": mfu(baseline["tokens_per_s"]),
+            "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+            "shape": args.shape,
+            "token_budget": args.token_budget,
+            "baseline_batch_size": args.baseline_batch_size,
+            "max_length": args.max_length,
+            **{key: first.get(key) for key in single},
+            "variants": variants,
+            "memory_limit_gib": args.memory_limit_gib,
+            "fastest_within_memory": max(within, key=within.get) if within else None,
+            "complete": len(variants) == len(names),
+        }
+
+    llama_module = vars(modeling_llama)
+    for name in names:
         fields = single if name == "flags" else parse_variant(name, args)
         if args.time_budget_s and time.perf_counter() - started > args.time_budget_s:
             variants[name] = {**fields, "error": f"skipped: --time-budget-s {args.time_budget_s:g} spent"}
@@ -412,43 +443,24 @@ def main(argv: list[str] | None = None) -> dict:
         if device.type == "cuda":
             torch.cuda.empty_cache()
         log(f"variant {name}: {fields}")
+        plain_llama = dict(llama_module)  # liger replaces RoPE, RMSNorm and the MLP in this module
         try:
             ours = run_graphctx(folder, stream, args, device, pad_id, fields)
-        except ConfigError as error:  # e.g. liger on the CPU: reported, not run
-            variants[name] = {**fields, "error": str(error)}
-            log(f"variant {name}: {error}")
-            continue
-        variants[name] = {
-            **fields,
-            "tokens_per_s": round(ours["tokens_per_s"], 1),
-            "peak_mem_gib": round(ours["peak_mem_gib"], 2),
-            "speedup": round(ours["tokens_per_s"] / baseline["tokens_per_s"], 2),
-            "mfu": mfu(ours["tokens_per_s"]),
-        }
-    within = {
-        name: v["tokens_per_s"]
-        for name, v in variants.items()
-        if "tokens_per_s" in v and v["peak_mem_gib"] <= args.memory_limit_gib
-    }
-    first = variants[names[0]]
-    result = {
-        "graphctx_tokens_per_s": first.get("tokens_per_s"),
-        "baseline_tokens_per_s": round(baseline["tokens_per_s"], 1),
-        "speedup": first.get("speedup"),
-        "peak_mem_gib": first.get("peak_mem_gib"),
-        "baseline_peak_mem_gib": round(baseline["peak_mem_gib"], 2),
-        "mfu": first.get("mfu"),
-        "baseline_mfu": mfu(baseline["tokens_per_s"]),
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-        "shape": args.shape,
-        "token_budget": args.token_budget,
-        "baseline_batch_size": args.baseline_batch_size,
-        "max_length": args.max_length,
-        **{key: first[key] for key in single},
-        "variants": variants,
-        "memory_limit_gib": args.memory_limit_gib,
-        "fastest_within_memory": max(within, key=within.get) if within else None,
-    }
+        except Exception as error:  # liger on the CPU, out of memory, a compile failure: reported
+            variants[name] = {**fields, "error": f"{type(error).__name__}: {error}"[:500]}
+            log(f"variant {name}: {variants[name]['error']}")
+        else:
+            variants[name] = {
+                **fields,
+                "tokens_per_s": round(ours["tokens_per_s"], 1),
+                "peak_mem_gib": round(ours["peak_mem_gib"], 2),
+                "speedup": round(ours["tokens_per_s"] / baseline["tokens_per_s"], 2),
+                "mfu": mfu(ours["tokens_per_s"]),
+            }
+        finally:
+            llama_module.update(plain_llama)  # the next variant runs transformers' own Llama code
+        print(json.dumps(summary()), flush=True)
+    result = summary()
     print(json.dumps(result))
     return result
 
