@@ -1,10 +1,10 @@
 """Every GPU claim in one command: the GPU tests, training, generation and retrieval, each against its
 competitor in the same run, and pass/fail against each target. One JSON object on the last stdout line.
 
-On the GPU machine (one H200; at most 9 minutes), with the wheels the image lacks carried as ``.whl``
-(``bash scripts/gpu/fetch_wheels.sh`` where PyPI is reachable, then carry ``.whl``):
+On the GPU machine (one H200; at most 9 minutes), with ``.gpu`` carried (``bash scripts/gpu/pack.sh`` first,
+where PyPI and ../shared are reachable: the wheels the image lacks and the cardano dump):
 
-    bash scripts/gpu/install.sh && python benchmarks/gpu_suite.py --report-dir "$OUT"
+    bash scripts/gpu/install.sh && PYTHONUNBUFFERED=1 python benchmarks/gpu_suite.py --report-dir "$OUT"
 
 Anywhere, at toy sizes in a few minutes (CI runs part of it: tests/test_gpu_suite.py):
 
@@ -44,8 +44,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-GPU_SITE = REPO / ".gpu-site"
+GPU_SITE = REPO / ".gpu" / "site"
 """Where scripts/gpu/install.sh puts the wheels the GPU image lacks."""
+CARRIED_DATA = REPO / ".gpu" / "data" / "cardano"
+"""The cardano dump as scripts/gpu/pack.sh packs it for the GPU machine (../shared does not travel)."""
 STEPS = ["gpu_tests", "retrieval", "training", "generation"]
 
 TARGETS = {
@@ -283,7 +285,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--train-variants", nargs="+", help="instead of the size's training variants")
     parser.add_argument("--generation-paths", nargs="+", help="generate_throughput.py --paths (default: all)")
     parser.add_argument(
-        "--data", default=str(REPO.parent / "shared/data/stackexchange/cardano"), help="Stack Exchange dump"
+        "--data",
+        default=str(
+            CARRIED_DATA if CARRIED_DATA.is_dir() else REPO.parent / "shared/data/stackexchange/cardano"
+        ),
+        help="Stack Exchange dump (default: .gpu/data/cardano when packed, else ../shared's cardano)",
     )
     args = parser.parse_args(argv)
     if GPU_SITE.is_dir():

@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Run on a machine that reaches PyPI (the development machine), in the repository root: downloads the wheels
-# the H200 image lacks (Python 3.12, x86-64) into ./.whl (git-ignored), then carry `.whl` to the GPU machine
-# and run scripts/gpu/install.sh there. bitsandbytes' kernels for CUDA/ROCm versions other than 13.x are
-# dropped from its wheel so the folder stays small (the device carry is 64 MiB in all).
+# Run where PyPI and ../shared are reachable (the development machine): packs what the GPU machine lacks into
+# ./.gpu (git-ignored), which the device command carries (`carry: [".gpu"]`; 64 MiB in all, this is ~20 MB):
+#   .gpu/wheels/  the wheels the H200 image lacks (Python 3.12, x86-64), bitsandbytes without the kernels for
+#                 CUDA/ROCm versions other than 13.x; scripts/gpu/install.sh installs them there
+#   .gpu/data/cardano/  the cardano.stackexchange.com dump (real lengths and prompts for the benchmarks;
+#                 ../shared beside the checkout does not travel)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-dest=.whl
-rm -rf "$dest" && mkdir -p "$dest"
+data=${1:-../shared/data/stackexchange/cardano}
+[ -f "$data/Posts.xml" ] || { echo "scripts/gpu/pack.sh: no Posts.xml in $data" >&2; exit 1; }
+rm -rf .gpu && mkdir -p .gpu/wheels .gpu/data
+cp -r "$data" .gpu/data/cardano && chmod -R u+w .gpu/data
+dest=.gpu/wheels
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux2014_x86_64 --platform any -d "$dest" \
@@ -37,4 +42,4 @@ with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as target:
     for name, data in entries.items():
         target.writestr(name, data)
 PY
-ls -la "$dest"; du -sh "$dest"
+ls -la "$dest"; du -sh .gpu
