@@ -4,7 +4,7 @@ competitor in the same run, and pass/fail against each target. One JSON object o
 On the GPU machine (one H200; at most 9 minutes), with ``.gpu`` carried (``bash scripts/gpu/pack.sh`` first,
 where PyPI and ../shared are reachable: the wheels the image lacks and the cardano dump):
 
-    bash scripts/gpu/install.sh && PYTHONUNBUFFERED=1 python benchmarks/gpu_suite.py --report-dir "$OUT"
+    bash scripts/gpu/install.sh && PYTHONUNBUFFERED=1 python3 benchmarks/gpu_suite.py --report-dir "$OUT"
 
 Anywhere, at toy sizes in a few minutes (CI runs part of it: tests/test_gpu_suite.py):
 
