@@ -88,8 +88,8 @@ SIZES = {
         ],
         "retrieval_peers": ["--pool", "3000", "--queries", "300", "--peer-queries", "20"],
         "retrieval_scale": [
-            *("--pool", "10000", "--dim", "256", "--clusters", "20"),
-            *("--queries", "500", "--peer-queries", "0"),
+            *("--pool", "6000", "--dim", "256", "--clusters", "12"),  # mean degree ~78
+            *("--queries", "300", "--peer-queries", "0"),
         ],
     },
 }
