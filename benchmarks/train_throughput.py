@@ -9,8 +9,15 @@ cardano.stackexchange.com question+answer pairs in the paper's template, capped 
   (full-vocabulary logits for every position).
 - graphctx: ``InstructionTuner`` as train.py builds it: about ``--token-budget`` tokens of examples packed
   back to back, as one row with varlen flash attention on CUDA (rows of ``--max-length`` with SDPA on CPU),
-  cross-entropy on answer positions only, in chunks. ``--compile`` and ``--checkpoint-fraction`` set
-  ``model.spec.compile`` / ``checkpoint_fraction``; ``--profile FILE`` adds an op table of extra steps.
+  cross-entropy on answer positions only, in chunks. ``--compile``, ``--checkpoint-fraction`` and
+  ``--liger`` set ``model.spec.compile`` / ``checkpoint_fraction`` / ``liger``; ``--profile FILE`` adds an
+  op table of extra steps.
+- ``--variants eager liger compile liger+compile ckpt0.5 ...``: several graphctx settings against one
+  baseline run, in one process, in that order (transformers' Llama module is restored after each, since
+  liger patches it). A variant that cannot run (liger on the CPU, out of memory) is reported with its
+  error. ``fastest_within_memory`` names the fastest variant whose peak stays within
+  ``--memory-limit-gib``. The figures so far are printed after every variant (``complete`` false until
+  the last), so a run stopped midway still reports them.
 
 Tokens/s count real tokens only (no pads), timed after ``--warmup-steps`` steps per side. On CPU the model
 is a tiny random Llama; with ``--device cuda`` a randomly initialised model of Llama-2-7B's shape (random
@@ -39,6 +46,7 @@ import torch
 from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 from torch.profiler import ProfilerActivity, profile
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
+from transformers.models.llama import modeling_llama
 
 from graphctx.cache import cache_root, fingerprint
 from graphctx.data import DatasetSettings, load_qa_dataset
@@ -213,14 +221,37 @@ def run_baseline(folder: Path, stream, args, device: torch.device, pad_id: int) 
     return timed_training(step, batches, device, args.warmup_steps, args.steps, "baseline")
 
 
-def run_graphctx(folder: Path, stream, args, device: torch.device, pad_id: int) -> dict[str, float]:
+def parse_variant(name: str, args) -> dict[str, object]:
+    """``model.spec`` fields of a variant name: ``eager`` or ``+``-joined ``compile``, ``liger``,
+    ``ckptF`` (checkpoint fraction F), ``nockpt`` (no gradient checkpointing)."""
+    fields: dict[str, object] = {
+        "compile": False,
+        "liger": False,
+        "gradient_checkpointing": args.gradient_checkpointing,
+        "checkpoint_fraction": 1.0,
+    }
+    for part in name.split("+"):
+        if part in ("compile", "liger"):
+            fields[part] = True
+        elif part.startswith("ckpt"):
+            fields["gradient_checkpointing"], fields["checkpoint_fraction"] = True, float(part[4:])
+        elif part == "nockpt":
+            fields["gradient_checkpointing"] = False
+        elif part != "eager":
+            raise SystemExit(
+                f"--variants: unknown part {part!r} in {name!r} (eager, compile, liger, ckptF, nockpt)"
+            )
+    return fields
+
+
+def run_graphctx(
+    folder: Path, stream, args, device: torch.device, pad_id: int, fields: dict[str, object]
+) -> dict[str, float]:
     spec = ModelSpec(
         source=str(folder),
         compute_dtype=args.compute_dtype,
-        gradient_checkpointing=args.gradient_checkpointing,
-        checkpoint_fraction=args.checkpoint_fraction,
-        compile=args.compile,
         loss_chunk_tokens=args.loss_chunk_tokens,
+        **fields,
     )
     module = InstructionTuner(spec=spec, lora=LORA).to(device)
     module.configure_model()
@@ -271,7 +302,7 @@ def peak_flops(device: torch.device, override_tflops: float | None) -> float | N
     return next((flops for key, flops in PEAK_BF16_FLOPS.items() if key in name), None)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -300,6 +331,15 @@ def main() -> None:
         action="store_true",
         help="graphctx side: torch.compile each decoder block (compiles during the warm-up steps)",
     )
+    parser.add_argument(
+        "--liger", action="store_true", help="graphctx side: liger-kernel's fused kernels (CUDA)"
+    )
+    parser.add_argument(
+        "--variants", nargs="+", help="graphctx settings to run against one baseline (see above)"
+    )
+    parser.add_argument(
+        "--memory-limit-gib", type=float, default=40.0, help="bound for fastest_within_memory"
+    )
     parser.add_argument("--loss-chunk-tokens", type=int, default=4096)
     parser.add_argument(
         "--profile", help="after the timed steps, profile more graphctx steps; op table to this file"
@@ -308,7 +348,13 @@ def main() -> None:
     parser.add_argument("--peak-tflops", type=float, help="peak bf16 TFLOP/s for MFU (default: known GPUs)")
     parser.add_argument("--cache-dir", help="graphctx cache (random model, dataset)")
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+    parser.add_argument(
+        "--prepare-only", action="store_true", help="build the random model, print its folder as JSON, stop"
+    )
+    parser.add_argument(
+        "--time-budget-s", type=float, help="start no further variant after this many seconds (reported)"
+    )
+    args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: no CUDA device visible")
     device = torch.device("cpu")
@@ -320,8 +366,12 @@ def main() -> None:
         args.gradient_checkpointing = device.type == "cuda"
     args.steps = args.steps or (8 if device.type == "cuda" else 3)
     args.compute_dtype = "bfloat16" if device.type == "cuda" else "float32"
+    started = time.perf_counter()
 
     folder = random_llama(args.shape, device, args.cache_dir)
+    if args.prepare_only:
+        print(json.dumps({"model": str(folder), "shape": args.shape}))
+        return {"model": str(folder)}
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -339,35 +389,80 @@ def main() -> None:
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
     baseline = run_baseline(folder, stream[:baseline_needed], args, device, pad_id)
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-    ours = run_graphctx(folder, stream, args, device, pad_id)
-
     config = LlamaConfig.from_pretrained(folder)
     peak = peak_flops(device, args.peak_tflops)
     flops = model_flops_per_token(config, stream[:baseline_needed])
-    print(
-        json.dumps(
-            {
-                "graphctx_tokens_per_s": round(ours["tokens_per_s"], 1),
-                "baseline_tokens_per_s": round(baseline["tokens_per_s"], 1),
-                "speedup": round(ours["tokens_per_s"] / baseline["tokens_per_s"], 2),
+
+    def mfu(tokens_per_s: float) -> float | None:
+        return round(tokens_per_s * flops / peak, 4) if peak else None
+
+    single = {
+        "compile": args.compile,
+        "liger": args.liger,
+        "gradient_checkpointing": args.gradient_checkpointing,
+        "checkpoint_fraction": args.checkpoint_fraction,
+    }
+    names = args.variants or ["flags"]
+    variants: dict[str, dict[str, object]] = {}
+
+    def summary() -> dict[str, object]:
+        """Figures so far (printed after every variant, so a run stopped midway still reports them)."""
+        within = {
+            name: v["tokens_per_s"]
+            for name, v in variants.items()
+            if "tokens_per_s" in v and v["peak_mem_gib"] <= args.memory_limit_gib
+        }
+        first = variants.get(names[0], {})
+        return {
+            "graphctx_tokens_per_s": first.get("tokens_per_s"),
+            "baseline_tokens_per_s": round(baseline["tokens_per_s"], 1),
+            "speedup": first.get("speedup"),
+            "peak_mem_gib": first.get("peak_mem_gib"),
+            "baseline_peak_mem_gib": round(baseline["peak_mem_gib"], 2),
+            "mfu": first.get("mfu"),
+            "baseline_mfu": mfu(baseline["tokens_per_s"]),
+            "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+            "shape": args.shape,
+            "token_budget": args.token_budget,
+            "baseline_batch_size": args.baseline_batch_size,
+            "max_length": args.max_length,
+            **{key: first.get(key) for key in single},
+            "variants": variants,
+            "memory_limit_gib": args.memory_limit_gib,
+            "fastest_within_memory": max(within, key=within.get) if within else None,
+            "complete": len(variants) == len(names),
+        }
+
+    llama_module = vars(modeling_llama)
+    for name in names:
+        fields = single if name == "flags" else parse_variant(name, args)
+        if args.time_budget_s and time.perf_counter() - started > args.time_budget_s:
+            variants[name] = {**fields, "error": f"skipped: --time-budget-s {args.time_budget_s:g} spent"}
+            continue
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        log(f"variant {name}: {fields}")
+        plain_llama = dict(llama_module)  # liger replaces RoPE, RMSNorm and the MLP in this module
+        try:
+            ours = run_graphctx(folder, stream, args, device, pad_id, fields)
+        except Exception as error:  # liger on the CPU, out of memory, a compile failure: reported
+            variants[name] = {**fields, "error": f"{type(error).__name__}: {error}"[:500]}
+            log(f"variant {name}: {variants[name]['error']}")
+        else:
+            variants[name] = {
+                **fields,
+                "tokens_per_s": round(ours["tokens_per_s"], 1),
                 "peak_mem_gib": round(ours["peak_mem_gib"], 2),
-                "baseline_peak_mem_gib": round(baseline["peak_mem_gib"], 2),
-                "mfu": round(ours["tokens_per_s"] * flops / peak, 4) if peak else None,
-                "baseline_mfu": round(baseline["tokens_per_s"] * flops / peak, 4) if peak else None,
-                "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-                "shape": args.shape,
-                "token_budget": args.token_budget,
-                "baseline_batch_size": args.baseline_batch_size,
-                "gradient_checkpointing": args.gradient_checkpointing,
-                "checkpoint_fraction": args.checkpoint_fraction,
-                "compile": args.compile,
-                "max_length": args.max_length,
+                "speedup": round(ours["tokens_per_s"] / baseline["tokens_per_s"], 2),
+                "mfu": mfu(ours["tokens_per_s"]),
             }
-        )
-    )
+        finally:
+            llama_module.update(plain_llama)  # the next variant runs transformers' own Llama code
+        print(json.dumps(summary()), flush=True)
+    result = summary()
+    print(json.dumps(result))
+    return result
 
 
 if __name__ == "__main__":

@@ -142,6 +142,54 @@ def test_packed_padded_and_flattened_batches_give_the_same_loss(spec: ModelSpec,
         torch.testing.assert_close(loss, pooled, rtol=1e-4, atol=1e-4)
 
 
+PACKED_LOGITS_ATOL = 1e-5
+"""float32 on CPU: a packed example's logits equal its logits alone to rounding (measured ~4e-7); attention
+leaking across the boundaries moves them by ~1 (random tiny Llama, logits of magnitude ~1)."""
+
+
+def packed_logit_gaps(module: InstructionTuner, examples) -> list[float]:
+    """Per example: max |logit| difference between the example inside one packed row and the same example
+    run alone (both through ``InstructionTuner.hidden_states``, the training path)."""
+    lm_head = module.model.get_base_model().get_output_embeddings()
+    with torch.no_grad():
+        hidden, _ = module.hidden_states(collate_rows([examples], pad_id=0, packed=True))
+        packed, gaps, offset = lm_head(hidden[0]), [], 0
+        for example in examples:
+            alone, _ = module.hidden_states(collate_rows([[example]], pad_id=0, packed=True))
+            length = len(example["input_ids"])
+            gaps.append(float((packed[offset : offset + length] - lm_head(alone[0])).abs().max()))
+            offset += length
+    return gaps
+
+
+def test_packed_examples_do_not_attend_across_boundaries(spec: ModelSpec, examples, monkeypatch) -> None:
+    """Per-example logits of a packed row equal each example alone; without the boundaries they do not.
+
+    On CPU the model runs SDPA on packed rows; transformers reads the example boundaries from the restarts
+    of ``position_ids`` (``masking_utils.find_packed_sequence_indices``) and builds a block-diagonal causal
+    mask. Removing that (plain causal mask over the whole row) is the leak this test must catch.
+    """
+    import transformers.masking_utils
+
+    module = tuner(spec)
+    module.configure_model()
+    module.eval()
+    assert module.model.get_base_model().config._attn_implementation == "sdpa"
+    gaps = packed_logit_gaps(module, examples)
+    assert max(gaps) < PACKED_LOGITS_ATOL, gaps
+    monkeypatch.setattr(transformers.masking_utils, "find_packed_sequence_indices", lambda positions: None)
+    leaked = packed_logit_gaps(module, examples)
+    assert leaked[0] < PACKED_LOGITS_ATOL  # the first example has nothing before it to leak from
+    assert min(leaked[1:]) > 1000 * PACKED_LOGITS_ATOL, leaked
+
+
+def test_liger_is_refused_on_cpu_before_loading(spec: ModelSpec) -> None:
+    module = tuner(replace(spec, liger=True))
+    with pytest.raises(ConfigError, match=r"model\.spec\.liger=true needs CUDA.*device is cpu"):
+        module.configure_model()
+    assert module.model is None
+
+
 def test_real_tokens_of_a_packed_batch_exclude_the_tail_padding(examples) -> None:
     rows = [[examples[0], examples[1]], [examples[2]]]  # the second row is shorter: padded at its end
     batch = collate_rows(rows, pad_id=0, packed=True)

@@ -259,8 +259,11 @@ def test_index_and_retrieve_commands(cardano_dir: Path, tmp_path: Path, capsys) 
         "retrieval:\n  threshold: 0.5\n  max_seq_length: 64\n  device: cpu\n"
     )
     assert index_command.run(argparse.Namespace(config=str(config), cache_dir=None)) == 0
-    stats = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    printed = capsys.readouterr()
+    stats = json.loads(printed.out.strip().splitlines()[-1])
     assert stats["pool"] == stats["nodes"] > 100 and stats["edges"] > 0
+    assert f"degree min {stats['min_degree']}, mean {stats['mean_degree']:.1f}," in printed.err
+    assert ("graph is dense" in printed.err) == (stats["mean_degree"] > 50)
     question = "How do I delegate my ADA to a stake pool from Daedalus?"
     arguments = argparse.Namespace(config=str(config), cache_dir=None, question=question, top_k=4, json=True)
     assert retrieve_command.run(arguments) == 0

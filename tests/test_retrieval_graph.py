@@ -9,9 +9,11 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import is_undirected
 
+from graphctx.errors import ConfigError
 from graphctx.retrieval.graph import (
     build_question_graph,
     degree_stats,
+    density_warning,
     load_graph,
     query_edges,
     save_graph,
@@ -83,6 +85,84 @@ def test_degree_stats_on_a_known_graph() -> None:
     assert stats["edges"] == 3 and stats["isolated"] == 1 and stats["max_degree"] == 2
     assert stats["components"] == 3 and stats["largest_component"] == 3
     assert stats["mean_degree"] == pytest.approx(1.0)
+    assert stats["min_degree"] == 0 and stats["median_degree"] == 1
+    assert stats["isolated_share"] == pytest.approx(1 / 6)
+
+
+def test_density_warning_only_above_mean_degree_50() -> None:
+    star = lambda leaves: Data(  # noqa: E731 -- hub 0 linked to every leaf: mean degree 2 * leaves / (leaves + 1)
+        edge_index=torch.tensor(
+            [[0] * leaves + list(range(1, leaves + 1)), list(range(1, leaves + 1)) + [0] * leaves]
+        ),
+        edge_weight=torch.ones(2 * leaves),
+        num_nodes=leaves + 1,
+    )
+    assert density_warning(degree_stats(star(10)), RetrievalSettings()) is None
+    complete = torch.combinations(torch.arange(60)).T
+    dense = Data(
+        edge_index=torch.cat([complete, complete.flip(0)], 1),
+        edge_weight=torch.ones(2 * complete.shape[1]),
+        num_nodes=60,
+    )
+    warning = density_warning(degree_stats(dense), RetrievalSettings())
+    assert "mean degree 59.0 > 50" in warning and "retrieval.max_neighbors" in warning
+
+
+def top_m_union_brute_force(
+    embeddings: torch.Tensor, threshold: float, m: int
+) -> dict[tuple[int, int], float]:
+    """Every pair above ``threshold``, kept when either end has the other among its m most similar
+    (ties to the lower index): plain Python over the float64 similarity matrix."""
+    pairs = {
+        pair: w
+        for pair, w in brute_force_pairs(embeddings, embeddings, threshold).items()
+        if pair[0] != pair[1]
+    }
+    neighbours: dict[int, list[tuple[float, int]]] = {}
+    for (i, j), w in pairs.items():
+        neighbours.setdefault(i, []).append((-w, j))
+    top = {i: {j for _, j in sorted(found)[:m]} for i, found in neighbours.items()}
+    return {(i, j): w for (i, j), w in pairs.items() if j in top[i] or i in top.get(j, set())}
+
+
+@pytest.mark.parametrize("m", [1, 2, 4])
+def test_max_neighbors_keeps_the_union_of_each_nodes_top_m(m: int) -> None:
+    embeddings = clustered(120, seed=4).double()
+    settings = RetrievalSettings(threshold=0.8, similarity_dtype="float64", similarity_chunk_size=17)
+    full = build_question_graph(embeddings, settings)
+    capped = build_question_graph(embeddings, replace(settings, max_neighbors=m))
+    assert is_undirected(capped.edge_index, capped.edge_weight)
+    got = {
+        (r, c): w for (r, c), w in zip(capped.edge_index.T.tolist(), capped.edge_weight.tolist(), strict=True)
+    }
+    expected = top_m_union_brute_force(embeddings, 0.8, m)
+    assert got.keys() == expected.keys()
+    assert all(got[pair] == pytest.approx(w, abs=1e-6) for pair, w in expected.items())
+    # the cap bites (fewer edges), and no node loses its own m best links
+    full_degree, capped_degree = degree_stats(full), degree_stats(capped)
+    assert (
+        capped_degree["edges"] < full_degree["edges"] and capped_degree["isolated"] == full_degree["isolated"]
+    )
+    degrees = torch.bincount(full.edge_index[0], minlength=120)
+    assert (torch.bincount(capped.edge_index[0], minlength=120) >= degrees.clamp(max=m)).all()
+
+
+def test_max_neighbors_caps_query_edges_at_the_m_most_similar() -> None:
+    embeddings = clustered(100, seed=5).double()
+    pool, queries = embeddings[:70], embeddings[70:]
+    settings = RetrievalSettings(threshold=0.8, similarity_dtype="float64", max_neighbors=2)
+    edges = query_edges(queries, pool, settings)
+    everything = brute_force_pairs(queries, pool, 0.8)
+    for query in range(30):
+        mine = sorted((-w, node) for (q, node), w in everything.items() if q == query)
+        assert sorted(edges.node[edges.query == query].tolist()) == sorted(node for _, node in mine[:2])
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True])
+def test_max_neighbors_must_be_a_positive_integer(bad) -> None:
+    settings = RetrievalSettings(max_neighbors=bad)
+    with pytest.raises(ConfigError, match=r"retrieval\.max_neighbors"):
+        build_question_graph(clustered(10, seed=0), settings)
 
 
 def test_save_and_load_round_trip(tmp_path) -> None:
@@ -129,3 +209,50 @@ def test_bfloat16_products_give_the_full_precision_graph() -> None:
     rounded = embeddings.bfloat16().float()
     crude = {pair for pair in brute_force_pairs(rounded, rounded, 0.8) if pair[0] != pair[1]}
     assert crude != set(got)  # bfloat16 alone would have moved edges across the threshold
+
+
+def test_pagerank_on_the_capped_graph_equals_networkx() -> None:
+    """graphctx's capped graph + batched PageRank against networkx.pagerank on a graph capped by plain
+    Python (each node's 3 most similar neighbours, union; each query's 3 most similar pool questions)."""
+    import networkx as nx
+
+    from graphctx.retrieval.pagerank import PoolPageRank
+
+    embeddings = clustered(130, seed=6).double()
+    pool, queries = embeddings[:100], embeddings[100:]
+    settings = RetrievalSettings(
+        threshold=0.8, similarity_dtype="float64", pagerank_dtype="float64", max_neighbors=3, top_k=4
+    )
+    graph = build_question_graph(pool, settings)
+    edges = query_edges(queries, pool, settings)
+    ranker = PoolPageRank(graph, settings)
+    computed, result = ranker.all_scores(edges), ranker.run(edges)
+    assert (
+        degree_stats(graph)["max_degree"]
+        < degree_stats(build_question_graph(pool, replace(settings, max_neighbors=None)))["max_degree"]
+    )
+
+    reference = nx.Graph()
+    reference.add_nodes_from(range(100))
+    reference.add_weighted_edges_from(
+        (i, j, w) for (i, j), w in top_m_union_brute_force(pool, 0.8, 3).items()
+    )
+    linked = 0
+    for query in range(30):
+        similar = sorted(
+            (-w, node) for (q, node), w in brute_force_pairs(queries, pool, 0.8).items() if q == query
+        )
+        if not similar:
+            assert not result.linked[query]
+            continue
+        linked += 1
+        with_query = reference.copy()
+        with_query.add_weighted_edges_from(("q", node, -negative) for negative, node in similar[:3])
+        scores = nx.pagerank(with_query, alpha=settings.alpha, personalization={"q": 1}, tol=settings.tol)
+        mine = computed.query == query
+        for node, score in zip(computed.node[mine].tolist(), computed.score[mine].tolist(), strict=True):
+            assert abs(score - scores[node]) < 1e-6
+        reachable = nx.node_connected_component(with_query, "q") - {"q"}
+        ranked = sorted(reachable, key=lambda node: -scores[node])[: settings.top_k]
+        assert [node for node in result.node_ids[query].tolist() if node >= 0] == ranked
+    assert linked >= 10

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from graphctx.config import load_config
+from graphctx.retrieval.graph import density_warning, describe_degrees
 from graphctx.retrieval.index import build_index
 from graphctx.retrieval.pool import cache_dir_of, load_config_dataset
 
@@ -20,5 +22,9 @@ def run(args: argparse.Namespace) -> int:
     cache_dir = cache_dir_of(config, args.cache_dir)
     train = load_config_dataset(config)["train"]
     index = build_index(train["id"], train["question"], config.retrieval, cache_dir)
+    print(f"question graph: {describe_degrees(index.stats)}", file=sys.stderr)
+    warning = density_warning(index.stats, config.retrieval)
+    if warning:
+        print(warning, file=sys.stderr)
     print(json.dumps({"pool": len(index.ids), "dim": index.embeddings.shape[1], **index.stats}))
     return 0

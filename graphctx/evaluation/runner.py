@@ -63,6 +63,7 @@ SPEED_ONLY: dict[str, set[str]] = {
         "gradient_checkpointing",
         "checkpoint_fraction",
         "compile",
+        "liger",
         "loss_chunk_tokens",
     },
     "generation": {"batch_size", "device", "static_cache", "cache_bucket_tokens"},

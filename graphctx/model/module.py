@@ -21,6 +21,7 @@ from torchmetrics.aggregation import MeanMetric
 
 from graphctx.model.attention import VARLEN, varlen_keyword_arguments
 from graphctx.model.export import export_adapter, export_merged
+from graphctx.model.liger import apply_liger, check_liger, liger_answer_cross_entropy_sum
 from graphctx.model.loading import (
     attach_lora,
     compile_blocks,
@@ -137,8 +138,11 @@ class InstructionTuner(L.LightningModule):
         """Load the frozen (quantised) base on this process's device and attach the adapter, once."""
         if self.model is not None:
             return
+        check_liger(self.spec, self.device)
         self.pad_token_id = load_tokenizer(self.spec).pad_token_id  # the DataModule pads with it
         base = load_base_model(self.spec, device=self.device)
+        if self.spec.liger:
+            apply_liger(base)
         if self.spec.gradient_checkpointing:
             enable_checkpointing(base, self.spec.checkpoint_fraction)
         self.model = attach_lora(base, self.lora)
@@ -150,8 +154,9 @@ class InstructionTuner(L.LightningModule):
         """Names (as in this module's ``state_dict``) of the parameters the optimiser updates."""
         return {name for name, parameter in self.named_parameters() if parameter.requires_grad}
 
-    def answer_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
-        """``(sum of the cross-entropy over the answer tokens of batch, their number)``."""
+    def hidden_states(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The decoder's last hidden states for ``batch`` as training computes them, and the batch they line
+        up with: under varlen attention that is one row of the real tokens (:func:`remove_padding`)."""
         base = self.model.get_base_model()
         extra: dict[str, Any] = {}
         if base.config._attn_implementation == VARLEN:
@@ -165,7 +170,15 @@ class InstructionTuner(L.LightningModule):
             use_cache=False,
             **extra,
         ).last_hidden_state
+        return hidden, batch
+
+    def answer_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, int]:
+        """``(sum of the cross-entropy over the answer tokens of batch, their number)``."""
+        base = self.model.get_base_model()
+        hidden, batch = self.hidden_states(batch)
         targets = next_token_targets(batch["labels"], batch["position_ids"])
+        if self.spec.liger:
+            return liger_answer_cross_entropy_sum(hidden[:, :-1], targets, base.get_output_embeddings())
         return answer_cross_entropy_sum(
             hidden[:, :-1], targets, base.get_output_embeddings(), self.spec.loss_chunk_tokens
         )

@@ -102,6 +102,10 @@ class ModelSpec:
     """``torch.compile`` each decoder block (regional compilation: one graph, traced once with dynamic
     shapes, shared by every block). Fuses RMSNorm, rotary, SwiGLU and the adapters' dropout/scale/add
     into few kernels. The first training step pays the compile; generation runs the blocks eagerly."""
+    liger: bool = False
+    """Use liger-kernel's fused Triton kernels in training (CUDA only, Llama models, ``pip install
+    liger-kernel``): RMSNorm, SwiGLU, RoPE and the fused linear cross-entropy, which never holds the logits.
+    Its RoPE replaces transformers' Llama function for the whole process. Off on the CPU (refused there)."""
     loss_chunk_tokens: int = 4096
     """Answer tokens per chunk of the cross-entropy: logits exist for at most this many tokens at a time
     (each chunk is recomputed in the backward pass), never for the whole packed batch."""

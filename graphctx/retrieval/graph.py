@@ -15,6 +15,7 @@ from torch_geometric.data import Data
 from torch_geometric.utils import degree, to_undirected
 
 from graphctx.cache import atomic_path
+from graphctx.errors import ConfigError
 from graphctx.retrieval.pagerank import QueryEdges, connected_components
 from graphctx.retrieval.settings import RetrievalSettings
 
@@ -94,21 +95,70 @@ def similarity_edges(
     return torch.cat(rows), torch.cat(cols), torch.cat(values)
 
 
+def check_max_neighbors(settings: RetrievalSettings) -> int | None:
+    """``settings.max_neighbors`` if it is null or a positive integer; else a one-line ConfigError."""
+    cap = settings.max_neighbors
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+        raise ConfigError(f"retrieval.max_neighbors={cap!r}: must be a positive integer or null (no cap)")
+    return cap
+
+
+def top_m_mask(source: Tensor, target: Tensor, weight: Tensor, m: int) -> Tensor:
+    """Bool mask of the directed edges ``source -> target`` that are among ``source``'s ``m`` heaviest.
+
+    Ties in weight go to the lower ``target`` index, so the choice does not depend on edge order.
+    """
+    if len(source) == 0:
+        return torch.zeros(0, dtype=torch.bool, device=source.device)
+    # three stable sorts = one lexicographic sort by (source, -weight, target)
+    order = torch.argsort(target, stable=True)
+    order = order[torch.argsort(weight[order], descending=True, stable=True)]
+    order = order[torch.argsort(source[order], stable=True)]
+    grouped = source[order]
+    position = torch.arange(len(order), device=source.device)
+    is_first = torch.ones_like(grouped, dtype=torch.bool)
+    is_first[1:] = grouped[1:] != grouped[:-1]
+    group_start = torch.cummax(torch.where(is_first, position, 0), dim=0).values
+    keep = torch.zeros(len(order), dtype=torch.bool, device=source.device)
+    keep[order] = position - group_start < m
+    return keep
+
+
+def cap_neighbors(rows: Tensor, cols: Tensor, weights: Tensor, m: int) -> tuple[Tensor, Tensor, Tensor]:
+    r"""Undirected edges ``{i, j}`` (given once each) kept when :math:`j \in \mathrm{top}_m(i)` or
+    :math:`i \in \mathrm{top}_m(j)`, where :math:`\mathrm{top}_m(v)` holds ``v``'s ``m`` most similar
+    neighbours (the union keeps the graph symmetric; every node keeps at least ``min(m, degree)`` edges)."""
+    count = len(rows)
+    source, target = torch.cat([rows, cols]), torch.cat([cols, rows])
+    chosen = top_m_mask(source, target, torch.cat([weights, weights]), m)
+    keep = chosen[:count] | chosen[count:]
+    return rows[keep], cols[keep], weights[keep]
+
+
 def build_question_graph(embeddings: Tensor, settings: RetrievalSettings) -> Data:
-    """The pool's question graph as a torch_geometric ``Data`` (both directions of every edge stored)."""
+    """The pool's question graph as a torch_geometric ``Data`` (both directions of every edge stored),
+    capped at ``settings.max_neighbors`` (:func:`cap_neighbors`) when that is set."""
+    cap = check_max_neighbors(settings)
     rows, cols, weights = similarity_edges(embeddings, embeddings, settings, upper_triangle=True)
+    if cap is not None:
+        rows, cols, weights = cap_neighbors(rows, cols, weights, cap)
     edge_index, edge_weight = to_undirected(torch.stack([rows, cols]), weights, num_nodes=len(embeddings))
     return Data(edge_index=edge_index, edge_weight=edge_weight, num_nodes=len(embeddings))
 
 
 def query_edges(queries: Tensor, pool: Tensor, settings: RetrievalSettings) -> QueryEdges:
-    """Edges from each query to the pool questions it is similar to (queries never link each other)."""
+    """Edges from each query to the pool questions it is similar to (queries never link each other); with
+    ``settings.max_neighbors`` = m, each query keeps its m most similar pool questions."""
+    cap = check_max_neighbors(settings)
     rows, cols, weights = similarity_edges(queries, pool, settings)
+    if cap is not None:
+        keep = top_m_mask(rows, cols, weights, cap)
+        rows, cols, weights = rows[keep], cols[keep], weights[keep]
     return QueryEdges(query=rows, node=cols, weight=weights, num_queries=len(queries))
 
 
 def degree_stats(graph: Data) -> dict[str, float]:
-    """Edges, mean/median/max degree, isolated nodes and connected components of the graph."""
+    """Edges, min/mean/median/max degree, isolated nodes (count and share) and connected components."""
     num_nodes = int(graph.num_nodes)
     degrees = degree(graph.edge_index[0], num_nodes=num_nodes)
     components = connected_components(graph.edge_index, num_nodes)
@@ -116,13 +166,43 @@ def degree_stats(graph: Data) -> dict[str, float]:
     return {
         "nodes": num_nodes,
         "edges": graph.edge_index.shape[1] // 2,
+        "min_degree": int(degrees.min()) if num_nodes else 0,
         "mean_degree": float(degrees.mean()) if num_nodes else 0.0,
         "median_degree": float(degrees.median()) if num_nodes else 0.0,
         "max_degree": int(degrees.max()) if num_nodes else 0,
         "isolated": int((degrees == 0).sum()),
+        "isolated_share": float((degrees == 0).float().mean()) if num_nodes else 0.0,
         "components": len(sizes),
         "largest_component": int(sizes.max()),
     }
+
+
+DENSE_MEAN_DEGREE = 50.0
+"""Mean degree above which :func:`density_warning` speaks: PageRank's cost grows with the edges and a few
+hub questions start to dominate every query's ranking."""
+
+
+def describe_degrees(stats: dict[str, float]) -> str:
+    """One line of :func:`degree_stats`: min/mean/median/max degree and the isolated share."""
+    degrees = (
+        f"degree min {stats['min_degree']}, mean {stats['mean_degree']:.1f}, "
+        f"median {stats['median_degree']:.0f}, max {stats['max_degree']}"
+    )
+    isolated = f"isolated {stats['isolated']} of {stats['nodes']} ({100 * stats['isolated_share']:.1f}%)"
+    return f"{degrees}; {isolated}; {stats['edges']} edges"
+
+
+def density_warning(stats: dict[str, float], settings: RetrievalSettings) -> str | None:
+    """A warning when the graph's mean degree is above :data:`DENSE_MEAN_DEGREE`, else None."""
+    if stats["mean_degree"] <= DENSE_MEAN_DEGREE:
+        return None
+    mean, limit = stats["mean_degree"], DENSE_MEAN_DEGREE
+    return (
+        f"warning: the question graph is dense (mean degree {mean:.1f} > {limit:g} at "
+        f"retrieval.threshold={settings.threshold}, max degree {stats['max_degree']}): PageRank slows "
+        "with the edges and hubs crowd the rankings; set retrieval.max_neighbors (e.g. 20) or raise "
+        "retrieval.threshold"
+    )
 
 
 def save_graph(graph: Data, path: str | os.PathLike[str]) -> None:

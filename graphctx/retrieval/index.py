@@ -68,7 +68,8 @@ class RetrievalIndex:
 
 
 def index_key(ids: Sequence[int], texts: Sequence[str], settings: RetrievalSettings) -> str:
-    """Hash of everything the index depends on: pool ids and texts, model, length limit, graph settings."""
+    """Hash of everything the index depends on: pool ids and texts, model, length limit, graph settings
+    (threshold, neighbour cap, product dtype)."""
     device = resolve_device(settings)
     similarity = settings.similarity_dtype
     if similarity == "auto":
@@ -79,6 +80,7 @@ def index_key(ids: Sequence[int], texts: Sequence[str], settings: RetrievalSetti
         settings.embedding_model,
         settings.max_seq_length,
         settings.threshold,
+        settings.max_neighbors,
         similarity,
     )
 

@@ -59,6 +59,12 @@ class RetrievalSettings:
     threshold: float = 0.8
     """Two questions are linked when the cosine of their embeddings is strictly above this (paper 0.8)."""
 
+    max_neighbors: int | None = None
+    """Density cap: keep an edge only when one end is among the other's ``m`` most similar neighbours above
+    the threshold (the union of each node's top-``m``, so the graph stays symmetric; ties go to the lower
+    node index). A query keeps its ``m`` most similar pool questions. null = every edge above the threshold
+    (the paper). bge-large-en's cosines sit mostly in 0.6-1.0, so a large site's graph can be dense."""
+
     top_k: int = 2
     """Past questions returned per query (paper 2)."""
 
