@@ -78,6 +78,16 @@ class KnowledgeSettings:
     sparql_min_interval_s: float = 1.0
     """Polite rate limit: least seconds between two requests to the endpoint."""
 
+    sparql_batch_values: int = 400
+    """Most entities (VALUES terms: surfaces, or heads + tails) in one request, on either backend."""
+
+    sparql_parallel: int = 4
+    """Requests to the endpoint in flight at once (the Wikidata Query Service allows 5 per client)."""
+
+    sparql_max_failure_share: float = 0.5
+    """Share of failed requests (after retries; at least 4 sent) that stops the run with an error; below
+    it, failed requests are split and what still fails is recorded per query as ``kg_lost_entities``."""
+
     user_agent: str = "graphctx/0.1 (https://github.com/graphctx; research use)"
     """HTTP User-Agent sent to the endpoint (Wikidata asks for a descriptive one)."""
 
@@ -87,8 +97,13 @@ class KnowledgeSettings:
     max_entities: int = 64
     """Most linked entities per context sent to the one-hop query."""
 
+    kg_query: str = "between"
+    """``between``: ask only for the edges from Ent(C)'s heads to Ent(C) (τ', the paper's filter, in the
+    query); ``one_hop``: ask for every edge leaving a head (at most ``max_facts_per_entity`` each), then
+    filter."""
+
     max_facts_per_entity: int = 200
-    """Most one-hop triplets fetched per entity (LIMIT of the one-hop query, scaled by entity count)."""
+    """``kg_query: one_hop`` only: most one-hop triplets fetched per entity (a LIMIT per entity)."""
 
     link_mentions: bool = True
     """Also add KG labels found verbatim in C (software and package names) to Ent(C)."""
@@ -114,6 +129,18 @@ class KnowledgeSettings:
             raise ValueError(
                 f"knowledge.extractors: {problem} in {names}; "
                 f"list one or more of {list(EXTRACTORS)}, each once"
+            )
+        if self.kg_query not in ("between", "one_hop"):
+            raise ValueError(f"knowledge.kg_query: {self.kg_query!r} is not one of ['between', 'one_hop']")
+        if not 1 <= self.sparql_parallel <= 5:
+            raise ValueError(
+                f"knowledge.sparql_parallel: {self.sparql_parallel} is not in 1..5 (WDQS allows 5)"
+            )
+        if self.sparql_batch_values < 2:
+            raise ValueError(f"knowledge.sparql_batch_values: {self.sparql_batch_values} is below 2")
+        if not 0 <= self.sparql_max_failure_share <= 1:
+            raise ValueError(
+                f"knowledge.sparql_max_failure_share: {self.sparql_max_failure_share} is not in [0, 1]"
             )
         if self.llm_gguf_file and not self.llm_model:
             raise ValueError("knowledge.llm_gguf_file: only with knowledge.llm_model (the folder holding it)")
