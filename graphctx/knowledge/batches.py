@@ -4,7 +4,8 @@ A batch is whatever one request asks (surfaces, or heads × tails); ``send`` tur
 client has already retried it with backoff), ``split`` into smaller batches. A batch that still fails is
 split and its halves are sent; one that cannot be split any more is *lost*: the caller records what it
 held, and since nothing of it is cached, the next run asks again. The run stops only when the endpoint as
-a whole fails: more than ``max_failure_share`` of the requests sent (once a few were sent).
+a whole fails: more than ``max_failure_share`` of the first requests of batches fail, or no request at
+all succeeds (either once a few were sent); a few entities that keep failing are lost, not fatal.
 """
 
 from __future__ import annotations
@@ -80,19 +81,27 @@ def run_batches(
     batch as it arrives, in the calling thread (e.g. to cache it at once).
     """
     outcome: BatchOutcome[B, R] = BatchOutcome([], [])
-    sent = failed = 0
-    queue = list(batches)
+    sent = failed = first_sent = first_failed = 0
+    queue: list[tuple[B, bool]] = [(batch, True) for batch in batches]
+
+    def unavailable(what: str, message: str) -> KnowledgeGraphUnavailable:
+        return KnowledgeGraphUnavailable(
+            f"{source}: {what}, over knowledge.sparql_max_failure_share={max_failure_share}; "
+            f"last error: {message}"
+        )
+
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
-        running: dict[Future[R], B] = {}
+        running: dict[Future[R], tuple[B, bool]] = {}
         while queue or running:
             while queue and len(running) < max(1, parallel):
-                batch = queue.pop(0)
-                running[pool.submit(send, batch)] = batch
+                batch, first = queue.pop(0)
+                running[pool.submit(send, batch)] = (batch, first)
                 sent += 1
+                first_sent += first
                 stats.add("sparql_requests")
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in finished:
-                batch = running.pop(future)
+                batch, first = running.pop(future)
                 try:
                     rows = future.result()
                     outcome.done.append((batch, rows))
@@ -101,19 +110,20 @@ def run_batches(
                     continue
                 except failure_types as error:
                     failed += 1
+                    first_failed += first
                     stats.add("failed_requests")
                     message = str(error)
-                if sent >= MIN_REQUESTS_FOR_SHARE and failed / sent > max_failure_share:
+                share = first_failed / first_sent
+                if (first_sent >= MIN_REQUESTS_FOR_SHARE and share > max_failure_share) or (
+                    sent >= MIN_REQUESTS_FOR_SHARE and failed == sent
+                ):
                     for other in running:
                         other.cancel()
-                    raise KnowledgeGraphUnavailable(
-                        f"{source}: {failed} of {sent} SPARQL requests failed, over "
-                        f"knowledge.sparql_max_failure_share={max_failure_share}; last error: {message}"
-                    )
+                    raise unavailable(f"{failed} of {sent} SPARQL requests failed", message)
                 pieces = split(batch)
                 if len(pieces) > 1:
                     stats.add("split_requests")
-                    queue.extend(pieces)
+                    queue.extend((piece, False) for piece in pieces)
                 else:
                     outcome.lost.append((batch, message))
     return outcome

@@ -343,16 +343,17 @@ class Gazetteer:
         self.kg = kg
         self.resolved: set[str] = set()
         self.lost: set[str] = set()
-        """Keys whose lookups failed (dropped when a later lookup answers them)."""
+        """Keys whose lookups failed."""
 
     def resolve(self, surfaces: Iterable[str]) -> None:
-        """Look up every surface whose key is not resolved yet (nothing to do on a complete gazetteer)."""
+        """Look up every surface whose key is not resolved yet (nothing to do on a complete gazetteer); a
+        key lost once is not asked again by this gazetteer (the next run asks)."""
         if self.kg is None:
             return
         owner: dict[str, set[str]] = defaultdict(set)
         for surface in surfaces:
             key = normalise_entity(surface)
-            if key and key not in self.resolved:
+            if key and key not in self.resolved and key not in self.lost:
                 for variant in surface_variants(surface):
                     owner[variant].add(key)
         if not owner:
@@ -369,7 +370,7 @@ class Gazetteer:
                 items = sorted((item, label) for item, label, package in found[key] if package == is_package)
                 if items:
                     self.maps[kind][key] = items[0][1]
-        self.lost = (self.lost - self.resolved) | lost
+        self.lost |= lost
 
     def matcher_resolve(self) -> Callable[[Iterable[str]], None] | None:
         """What a :class:`~graphctx.knowledge.mentions.MentionMatcher` calls before matching, if anything."""
