@@ -142,6 +142,13 @@ class FaultyProxy:
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_port}/sparql"
 
+    def reset(self, plan: Callable[[int, str], str | None]) -> None:
+        """Forget the requests seen so far and follow ``plan`` from now on."""
+        with self._lock:
+            self.log.clear()
+            self.queries.clear()
+            self.plan = plan
+
     def faults(self) -> dict[str, int]:
         """How many times each fault was injected."""
         counts = dict.fromkeys(FAULTS, 0)
