@@ -15,6 +15,7 @@ import http.server
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -40,7 +41,8 @@ def free_port() -> int:
 @contextmanager
 def oxigraph_server(store: Path, timeout_s: float = 30.0) -> Iterator[str]:
     """``oxigraph serve-read-only`` on the RocksDB folder ``store``; yields its query URL."""
-    binary = shutil.which("oxigraph")
+    beside_python = Path(sys.executable).with_name("oxigraph")
+    binary = str(beside_python) if beside_python.is_file() else shutil.which("oxigraph")
     if binary is None:
         raise RuntimeError(
             "the oxigraph CLI is not installed: pip install -e '.[dev]' (it ships in 'oxigraph')"
