@@ -102,6 +102,7 @@ def comparable(context: EnhancedContext) -> tuple:
     )
 
 
+@pytest.mark.slow
 def test_live_backend_gives_the_local_facts_through_faults(
     local_settings, proxy: FaultyProxy, questions, llama_tokenizer, tmp_path: Path
 ) -> None:

@@ -233,7 +233,7 @@ class Enhancer:
             for texts in texts_per_query
         ]
         candidates_per_query: list[set[str]] = [set() for _ in texts_per_query]
-        if self.matcher is not None and enabled:
+        if self.matcher is not None and self.matcher.resolve is not None and enabled:  # labels via the KG
             for candidates, texts, init in zip(
                 candidates_per_query, texts_per_query, init_per_query, strict=True
             ):
