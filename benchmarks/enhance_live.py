@@ -6,15 +6,20 @@
 Starts Oxigraph's SPARQL server (the ``oxigraph`` package) on the local store built from
 ``../shared/data/kg`` and a fault-injecting proxy in front of it (tests/sparql_server.py). Every
 ``--fault-every``-th request gets a fault, in turn: 429 with ``Retry-After: 1``, 503, a response stalled
-past ``--timeout-s``, a dropped connection. A request with more than ``--max-values`` VALUES terms stalls
+past ``--timeout-s``, a dropped connection. In the first run every request looking up the surface ``--poison``
+(default ``Cardano``) gets a 503, however often it is retried: graphctx splits it, records the surface as
+lost for the questions naming it, and the second run fetches it. A request with more than ``--max-values``
+VALUES terms stalls
 too, as a query past the public endpoint's 60 s limit would (Oxigraph on the local store answers anything
 quickly). Questions: the cardano test split first, then validation, then train when ``--questions`` asks
 for more; each gets its two nearest other questions (MiniLM, dense) with accepted answers as context.
 
-Runs, in one process: graphctx with a fresh KG cache, graphctx again on that cache (a second run), and the
-single-query approach (one label query per 100 surfaces, then one one-hop query for every entity with
-``LIMIT entities × 200``, filtered client-side; mention linking from the local gazetteer as it was). All use
-the same extractor, retry settings and fault schedule. Progress goes to stderr; the last stdout line is JSON.
+Runs, in one process: graphctx with a fresh KG cache; graphctx again on that cache (a second run, without
+the poison); the single-query approach (one label query per 100 surfaces, then one one-hop query for every
+entity with ``LIMIT entities × 200``, filtered client-side; mention linking from the local gazetteer as it
+was) without the poison, then with it (``single_query_with_poison``); and the local backend (the reference
+for ``same_facts_as_local``). All use the same extractor, retry settings and fault cycle. Progress goes to
+stderr; the last stdout line is JSON.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from graphctx.knowledge.sparql import KGFact, facts_from_rows, iri, label_query,
 from graphctx.knowledge.store import build_store, load_gazetteer
 from graphctx.knowledge.triplets import build_extractor
 from graphctx.knowledge.wikidata import SparqlClient, SparqlError
-from tests.sparql_server import FaultyProxy, oxigraph_server
+from tests.sparql_server import FaultyProxy, oxigraph_server, values_terms
 
 FAULT_CYCLE = ("429", "503", "stall", "drop")
 LINK_BATCH = 100
@@ -139,10 +144,16 @@ def load_questions(count: int, cache: Path) -> tuple[list[str], list[list[QAPair
     return [r["question"] for r in chosen], pairs
 
 
-def fault_plan(every: int, max_values: int):
+def fault_plan(every: int, max_values: int, poison: str = ""):
+    """The faults of one run: a cycle of transient faults, stalls of too-big requests, and (when set) a
+    503 for every request that looks up the surface ``poison`` (an outage that outlasts the retries)."""
+    poisoned = string_literal(poison, "en") if poison else None
+
     def plan(number: int, query: str) -> str | None:
-        if query.count("<http") + query.count('"@') > max_values:
+        if values_terms(query) > max_values:
             return "stall"
+        if poisoned is not None and poisoned in query:
+            return "503"
         return FAULT_CYCLE[(number // every - 1) % len(FAULT_CYCLE)] if number % every == 0 else None
 
     return plan
@@ -201,6 +212,7 @@ def main() -> None:
     parser.add_argument("--questions", type=int, default=200)
     parser.add_argument("--fault-every", type=int, default=7, help="every k-th request gets a fault")
     parser.add_argument("--max-values", type=int, default=1000, help="larger requests stall (a timeout)")
+    parser.add_argument("--poison", default="Cardano", help="surface whose lookups fail in the first run")
     parser.add_argument("--timeout-s", type=float, default=2.0)
     parser.add_argument("--min-interval-s", type=float, default=0.05)
     parser.add_argument("--cache", default="", help="cache folder (default: a temporary one)")
@@ -236,7 +248,8 @@ def main() -> None:
         shutil.rmtree(root / "live", ignore_errors=True)  # the first run starts with an empty KG cache
         runs: dict[str, tuple[list[EnhancedContext], dict]] = {}
         for run in ("graphctx", "graphctx_second_run"):
-            proxy.reset(fault_plan(args.fault_every, args.max_values))
+            poison = args.poison if run == "graphctx" else ""
+            proxy.reset(fault_plan(args.fault_every, args.max_values, poison))
             enhancer = build_enhancer(live, count_tokens)
             enhancer.cache_dir = None  # contexts are recomputed; the KG cache is what is measured
             asked = count_entities(enhancer)
@@ -252,9 +265,11 @@ def main() -> None:
         second = runs["graphctx_second_run"][1]
         result["cache_hits_second_run"] = second["cache_hits"]
         result["sparql_requests_second_run"] = second["sparql_requests"]
+        result["kg_lost_entities_second_run"] = second["kg_lost_entities"]
         result["seconds_second_run"] = second["seconds"]
-        proxy.reset(fault_plan(args.fault_every, args.max_values))
-        result["single_query"] = single_query_run(live, local, proxy, count_tokens, queries, pairs, contexts)
+        for name, poison in (("single_query", ""), ("single_query_with_poison", args.poison)):
+            proxy.reset(fault_plan(args.fault_every, args.max_values, poison))
+            result[name] = single_query_run(live, local, proxy, count_tokens, queries, pairs, contexts)
     log("local backend: enhancing the same questions (the reference)")
     reference = build_enhancer(local, count_tokens)
     reference.cache_dir = None
@@ -263,6 +278,7 @@ def main() -> None:
     result["same_facts_as_local"] = [kg_triplets(c, "kg:wikidata") for c in contexts] == expected
     result["entities_local"] = len(local_asked)
     result["same_facts_as_single_query"] = result["single_query"].pop("same_facts")
+    result["single_query_with_poison"].pop("same_facts")
     print(json.dumps(result), flush=True)
 
 

@@ -12,6 +12,7 @@ Faults the proxy can inject into a request (each named by a string):
 from __future__ import annotations
 
 import http.server
+import re
 import shutil
 import socket
 import subprocess
@@ -82,6 +83,9 @@ class FaultyProxy:
         self.plan: Callable[[int, str], str | None] = lambda number, query: None
         self.log: list[tuple[int, str | None]] = []
         self.queries: list[str] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        """Most requests the proxy was answering at once."""
         self._lock = threading.Lock()
         proxy = self
 
@@ -89,6 +93,16 @@ class FaultyProxy:
             protocol_version = "HTTP/1.1"
 
             def do_POST(self) -> None:
+                with proxy._lock:
+                    proxy.in_flight += 1
+                    proxy.max_in_flight = max(proxy.max_in_flight, proxy.in_flight)
+                try:
+                    self._handle()
+                finally:
+                    with proxy._lock:
+                        proxy.in_flight -= 1
+
+            def _handle(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 query = urllib.parse.parse_qs(body.decode())["query"][0]
                 with proxy._lock:
@@ -166,6 +180,15 @@ class FaultyProxy:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+_VALUES = re.compile(r"VALUES \?\w+ \{ (.*?) \}\n")
+_TERM = re.compile(r'<[^>]*>|"(?:[^"\\]|\\.)*"(?:@[A-Za-z-]+)?')
+
+
+def values_terms(query: str) -> int:
+    """How many terms the VALUES blocks of ``query`` hold (its entities)."""
+    return sum(len(_TERM.findall(block)) for block in _VALUES.findall(query))
 
 
 def first_requests(*faults: str) -> Callable[[int, str], str | None]:

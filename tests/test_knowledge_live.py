@@ -21,7 +21,7 @@ from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.knowledge.sparql import SparqlError
 from graphctx.knowledge.store import DEBIAN, WD, LocalKnowledgeGraph, build_store
 from graphctx.knowledge.wikidata import SparqlClient, WikidataKnowledgeGraph
-from tests.sparql_server import FaultyProxy, first_requests, oxigraph_server
+from tests.sparql_server import FaultyProxy, first_requests, oxigraph_server, values_terms
 
 DOCKER, LINUX = WD + "Q15206305", WD + "Q388"
 QUESTIONS = 12
@@ -117,6 +117,8 @@ def test_live_backend_gives_the_local_facts_through_faults(
     stats = enhancer.kg.stats
     assert proxy.faults() == {"429": 1, "503": 1, "stall": 1, "drop": 1, "html": 0, "garbage": 0}
     assert stats.retried == 4 and stats.lost_entities == 0 and stats.sparql_requests > 5
+    assert max(values_terms(q) for q in proxy.queries) <= 60  # bounded VALUES blocks, several in flight
+    assert 1 < proxy.max_in_flight <= enhancer.settings.sparql_parallel
     # a second run (a new process: fresh enhancer, same cache folder) answers from the per-entity cache
     again = live_enhancer(proxy.url, tmp_path, llama_tokenizer, sparql_batch_values=60)
     again.cache_dir = None  # no cached contexts: the knowledge stage runs again

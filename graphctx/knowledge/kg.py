@@ -333,7 +333,10 @@ class Gazetteer:
     Complete from the start (the local store's), or, with ``kg``, read from the backend itself (no local
     files): :meth:`resolve` then looks surfaces up in bounded batches and fills ``maps``. A key's label is
     that of the nameable item with the smallest IRI among those matching it (a package is an item under
-    :data:`~graphctx.knowledge.sparql.PACKAGE_PREFIX`).
+    :data:`~graphctx.knowledge.sparql.PACKAGE_PREFIX`). On the local store's triples this is the local
+    gazetteer, except where the SQL dump gives one Wikidata id two names (Windows Desktop / Windows, Rex /
+    Perl, and two more): the RDF keeps the first as the label, so a prose mention written as the second
+    name, if it is also an English word ("Windows"), is not matched.
     """
 
     def __init__(
