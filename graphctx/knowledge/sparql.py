@@ -4,11 +4,14 @@ User text reaches a query only as a SPARQL string literal made by :func:`string_
 backslash and line break escaped, codepoint escapes neutralised) and IRIs only after :func:`iri` checked
 them against the IRI grammar, so text like ``"} ; DROP ALL #`` stays a harmless string.
 
-Both queries follow Wikidata's RDF model, which the local store reproduces:
+The queries follow Wikidata's RDF model, which the local store reproduces:
 
-* label lookup: ``?item rdfs:label|skos:altLabel "surface"@en``;
-* one hop: ``?item ?direct ?value . ?prop wikibase:directClaim ?direct`` with English labels of the
-  property and the value (values without a label, i.e. literals, are not entities and are skipped).
+* label lookup: ``?item rdfs:label|skos:altLabel "surface"@en`` (and, for mention linking, the nameable
+  items with their labels: :func:`gazetteer_query`);
+* edges: ``?item ?direct ?value . ?prop wikibase:directClaim ?direct`` with English labels of the
+  property and the value (values without a label, i.e. literals, are not entities and are skipped), either
+  between given heads and tails (:func:`between_query`, τ') or every edge of each item up to a per-item
+  limit (:func:`one_hop_query`).
 """
 
 from __future__ import annotations
