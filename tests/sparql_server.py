@@ -6,7 +6,8 @@ Faults the proxy can inject into a request (each named by a string):
 * ``429``: HTTP 429 with ``Retry-After: 1``;  ``503``: HTTP 503 with ``Retry-After: 0``;
 * ``stall``: no answer until ``stall_s`` has passed (past the client's timeout), then the connection closes;
 * ``drop``: the connection closes without any answer;
-* ``html``: HTTP 200 with an HTML maintenance page;  ``garbage``: HTTP 200 with cut-off JSON.
+* ``html``: HTTP 200 with an HTML maintenance page;  ``garbage``: HTTP 200 with cut-off JSON;
+* ``wrongvars``: HTTP 200 with well-formed SPARQL JSON results that bind other variables than asked.
 """
 
 from __future__ import annotations
@@ -30,7 +31,10 @@ MAINTENANCE_PAGE = (
     b"<!DOCTYPE html><html><head><title>Wikimedia Error</title></head>"
     b"<body><p>Our servers are currently under maintenance.</p></body></html>"
 )
-FAULTS = ("429", "503", "stall", "drop", "html", "garbage")
+FAULTS = ("429", "503", "stall", "drop", "html", "garbage", "wrongvars")
+WRONG_VARIABLES = (
+    b'{"head": {"vars": ["x"]}, "results": {"bindings": [{"x": {"type": "literal", "value": "1"}}]}}'
+)
 
 
 def free_port() -> int:
@@ -83,6 +87,7 @@ class FaultyProxy:
         self.plan: Callable[[int, str], str | None] = lambda number, query: None
         self.log: list[tuple[int, str | None]] = []
         self.queries: list[str] = []
+        self.user_agents: set[str] = set()
         self.in_flight = 0
         self.max_in_flight = 0
         """Most requests the proxy was answering at once."""
@@ -110,6 +115,7 @@ class FaultyProxy:
                     fault = proxy.plan(number, query)
                     proxy.log.append((number, fault))
                     proxy.queries.append(query)
+                    proxy.user_agents.add(self.headers["User-Agent"])
                 if fault in ("stall", "drop"):
                     if fault == "stall":
                         time.sleep(proxy.stall_s)
@@ -122,6 +128,8 @@ class FaultyProxy:
                     self._answer(503, b"Service Unavailable", "text/plain", {"Retry-After": "0"})
                 elif fault == "html":
                     self._answer(200, MAINTENANCE_PAGE, "text/html")
+                elif fault == "wrongvars":
+                    self._answer(200, WRONG_VARIABLES, "application/sparql-results+json")
                 elif fault == "garbage":
                     self._answer(200, b'{"head": {"vars": ["item"]}, "results": {"bindi', "application/json")
                 else:

@@ -115,10 +115,13 @@ def test_live_backend_gives_the_local_facts_through_faults(
     kg_facts = sum(t.source == "kg:wikidata" for c in live for t in c.triplets)
     assert kg_facts >= 5 and all(not c.kg_lost_entities for c in live)
     stats = enhancer.kg.stats
-    assert proxy.faults() == {"429": 1, "503": 1, "stall": 1, "drop": 1, "html": 0, "garbage": 0}
+    assert proxy.faults() == {"429": 1, "503": 1, "stall": 1, "drop": 1} | dict.fromkeys(
+        ("html", "garbage", "wrongvars"), 0
+    )
     assert stats.retried == 4 and stats.lost_entities == 0 and stats.sparql_requests > 5
     assert max(values_terms(q) for q in proxy.queries) <= 60  # bounded VALUES blocks, several in flight
     assert 1 < proxy.max_in_flight <= enhancer.settings.sparql_parallel
+    assert proxy.user_agents == {enhancer.settings.user_agent}
     # a second run (a new process: fresh enhancer, same cache folder) answers from the per-entity cache
     again = live_enhancer(proxy.url, tmp_path, llama_tokenizer, sparql_batch_values=60)
     again.cache_dir = None  # no cached contexts: the knowledge stage runs again
@@ -200,6 +203,11 @@ def test_malformed_response_names_the_request_and_is_counted(
     kg = live_kg(proxy.url, tmp_path)
     assert kg.link(["Docker", "Linux"]) == local_kg.link(["Docker", "Linux"])
     assert kg.stats.malformed_responses == 1 and kg.stats.split_requests == 1
+    proxy.plan = lambda n, q: "wrongvars"  # SPARQL results, but not the variables asked for
+    kg = live_kg(proxy.url, tmp_path / "again", sparql_retries=0)
+    with pytest.raises(KnowledgeGraphUnavailable, match=r"label lookup of \d+ surfaces from '.*': malformed"):
+        kg.link_all([f"software {i}" for i in range(50)])
+    assert kg.stats.malformed_responses >= 4
 
 
 def test_gazetteer_through_the_endpoint_matches_the_local_one(
