@@ -11,3 +11,7 @@ class DataError(GraphctxError):
 
 class ConfigError(GraphctxError):
     """A configuration file or setting is invalid."""
+
+
+class KnowledgeGraphUnavailable(GraphctxError):
+    """The knowledge-graph endpoint failed too many requests (``knowledge.sparql_max_failure_share``)."""

@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
-from collections.abc import Iterator
-from pathlib import Path
-from typing import ClassVar
-from urllib.parse import parse_qs
 
 import pyoxigraph
 import pytest
@@ -22,7 +16,7 @@ from graphctx.knowledge.sparql import (
     string_literal,
 )
 from graphctx.knowledge.verbalise import fact_to_triplet
-from graphctx.knowledge.wikidata import SparqlClient, SparqlError, WikidataKnowledgeGraph
+from graphctx.knowledge.wikidata import SparqlClient, SparqlError
 
 HOSTILE = [
     'nginx" } ; DROP ALL ; #',
@@ -57,17 +51,6 @@ WDQS_ONE_HOP = {
         ]
     },
 }
-WDQS_LABELS = {
-    "head": {"vars": ["surface", "item"]},
-    "results": {
-        "bindings": [
-            {
-                "surface": {"xml:lang": "en", "type": "literal", "value": "Docker"},
-                "item": {"type": "uri", "value": "http://www.wikidata.org/entity/Q15206305"},
-            }
-        ]
-    },
-}
 
 
 @pytest.mark.parametrize("hostile", HOSTILE)
@@ -77,7 +60,7 @@ def test_hostile_strings_stay_one_literal(hostile: str) -> None:
     label = pyoxigraph.NamedNode("http://www.w3.org/2000/01/rdf-schema#label")
     store.add(pyoxigraph.Quad(node, label, pyoxigraph.Literal(hostile, language="en")))
     store.add(pyoxigraph.Quad(node, label, pyoxigraph.Literal("decoy", language="en")))
-    rows = [s["surface"].value for s in store.query(label_query([hostile, "absent"], "en", limit=10))]
+    rows = [s["surface"].value for s in store.query(label_query([hostile, "absent"], "en"))]
     assert rows == [hostile]  # parsed as one literal, matched exactly, nothing injected
     echoed = [
         s["x"].value for s in store.query(f"SELECT ?x WHERE {{ VALUES ?x {{ {string_literal(hostile)} }} }}")
@@ -110,70 +93,13 @@ def test_real_format_results_parse_into_readable_facts() -> None:
     ]
     assert [fact_to_triplet(f, "kg:wikidata").relation for f in facts] == ["runs on", "is written in"]
     with pytest.raises(SyntaxError):
-        parse_json_results(b"<html>rate limited</html>")
+        parse_json_results(b'{"head": {"vars": ["item"]}, "results": {"bindi')
+    with pytest.raises(ValueError, match=r"an HTML page \(rate limited\)"):
+        parse_json_results(b"<html><head><title>Rate limited</title></head></html>")
 
 
-class _Endpoint(http.server.BaseHTTPRequestHandler):
-    """A local SPARQL endpoint: fails ``failures`` times with 503, then answers from ``responses``."""
-
-    failures = 0
-    requests: ClassVar[list[str]] = []
-
-    def do_POST(self) -> None:
-        length = int(self.headers["Content-Length"])
-        query = parse_qs(self.rfile.read(length).decode())["query"][0]
-        type(self).requests.append(query)
-        if type(self).failures > 0:
-            type(self).failures -= 1
-            self.send_response(503)
-            self.send_header("Retry-After", "0")
-            self.end_headers()
-            return
-        assert self.headers["Accept"] == "application/sparql-results+json"
-        assert self.headers["User-Agent"].startswith("graphctx")
-        body = json.dumps(WDQS_LABELS if "VALUES ?surface" in query else WDQS_ONE_HOP).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/sparql-results+json")
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def endpoint() -> Iterator[str]:
-    server = http.server.HTTPServer(("127.0.0.1", 0), _Endpoint)
-    _Endpoint.requests, _Endpoint.failures = [], 0
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/sparql"
-    server.shutdown()
-
-
-def test_client_retries_then_caches(endpoint: str, tmp_path: Path) -> None:
-    client = SparqlClient(
-        endpoint, retries=2, backoff_s=0.0, min_interval_s=0.0, user_agent="graphctx-test", cache_dir=tmp_path
-    )
-    kg = WikidataKnowledgeGraph(client)
-    _Endpoint.failures = 2
-    assert kg.link(['Docker"} #']) == {}  # nothing matches the hostile surface
-    assert len(_Endpoint.requests) == 3 and 'Docker\\"} #' in _Endpoint.requests[-1]
-    links = kg.link(["Docker"])
-    assert links == {"docker": ["http://www.wikidata.org/entity/Q15206305"]}
-    facts = kg.one_hop(links["docker"])
-    assert [(f.head_label, f.tail_label) for f in facts] == [("Docker", "Go"), ("Docker", "Linux")]
-    sent = len(_Endpoint.requests)
-    assert kg.one_hop(links["docker"]) == facts  # second time from the on-disk cache
-    assert len(_Endpoint.requests) == sent and len(list(tmp_path.glob("*.json"))) == 3
-
-
-def test_client_gives_up_with_a_clear_error(endpoint: str) -> None:
-    client = SparqlClient(endpoint, retries=1, backoff_s=0.0, min_interval_s=0.0)
-    _Endpoint.failures = 5
-    with pytest.raises(SparqlError, match="HTTP 503"):
-        client.select("SELECT * WHERE { ?s ?p ?o } LIMIT 1")
-    assert len(_Endpoint.requests) == 2
+def test_client_gives_up_with_a_clear_error() -> None:
+    """(Retries, splits, HTTP errors and bad bodies against a real server: tests/test_knowledge_live.py.)"""
     unreachable = SparqlClient(
         "http://127.0.0.1:9/sparql", retries=1, backoff_s=0.0, min_interval_s=0.0, timeout_s=1
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -63,6 +64,12 @@ def run(args: argparse.Namespace) -> int:
         lent = GenerationModel(load_generator(spec, None, config.evaluation.generation), tokenizer)
     enhancer = build_enhancer(knowledge, count_tokens, lent)
     context = enhancer.enhance(args.question, pairs_for_hits(hits, rows_by_id))
+    if context.kg_lost_entities:
+        lost = ", ".join(context.kg_lost_entities)
+        print(
+            f"warning: KG lookups failed for {lost}; their facts are missing (a rerun asks again)",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps({"question": args.question, **context.to_json()}, indent=2))
     else:

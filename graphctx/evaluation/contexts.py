@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from transformers import PreTrainedTokenizerBase
@@ -34,6 +34,8 @@ class RetrievedContext:
     hits: list[Hit]
     pairs: list[QAPair]
     sentences: list[Sentence]
+    kg_lost_entities: list[str] = field(default_factory=list)
+    """KG entities whose lookups failed for this context (see ``graphctx.knowledge.enhance``)."""
 
 
 def pairs_for_hits(hits: Sequence[Hit], pool: Mapping[int, Mapping[str, Any]]) -> list[QAPair]:
@@ -100,12 +102,28 @@ class ContextBuilder:
         pairs = [pairs_for_hits(h, self.pool) for h in hits]
         if with_knowledge:
             enhanced = self.enhancer.enhance_batch(list(queries), pairs)
-            return [RetrievedContext(h, e.pairs, e.sentences) for h, e in zip(hits, enhanced, strict=True)]
+            return [
+                RetrievedContext(h, e.pairs, e.sentences, e.kg_lost_entities)
+                for h, e in zip(hits, enhanced, strict=True)
+            ]
         budget = self.knowledge.token_budget
         return [
             RetrievedContext(h, fit_budget(p, [], budget, self.count_tokens)[0], [])
             for h, p in zip(hits, pairs, strict=True)
         ]
+
+    def knowledge_summary(self) -> str:
+        """``""``, or the knowledge stage's KG requests and losses so far, for the run's log."""
+        if self._enhancer is None:
+            return ""
+        stats = self._enhancer.kg.stats
+        text = (
+            f"; KG: {stats.sparql_requests} requests, {stats.retried} retried, {stats.split_requests} split, "
+            f"{stats.cache_hits} cache hits, {stats.malformed_responses} malformed responses"
+        )
+        if stats.lost_entities:
+            text += f", {stats.lost_entities} entities lost (kg_lost_entities; the next run asks again)"
+        return text
 
     def for_variants(
         self, variants: Sequence[Variant], queries: Sequence[str]

@@ -265,6 +265,7 @@ class EvaluationRun:
             "gold": row["answer"],
             "retrieved_ids": [hit.id for hit in retrieved.hits],
             "retrieval_fallback": [hit.fallback for hit in retrieved.hits],
+            "kg_lost_entities": retrieved.kg_lost_entities,
             "prompt_tokens": len(encoded.ids),
             "prompt_truncated": encoded.truncated,
             "prompt_over_limit": encoded.over_limit,
@@ -317,6 +318,7 @@ class EvaluationRun:
                     },
                     prompts_truncated=sum(bool(predictions[i].get("prompt_truncated")) for i in scored),
                     prompts_over_limit=sum(bool(predictions[i].get("prompt_over_limit")) for i in scored),
+                    kg_lost_entities=sum(len(predictions[i].get("kg_lost_entities", ())) for i in scored),
                 )
             )
         return results
@@ -342,7 +344,7 @@ class EvaluationRun:
             tokenizer=self.tokenizer,
         )
         contexts = builder.for_variants(self.variants, [row["question"] for row in rows])
-        self.log("contexts ready")
+        self.log(f"contexts ready{builder.knowledge_summary()}")
         self.generate(rows, contexts, base)
         results = self.score(rows, builder)
         table = build_table(

@@ -52,6 +52,8 @@ class VariantScores:
     """Answered rows whose prompt lost knowledge sentences or lower-ranked pairs to ``max_prompt_tokens``."""
     prompts_over_limit: int = 0
     """Answered rows whose question and top pair alone exceed ``max_prompt_tokens`` (kept whole)."""
+    kg_lost_entities: int = 0
+    """KG entities whose lookups failed, summed over answered rows (their facts are missing)."""
 
     def autoais_coverage(self) -> tuple[int, int]:
         """(rows judged by AutoAIS, rows over the judge's input limit); (0, 0) without AutoAIS scores."""
@@ -83,6 +85,7 @@ class TableRow:
     prompts_over_limit: int = 0
     autoais_judged: int = 0
     autoais_over_limit: int = 0
+    kg_lost_entities: int = 0
 
 
 @dataclass
@@ -123,6 +126,7 @@ def build_table(
             prompts_over_limit=result.prompts_over_limit,
             autoais_judged=result.autoais_coverage()[0],
             autoais_over_limit=result.autoais_coverage()[1],
+            kg_lost_entities=result.kg_lost_entities,
         )
         for result in results
     ]
@@ -156,6 +160,7 @@ def to_csv(table: ResultsTable) -> str:
     header += ["prompts_truncated", "prompts_over_limit", "autoais_judged", "autoais_over_limit"]
     for key in table.keys:
         header += [key, f"{key}_low", f"{key}_high", f"{key}_n", f"{key}_vs_best_baseline", f"{key}_p"]
+    header.append("kg_lost_entities")
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
@@ -170,6 +175,7 @@ def to_csv(table: ResultsTable) -> str:
             line += (
                 [_number(comparison.mean_difference), _number(comparison.p_value)] if comparison else ["", ""]
             )
+        line.append(row.kg_lost_entities)
         writer.writerow(line)
     return buffer.getvalue()
 
@@ -216,20 +222,22 @@ def to_markdown(table: ResultsTable, title: str = "Results") -> str:
 
 
 def _coverage_lines(table: ResultsTable) -> list[str]:
-    """Per variant: answered rows, prompts cut to ``max_prompt_tokens``, and AutoAIS coverage."""
+    """Per variant: answered rows, prompts cut to ``max_prompt_tokens``, AutoAIS coverage, KG losses."""
     lines = [
         "Coverage: prompts cut to max_prompt_tokens (knowledge sentences or lower-ranked pairs dropped), "
-        "prompts over it (question + top pair kept whole), AutoAIS judged / rows with a context.",
+        "prompts over it (question + top pair kept whole), AutoAIS judged / rows with a context, "
+        "KG entities whose lookups failed (kg_lost_entities; the next run asks again).",
         "",
-        "| Variant | answered | prompts cut | prompts over limit | AutoAIS judged | AutoAIS over limit |",
-        "|---|---|---|---|---|---|",
+        "| Variant | answered | prompts cut | prompts over limit | AutoAIS judged | AutoAIS over limit "
+        "| KG entities lost |",
+        "|---|---|---|---|---|---|---|",
     ]
     for row in table.rows:
         with_context = row.autoais_judged + row.autoais_over_limit
         judged = f"{row.autoais_judged}/{with_context}" if with_context else "n/a"
         lines.append(
             f"| {row.variant.label} | {row.answered} | {row.prompts_truncated} | {row.prompts_over_limit} "
-            f"| {judged} | {row.autoais_over_limit} |"
+            f"| {judged} | {row.autoais_over_limit} | {row.kg_lost_entities} |"
         )
     return lines
 

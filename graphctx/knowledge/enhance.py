@@ -7,9 +7,15 @@ For a query with retrieved pairs C:
 2. Ent(C): heads and tails of τ^init, plus KG labels mentioned in C (``link_mentions``), normalised and
    linked to KG ids;
 3. one hop: every labelled edge leaving a linked entity;
-4. τ' = { (h, r, t) in one hop : t ∈ Ent(C) }  and  τ^f = τ^init ∪ τ';
+4. τ' = { (h, r, t) in one hop : t ∈ Ent(C) }  and  τ^f = τ^init ∪ τ'; by default (``kg_query:
+   between``) the KG is asked for τ' directly: the edges from Ent(C)'s heads to the ids of Ent(C)
+   (every id its keys link to, so a tail matched by its label is asked for too);
 5. S = verbalise(τ^f), KG facts τ' first (they are the new information; τ^init restates C and is trimmed
    first), and C_enc = C ⊕ S under ``token_budget``.
+
+The whole batch shares bounded KG requests (:mod:`graphctx.knowledge.batches`). Entities whose requests
+failed even alone are listed per query in ``kg_lost_entities``; such a context is not cached, so the next
+run asks again.
 """
 
 from __future__ import annotations
@@ -17,14 +23,21 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graphctx.cache import cache_root, fingerprint, read_entry, write_json_atomic
 from graphctx.knowledge.budget import QAPair, TokenCounter, fit_budget, render
-from graphctx.knowledge.entities import EntitySet
-from graphctx.knowledge.kg import SparqlKnowledgeGraph, build_knowledge_graph
+from graphctx.knowledge.entities import EntitySet, normalise_entity
+from graphctx.knowledge.kg import (
+    MAX_IDS_PER_SURFACE,
+    Gazetteer,
+    Lookup,
+    SparqlKnowledgeGraph,
+    build_gazetteer,
+    build_knowledge_graph,
+)
 from graphctx.knowledge.mentions import MentionMatcher
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.knowledge.sparql import KGFact
@@ -34,7 +47,7 @@ from graphctx.knowledge.verbalise import Sentence, fact_to_triplet, verbalise
 if TYPE_CHECKING:
     from graphctx.knowledge.llm import GenerationModel
 
-CONTEXT_FORMAT = 1
+CONTEXT_FORMAT = 2
 """Bump when the enhanced context changes shape: part of the cache key."""
 
 
@@ -46,6 +59,8 @@ class EnhancedContext:
     pairs: list[QAPair]
     triplets: list[Triplet]
     sentences: list[Sentence]
+    kg_lost_entities: list[str] = field(default_factory=list)
+    """Entities (surface keys, KG ids) whose KG lookups failed: their facts are missing here."""
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -57,6 +72,7 @@ class EnhancedContext:
             pairs=[QAPair(**p) for p in payload["pairs"]],
             triplets=[Triplet(**t) for t in payload["triplets"]],
             sentences=[Sentence(s["text"], Triplet(**s["triplet"])) for s in payload["sentences"]],
+            kg_lost_entities=payload["kg_lost_entities"],
         )
 
 
@@ -70,6 +86,20 @@ def combine(
 ) -> list[Triplet]:
     """τ^f = τ' ∪ τ^init (KG facts first), duplicates removed, order kept."""
     return list(dict.fromkeys([*kg_triplets, *(extracted if include_extracted else ())]))
+
+
+_NOT_IN_CACHE_KEY = {
+    "batch_size",
+    "device",
+    "sparql_timeout_s",
+    "sparql_retries",
+    "sparql_min_interval_s",
+    "sparql_batch_values",
+    "sparql_parallel",
+    "sparql_max_failure_share",
+    "user_agent",
+}
+"""Settings that change how the KG is asked, not what the context holds."""
 
 
 def _read_context(path: Path) -> EnhancedContext:
@@ -89,6 +119,7 @@ class Enhancer:
         count_tokens: TokenCounter,
         cache_dir: Path | None = None,
         model_identity: str = "",
+        gazetteer: Gazetteer | None = None,
     ) -> None:
         self.settings = settings
         self.extractor = extractor
@@ -98,6 +129,8 @@ class Enhancer:
         self.cache_dir = cache_dir
         self.model_identity = model_identity
         """The generation model's identity when it is the LLM extractor: part of the cache key."""
+        self.gazetteer = gazetteer
+        """The matcher's gazetteer, when it is read through the KG (its lost keys are reported)."""
 
     @classmethod
     def from_settings(
@@ -110,36 +143,39 @@ class Enhancer:
         mention matcher; ``count_tokens`` counts ``token_budget`` (see ``graphctx.knowledge.budget``)."""
         from graphctx.knowledge.mentions import english_words
         from graphctx.knowledge.spacy_extractor import SpacyExtractor
-        from graphctx.knowledge.store import load_gazetteer
 
-        extractor = build_extractor(settings, generation_model)
+        kg = build_knowledge_graph(settings)
+        needs_labels = settings.link_mentions or "spacy" in settings.extractors
+        gazetteer = build_gazetteer(settings, kg) if needs_labels else None
+        extractor = build_extractor(settings, generation_model, gazetteer)
         members = extractor.extractors if isinstance(extractor, ExtractorUnion) else [extractor]
         matcher = None
-        if settings.link_mentions:
+        if settings.link_mentions and gazetteer is not None:
             spacy_members = [m for m in members if isinstance(m, SpacyExtractor)]
             matcher = next((m.matcher for m in spacy_members if m.matcher is not None), None)
             if matcher is None:
                 import spacy
 
                 matcher = MentionMatcher(
-                    load_gazetteer(settings), english_words(spacy.load(settings.spacy_model))
+                    gazetteer.maps,
+                    english_words(spacy.load(settings.spacy_model)),
+                    resolve=gazetteer.matcher_resolve(),
                 )
         return cls(
             settings,
             extractor,
-            build_knowledge_graph(settings),
+            kg,
             matcher,
             count_tokens,
             cache_root(settings.cache_dir or None) / "enhanced",
             generation_model.identity if generation_model and settings.uses_generation_model else "",
+            gazetteer,
         )
 
     def _cache_file(self, query: str, pairs: Sequence[QAPair]) -> Path | None:
         if self.cache_dir is None:
             return None
-        relevant = {
-            k: v for k, v in dataclasses.asdict(self.settings).items() if k not in {"batch_size", "device"}
-        }
+        relevant = {k: v for k, v in dataclasses.asdict(self.settings).items() if k not in _NOT_IN_CACHE_KEY}
         kg_identity = str(getattr(self.kg, "path", getattr(getattr(self.kg, "client", None), "endpoint", "")))
         key = fingerprint(
             CONTEXT_FORMAT,
@@ -174,7 +210,7 @@ class Enhancer:
         for index, context in zip(todo, self._compute([pairs_per_query[i] for i in todo]), strict=True):
             results[index] = context
             cache_file = self._cache_file(queries[index], pairs_per_query[index])
-            if cache_file is not None:
+            if cache_file is not None and not context.kg_lost_entities:
                 write_json_atomic(cache_file, context.to_json())
         return [r for r in results if r is not None]
 
@@ -186,50 +222,84 @@ class Enhancer:
 
     def _compute(self, pairs_per_query: Sequence[Sequence[QAPair]]) -> list[EnhancedContext]:
         extracted = self._extract(pairs_per_query)
+        enabled = self.settings.enabled
+        texts_per_query = [[f"{p.question}\n\n{p.answer}" for p in pairs] for pairs in pairs_per_query]
+        init_per_query = [
+            [
+                dataclasses.replace(t, source=f"{t.source}@pair={rank}")
+                for rank, text in enumerate(texts)
+                for t in extracted.get(text, [])
+            ]
+            for texts in texts_per_query
+        ]
+        candidates_per_query: list[set[str]] = [set() for _ in texts_per_query]
+        if self.matcher is not None and self.matcher.resolve is not None and enabled:  # labels via the KG
+            for candidates, texts, init in zip(
+                candidates_per_query, texts_per_query, init_per_query, strict=True
+            ):
+                candidates.update(c for text in texts for c in self.matcher.candidates(text))
+                candidates.update(EntitySet.surfaces_of(init))
+            self.matcher.prepare(sorted(set().union(*candidates_per_query)))
         surfaces_per_query: list[list[str]] = []
-        init_per_query: list[list[Triplet]] = []
-        for pairs in pairs_per_query:
-            init: list[Triplet] = []
+        for texts, init in zip(texts_per_query, init_per_query, strict=True):
             mentions: list[str] = []
-            for rank, pair in enumerate(pairs):
-                text = f"{pair.question}\n\n{pair.answer}"
-                init += [
-                    dataclasses.replace(t, source=f"{t.source}@pair={rank}") for t in extracted.get(text, [])
-                ]
-                if self.matcher is not None and self.settings.enabled:
-                    mentions += self.matcher.find(text)
-            init_per_query.append(init)
+            if self.matcher is not None and enabled:
+                mentions = [m for text in texts for m in self.matcher.find(text)]
             surfaces = EntitySet.surfaces_of(init)
             if self.matcher is not None:  # common words would link to same-named Debian packages
                 surfaces = [s for s in surfaces if not self.matcher.is_common_word(s)]
             surfaces_per_query.append([*surfaces, *mentions])
         links = (
-            self.kg.link({s for surfaces in surfaces_per_query for s in surfaces})
-            if self.settings.enabled
-            else {}
+            self.kg.link_all({s for surfaces in surfaces_per_query for s in surfaces})
+            if enabled
+            else Lookup()
         )
-        entity_sets = [EntitySet.from_surfaces(surfaces, links) for surfaces in surfaces_per_query]
+        capped = {key: ids[:MAX_IDS_PER_SURFACE] for key, ids in links.found.items()}
+        entity_sets = [EntitySet.from_surfaces(surfaces, capped) for surfaces in surfaces_per_query]
         head_ids = [
             sorted({i for e in entities.linked()[: self.settings.max_entities] for i in e.ids})
             for entities in entity_sets
         ]
-        facts_by_head: dict[str, list[KGFact]] = {}
-        for fact in self.kg.one_hop(sorted({i for ids in head_ids for i in ids})):
-            facts_by_head.setdefault(fact.head_id, []).append(fact)
+        facts_per_query, lost_heads = self._facts(head_ids, entity_sets, links)
+        gazetteer_lost = self.gazetteer.lost if self.gazetteer is not None else set()
         contexts = []
-        for pairs, init, entities, ids in zip(
-            pairs_per_query, init_per_query, entity_sets, head_ids, strict=True
+        for pairs, init, entities, facts, lost, candidates in zip(
+            pairs_per_query,
+            init_per_query,
+            entity_sets,
+            facts_per_query,
+            lost_heads,
+            candidates_per_query,
+            strict=True,
         ):
-            facts = filter_one_hop([f for i in ids for f in facts_by_head.get(i, [])], entities)
-            kg_triplets = list(dict.fromkeys(fact_to_triplet(f, self.kg.name) for f in facts))
-            triplets = (
-                combine(init, kg_triplets, self.settings.include_extracted) if self.settings.enabled else []
+            lost = lost | (set(entities.entities) & links.lost)
+            lost |= {key for key in map(normalise_entity, candidates) if key in gazetteer_lost}
+            kg_triplets = list(
+                dict.fromkeys(fact_to_triplet(f, self.kg.name) for f in filter_one_hop(facts, entities))
             )
+            triplets = combine(init, kg_triplets, self.settings.include_extracted) if enabled else []
             kept_pairs, sentences = fit_budget(
                 pairs, verbalise(triplets), self.settings.token_budget, self.count_tokens
             )
-            contexts.append(EnhancedContext(render(kept_pairs, sentences), kept_pairs, triplets, sentences))
+            contexts.append(
+                EnhancedContext(render(kept_pairs, sentences), kept_pairs, triplets, sentences, sorted(lost))
+            )
         return contexts
+
+    def _facts(
+        self, head_ids: list[list[str]], entity_sets: list[EntitySet], links: Lookup
+    ) -> tuple[list[list[KGFact]], list[set[str]]]:
+        """Per query: candidate facts for τ' (filtered again by :func:`filter_one_hop`) and heads lost."""
+        if self.settings.kg_query == "between":
+            tails = [
+                sorted({i for key in entities.entities for i in links.found.get(key, ())})
+                for entities in entity_sets
+            ]
+            requests = [(heads, t) for heads, t in zip(head_ids, tails, strict=True)]
+            return self.kg.facts_between(requests)
+        result = self.kg.one_hop_all(sorted({i for ids in head_ids for i in ids}))
+        facts = [[f for i in ids for f in result.found.get(i, [])] for ids in head_ids]
+        return facts, [set(ids) & result.lost for ids in head_ids]
 
 
 def build_enhancer(

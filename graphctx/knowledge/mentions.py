@@ -6,12 +6,16 @@ package ``make``), so a one-word match that is an English word (the spaCy pipeli
 plus stop words) counts only when written exactly as the software label (``Docker``, ``Python``); a
 package name counts in prose only when it is not an English word. Package names in install commands
 (``apt install git jq``) and whole inline code spans (`` `jq` ``) always count.
+
+The gazetteer is either the local store's (complete) or one filled on demand from a SPARQL endpoint
+(``resolve``): :meth:`MentionMatcher.prepare` looks up, in bounded batches, every surface a text could
+match (:meth:`MentionMatcher.candidates`) before it is matched.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from spacy.lang.en.stop_words import STOP_WORDS
 from spacy.language import Language
@@ -44,11 +48,29 @@ class MentionMatcher:
         gazetteer: Mapping[str, Mapping[str, str]],
         dictionary: Iterable[str] = STOP_WORDS,
         max_words: int = 4,
+        resolve: Callable[[Iterable[str]], None] | None = None,
     ) -> None:
-        self.software = dict(gazetteer.get("software", {}))
-        self.packages = dict(gazetteer.get("package", {}))
+        """``resolve``: fills ``gazetteer``'s maps (kept by reference) with the labels of given surfaces."""
+        self.software = gazetteer.get("software", {})
+        self.packages = gazetteer.get("package", {})
         self.dictionary = frozenset(dictionary)
         self.max_words = max_words
+        self.resolve = resolve
+
+    def prepare(self, surfaces: Iterable[str]) -> None:
+        """Make lookups of ``surfaces`` answerable (a no-op on a complete gazetteer)."""
+        if self.resolve is not None:
+            self.resolve(surfaces)
+
+    def candidates(self, text: str) -> list[str]:
+        """Every surface :meth:`find` may look up in ``text``: install arguments, inline code spans and token
+        n-grams of up to ``max_words`` words."""
+        found = [w.group() for m in _INSTALL.finditer(text) for w in _TOKEN.finditer(m.group(1))]
+        found += [m.group(1) for m in _INLINE_CODE.finditer(text)]
+        tokens = [m.group() for m in _TOKEN.finditer(text)]
+        for width in range(1, self.max_words + 1):
+            found += [" ".join(tokens[i : i + width]) for i in range(len(tokens) - width + 1)]
+        return list(dict.fromkeys(found))
 
     def lookup(self, surface: str) -> str | None:
         """The label a code-context surface names (software or package), with no word filter."""
@@ -80,6 +102,7 @@ class MentionMatcher:
 
     def find(self, text: str) -> list[str]:
         """KG labels mentioned in ``text``, each once, in order of first mention."""
+        self.prepare(self.candidates(text))
         found: dict[int, str] = {}
         for match in _INSTALL.finditer(text):
             for word in _TOKEN.finditer(match.group(1)):

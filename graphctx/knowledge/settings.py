@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Range, check_own_fields
 
 EXTRACTORS = ("spacy", "rebel", "llm")
+KG_QUERIES = ("between", "one_hop")
 """The triplet extractors ``knowledge.extractors`` may name."""
 
 
@@ -31,6 +32,9 @@ class KnowledgeSettings:
         "max_entities": AT_LEAST_ONE,
         "max_facts_per_entity": AT_LEAST_ONE,
         "token_budget": AT_LEAST_ONE,
+        "sparql_batch_values": Range(2),
+        "sparql_parallel": Range(1, 5),  # the Wikidata Query Service allows 5 concurrent queries per client
+        "sparql_max_failure_share": Range(0, 1),
     }
 
     def __post_init__(self) -> None:
@@ -98,6 +102,16 @@ class KnowledgeSettings:
     sparql_min_interval_s: float = 1.0
     """Polite rate limit: least seconds between two requests to the endpoint."""
 
+    sparql_batch_values: int = 400
+    """Most entities (VALUES terms: surfaces, or heads + tails) in one request, on either backend."""
+
+    sparql_parallel: int = 4
+    """Requests to the endpoint in flight at once (the Wikidata Query Service allows 5 per client)."""
+
+    sparql_max_failure_share: float = 0.5
+    """Share of failed requests (after retries; at least 4 sent) that stops the run with an error; below
+    it, failed requests are split and what still fails is recorded per query as ``kg_lost_entities``."""
+
     user_agent: str = "graphctx/0.1 (https://github.com/graphctx; research use)"
     """HTTP User-Agent sent to the endpoint (Wikidata asks for a descriptive one)."""
 
@@ -107,8 +121,13 @@ class KnowledgeSettings:
     max_entities: int = 64
     """Most linked entities per context sent to the one-hop query."""
 
+    kg_query: str = "between"
+    """``between``: ask only for the edges from Ent(C)'s heads to Ent(C) (τ', the paper's filter, in the
+    query); ``one_hop``: ask for every edge leaving a head (at most ``max_facts_per_entity`` each), then
+    filter."""
+
     max_facts_per_entity: int = 200
-    """Most one-hop triplets fetched per entity (LIMIT of the one-hop query, scaled by entity count)."""
+    """``kg_query: one_hop`` only: most one-hop triplets fetched per entity (a LIMIT per entity)."""
 
     link_mentions: bool = True
     """Also add KG labels found verbatim in C (software and package names) to Ent(C)."""
@@ -127,7 +146,8 @@ class KnowledgeSettings:
 
     @staticmethod
     def consistency(value: Any) -> list[tuple[str, str]]:
-        """An unknown, repeated or missing extractor; a GGUF file without the model folder holding it."""
+        """An unknown, repeated or missing extractor; an unknown ``kg_query``; a GGUF file without the model
+        folder holding it."""
         found = []
         names = list(value.extractors)
         unknown = [name for name in names if name not in EXTRACTORS]
@@ -136,6 +156,8 @@ class KnowledgeSettings:
             found.append(
                 ("extractors", f"{problem} in {names}; list one or more of {list(EXTRACTORS)}, each once")
             )
+        if value.kg_query not in KG_QUERIES:
+            found.append(("kg_query", f"{value.kg_query!r} is not one of {list(KG_QUERIES)}"))
         if value.llm_gguf_file and not value.llm_model:
             found.append(("llm_gguf_file", "only with knowledge.llm_model (the folder holding it)"))
         return found

@@ -10,7 +10,7 @@ which links them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import spacy
 from spacy.lang.en.stop_words import STOP_WORDS
@@ -90,10 +90,18 @@ class SpacyExtractor:
         self.batch_size = batch_size
 
     @classmethod
-    def load(cls, model: str, gazetteer: Mapping[str, Mapping[str, str]] | None = None) -> SpacyExtractor:
-        """Load the spaCy pipeline ``model``; with a gazetteer, heads/tails naming KG labels are linked."""
+    def load(
+        cls,
+        model: str,
+        gazetteer: Mapping[str, Mapping[str, str]] | None = None,
+        resolve: Callable[[Iterable[str]], None] | None = None,
+    ) -> SpacyExtractor:
+        """Load the spaCy pipeline ``model``; with a gazetteer, heads/tails naming KG labels are linked
+        (``resolve``: see :class:`MentionMatcher`)."""
         nlp = spacy.load(model)
-        matcher = MentionMatcher(gazetteer, english_words(nlp)) if gazetteer is not None else None
+        matcher = (
+            MentionMatcher(gazetteer, english_words(nlp), resolve=resolve) if gazetteer is not None else None
+        )
         return cls(nlp, matcher)
 
     def canonical(self, phrase: str) -> str:
@@ -103,10 +111,16 @@ class SpacyExtractor:
 
     def extract(self, texts: Sequence[str]) -> list[list[Triplet]]:
         """One list of triplets per text (prose only: fenced code is not parsed)."""
+        found = [
+            svo_triplets(doc)
+            for doc in self.nlp.pipe((strip_code_blocks(t) for t in texts), batch_size=self.batch_size)
+        ]
+        if self.matcher is not None:
+            self.matcher.prepare(part for svo in found for head, _, tail in svo for part in (head, tail))
         results = []
-        for doc in self.nlp.pipe((strip_code_blocks(t) for t in texts), batch_size=self.batch_size):
+        for svo in found:
             triplets = []
-            for head, relation, tail in svo_triplets(doc):
+            for head, relation, tail in svo:
                 triplet = Triplet(self.canonical(head), relation, self.canonical(tail), self.name)
                 if triplet not in triplets and normalise_entity(triplet.head) not in STOP_WORDS:
                     triplets.append(triplet)

@@ -47,7 +47,7 @@ from graphctx.cache import atomic_path, cache_root, file_digest, fingerprint, re
 from graphctx.knowledge.entities import normalise_entity
 from graphctx.knowledge.kg import SparqlKnowledgeGraph
 from graphctx.knowledge.settings import KnowledgeSettings
-from graphctx.knowledge.sparql import iri, solution_rows
+from graphctx.knowledge.sparql import PACKAGE_PREFIX, iri, solution_rows
 
 STORE_FORMAT = 1
 """Bump when the RDF layout changes: it is part of the cache key."""
@@ -58,7 +58,7 @@ DEBIAN_JSONL = "debian_bookworm_packages.jsonl.gz"
 WD = "http://www.wikidata.org/entity/"
 WDT = "http://www.wikidata.org/prop/direct/"
 GX = "urn:graphctx:"
-DEBIAN = "https://packages.debian.org/bookworm/"
+DEBIAN = PACKAGE_PREFIX + "bookworm/"
 RDFS_LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
 SKOS_ALT = "http://www.w3.org/2004/02/skos/core#altLabel"
 DIRECT_CLAIM = "http://wikiba.se/ontology#directClaim"
@@ -351,14 +351,21 @@ class LocalKnowledgeGraph(SparqlKnowledgeGraph):
 
     name = "kg:local"
 
-    def __init__(self, path: Path, language: str = "en", max_facts_per_entity: int = 200) -> None:
-        super().__init__(language, max_facts_per_entity)
+    def __init__(
+        self, path: Path, language: str = "en", max_facts_per_entity: int = 200, batch_values: int = 400
+    ) -> None:
+        super().__init__(language, max_facts_per_entity, batch_values=batch_values)
         self.path = Path(path)
         self.store = pyoxigraph.Store.read_only(str(self.path / "oxigraph"))
 
     @classmethod
     def from_settings(cls, settings: KnowledgeSettings) -> LocalKnowledgeGraph:
-        return cls(build_store(settings), settings.language, settings.max_facts_per_entity)
+        return cls(
+            build_store(settings),
+            settings.language,
+            settings.max_facts_per_entity,
+            settings.sparql_batch_values,
+        )
 
     def select(self, query: str) -> list[dict[str, str]]:
         return solution_rows(self.store.query(query))

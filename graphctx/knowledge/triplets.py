@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from graphctx.knowledge.settings import KnowledgeSettings
 
 if TYPE_CHECKING:
+    from graphctx.knowledge.kg import Gazetteer
     from graphctx.knowledge.llm import GenerationModel
 
 
@@ -63,20 +64,26 @@ class ExtractorUnion:
 
 
 def build_extractor(
-    settings: KnowledgeSettings, generation_model: GenerationModel | None = None
+    settings: KnowledgeSettings,
+    generation_model: GenerationModel | None = None,
+    gazetteer: Gazetteer | None = None,
 ) -> TripletExtractor:
     """The union of ``settings.extractors`` with their models loaded (a single one is returned as is).
 
     ``generation_model``: the loaded generation model, which the ``llm`` extractor uses when
     ``settings.llm_model`` is ``""`` (see :attr:`KnowledgeSettings.uses_generation_model`).
+    ``gazetteer``: KG labels for the ``spacy`` extractor (default: :func:`build_gazetteer` of ``settings``).
     """
     extractors: list[TripletExtractor] = []
     for name in settings.extractors:
         if name == "spacy":
+            from graphctx.knowledge.kg import build_gazetteer
             from graphctx.knowledge.spacy_extractor import SpacyExtractor
-            from graphctx.knowledge.store import load_gazetteer
 
-            extractors.append(SpacyExtractor.load(settings.spacy_model, load_gazetteer(settings)))
+            gazetteer = gazetteer if gazetteer is not None else build_gazetteer(settings)
+            extractors.append(
+                SpacyExtractor.load(settings.spacy_model, gazetteer.maps, gazetteer.matcher_resolve())
+            )
         elif name == "rebel":
             from graphctx.knowledge.rebel import RebelExtractor
 

@@ -1,33 +1,39 @@
 """The live Wikidata backend: a careful SPARQL-over-HTTP client.
 
 * configurable endpoint (``knowledge.sparql_endpoint``), POST form requests, JSON results;
-* timeout per request, retries with exponential backoff on timeouts, HTTP 429 and 5xx (honouring
-  ``Retry-After``), a polite minimum interval between requests and a descriptive User-Agent;
-* an on-disk cache of responses keyed by endpoint and query, written atomically.
+* timeout per request, retries with exponential backoff on timeouts, dropped connections, HTTP 429 and
+  5xx (honouring ``Retry-After``), a polite minimum interval between request starts and a descriptive
+  User-Agent; safe to call from the few threads of :func:`~graphctx.knowledge.batches.run_batches`;
+* answers that are not SPARQL JSON results (an HTML maintenance page, a cut-off body) are errors that name
+  the request; the per-entity answers are cached by :class:`~graphctx.knowledge.kgcache.KGCache`.
 """
 
 from __future__ import annotations
 
+import http.client
+import threading
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from pathlib import Path
+from itertools import count
+from typing import Any
 
-from graphctx.cache import atomic_path, cache_root, fingerprint
+from graphctx.cache import cache_root, fingerprint
+from graphctx.knowledge.batches import RequestStats
 from graphctx.knowledge.kg import SparqlKnowledgeGraph
+from graphctx.knowledge.kgcache import CACHE_FORMAT, KGCache
 from graphctx.knowledge.settings import KnowledgeSettings
-from graphctx.knowledge.sparql import parse_json_results
+from graphctx.knowledge.sparql import SparqlError, parse_json_results
+
+__all__ = ["SparqlClient", "SparqlError", "WikidataKnowledgeGraph"]
 
 RETRY_STATUS = {429, 500, 502, 503, 504}
-
-
-class SparqlError(RuntimeError):
-    """The endpoint refused or kept failing a query."""
+_NETWORK_ERRORS = (urllib.error.URLError, TimeoutError, ConnectionError, http.client.HTTPException)
 
 
 class SparqlClient:
-    """POST queries to one endpoint; see the module docstring for timeouts, retries and caching."""
+    """POST queries to one endpoint; see the module docstring for timeouts and retries."""
 
     def __init__(
         self,
@@ -38,7 +44,7 @@ class SparqlClient:
         min_interval_s: float = 1.0,
         backoff_s: float = 1.0,
         user_agent: str = "graphctx/0.1",
-        cache_dir: Path | None = None,
+        stats: RequestStats | None = None,
     ) -> None:
         if urllib.parse.urlparse(endpoint).scheme not in {"http", "https"}:
             raise ValueError(f"knowledge.sparql_endpoint: {endpoint!r} is not an http(s) URL")
@@ -48,18 +54,18 @@ class SparqlClient:
         self.min_interval_s = min_interval_s
         self.backoff_s = backoff_s
         self.user_agent = user_agent
-        self.cache_dir = cache_dir
-        self.requests_sent = 0
+        self.stats = stats if stats is not None else RequestStats()
+        self._numbers = count(1)
+        self._lock = threading.Lock()
         self._last_request = float("-inf")
 
-    def _cache_file(self, query: str) -> Path | None:
-        return self.cache_dir / f"{fingerprint(self.endpoint, query)}.json" if self.cache_dir else None
-
     def _wait_politely(self) -> None:
-        pause = self._last_request + self.min_interval_s - time.monotonic()
+        with self._lock:
+            start = max(time.monotonic(), self._last_request + self.min_interval_s)
+            self._last_request = start
+        pause = start - time.monotonic()
         if pause > 0:
             time.sleep(pause)
-        self._last_request = time.monotonic()
 
     def _post(self, query: str) -> bytes:
         request = urllib.request.Request(
@@ -73,43 +79,43 @@ class SparqlClient:
             method="POST",
         )
         self._wait_politely()
-        self.requests_sent += 1
         with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
             return response.read()
 
-    def fetch(self, query: str) -> bytes:
-        """The raw JSON results of ``query`` (from the cache when present)."""
-        cache_file = self._cache_file(query)
-        if cache_file is not None and cache_file.is_file():
-            return cache_file.read_bytes()
+    def fetch(self, query: str, name: str = "") -> bytes:
+        """The raw response body of ``query`` (``name`` identifies the request in errors)."""
+        name = name or f"request {next(self._numbers)}"
         for attempt in range(self.retries + 1):
             delay = self.backoff_s * 2**attempt
             try:
-                payload = self._post(query)
-                break
+                return self._post(query)
             except urllib.error.HTTPError as error:
                 if error.code not in RETRY_STATUS or attempt == self.retries:
                     body = error.read()[:300].decode(errors="replace")
-                    raise SparqlError(f"{self.endpoint}: HTTP {error.code}: {body}") from error
+                    raise SparqlError(f"{self.endpoint}: {name}: HTTP {error.code}: {body}") from error
                 retry_after = error.headers.get("Retry-After", "")
                 delay = max(delay, float(retry_after)) if retry_after.isdigit() else delay
-            except (urllib.error.URLError, TimeoutError) as error:
+            except _NETWORK_ERRORS as error:
                 if attempt == self.retries:
                     raise SparqlError(
-                        f"{self.endpoint}: unreachable after {attempt + 1} tries: {error}"
+                        f"{self.endpoint}: {name}: unreachable after {attempt + 1} tries: "
+                        f"{type(error).__name__}: {error}"
                     ) from error
+            self.stats.add("retried")
             time.sleep(delay)
-        if cache_file is not None:
-            with atomic_path(cache_file) as tmp:
-                tmp.write_bytes(payload)
-        return payload
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     def select(self, query: str) -> list[dict[str, str]]:
-        """Rows of a SELECT query."""
+        """Rows of a SELECT query; a body that is not SPARQL JSON results is a :class:`SparqlError`."""
+        name = f"request {next(self._numbers)}"
+        payload = self.fetch(query, name)
         try:
-            return parse_json_results(self.fetch(query))
-        except SyntaxError as error:
-            raise SparqlError(f"{self.endpoint}: response is not SPARQL JSON results: {error}") from error
+            return parse_json_results(payload)
+        except (SyntaxError, ValueError) as error:
+            self.stats.add("malformed_responses")
+            raise SparqlError(
+                f"{self.endpoint}: {name}: response is not SPARQL JSON results: {error}"
+            ) from error
 
 
 class WikidataKnowledgeGraph(SparqlKnowledgeGraph):
@@ -117,9 +123,17 @@ class WikidataKnowledgeGraph(SparqlKnowledgeGraph):
 
     name = "kg:wikidata"
 
-    def __init__(self, client: SparqlClient, language: str = "en", max_facts_per_entity: int = 200) -> None:
-        super().__init__(language, max_facts_per_entity)
+    def __init__(
+        self, client: SparqlClient, language: str = "en", max_facts_per_entity: int = 200, **options: Any
+    ) -> None:
+        """``options``: batching and cache keywords of :class:`SparqlKnowledgeGraph`."""
+        super().__init__(language, max_facts_per_entity, **options)
         self.client = client
+        client.stats = self.stats
+
+    @property
+    def source(self) -> str:
+        return self.client.endpoint
 
     @classmethod
     def from_settings(cls, settings: KnowledgeSettings) -> WikidataKnowledgeGraph:
@@ -129,9 +143,17 @@ class WikidataKnowledgeGraph(SparqlKnowledgeGraph):
             retries=settings.sparql_retries,
             min_interval_s=settings.sparql_min_interval_s,
             user_agent=settings.user_agent,
-            cache_dir=cache_root(settings.cache_dir or None) / "sparql",
         )
-        return cls(client, settings.language, settings.max_facts_per_entity)
+        key = fingerprint(CACHE_FORMAT, settings.sparql_endpoint, settings.language)
+        return cls(
+            client,
+            settings.language,
+            settings.max_facts_per_entity,
+            batch_values=settings.sparql_batch_values,
+            parallel=settings.sparql_parallel,
+            max_failure_share=settings.sparql_max_failure_share,
+            cache=KGCache(cache_root(settings.cache_dir or None) / "kg-cache" / f"{key}.sqlite"),
+        )
 
     def select(self, query: str) -> list[dict[str, str]]:
         return self.client.select(query)
