@@ -1,0 +1,196 @@
+"""evaluate.py on several processes (real DDP: gloo on the CPU, each rank its own process started the way
+torchrun or srun start them) writes exactly the files of a one-process run, and a run that loses a rank to
+SIGKILL resumes on another number of processes to the same files.
+
+The slice is small (5 cardano test questions, batches of 2, an odd number of batches per variant) and
+covers both models and every kind of context: ZeroShot (base model, no context) and GraphContextGen
+(adapter, graph retrieval + KG sentences)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from lightning.fabric.plugins.environments.lightning import find_free_network_port
+from peft import LoraConfig, get_peft_model
+from transformers import AutoModelForCausalLM
+
+from graphctx.config import load_config
+from graphctx.errors import ConfigError
+from graphctx.evaluation.records import read_records
+from graphctx.evaluation.runner import EvaluationRun
+from graphctx.evaluation.shards import Unit, balance, shard_path, shards_of
+from graphctx.model import ModelSpec, load_tokenizer, resolve_source
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+LIMIT = 5
+VARIANTS = ["ZeroShot", "GraphContextGen"]
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory, cardano_dir, tiny_bert) -> Path:
+    """A random LoRA adapter, a config on the tiny random Llama, and the one-process reference run."""
+    root = tmp_path_factory.mktemp("evaluate-ddp")
+    cache = root / "cache"
+    spec = ModelSpec(source="tiny-random", cache_dir=str(cache))
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_pretrained(resolve_source(spec))
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    get_peft_model(base, lora).save_pretrained(root / "adapter")
+    load_tokenizer(spec).save_pretrained(root / "adapter")
+    settings = {
+        "trainer": {"accelerator": "cpu", "strategy": "ddp", "devices": 1},
+        "model": {"spec": {"source": "tiny-random", "cache_dir": str(cache)}},
+        "data": {
+            "cache_dir": str(cache),
+            "dataset": {"source": str(cardano_dir), "split": {"train_start": "2021-08-20"}},
+        },
+        "knowledge": {"cache_dir": str(cache), "token_budget": 160},
+        "evaluation": {
+            "variants": VARIANTS,
+            "adapter": str(root / "adapter"),
+            "output_dir": str(root / "one"),
+            "limit": LIMIT,
+            "bootstrap_samples": 50,
+            "wandb_project": None,
+            "generation": {"max_new_tokens": 3, "batch_size": 2, "max_prompt_tokens": 256},
+            "metrics": {"bertscore": {"model": str(tiny_bert)}, "autoais": {"model": "tiny-random"}},
+        },
+    }
+    (root / "eval.yaml").write_text(yaml.safe_dump(settings))
+    EvaluationRun(load_config(root / "eval.yaml")).run()
+    return root
+
+
+def start_ranks(config: Path, output: Path, world_size: int = 2) -> list[subprocess.Popen]:
+    """``evaluate.py`` once per rank, each told its rank in the environment (as torchrun does)."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO_ROOT),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(find_free_network_port()),
+        "NODE_RANK": "0",
+        "OMP_NUM_THREADS": "1",
+    }
+    command = [sys.executable, "evaluate.py", "--config", str(config), "--output-dir", str(output)]
+    command += ["--trainer.devices", str(world_size)]
+    return [
+        subprocess.Popen(
+            command,
+            cwd=REPO_ROOT,
+            env={**env, "LOCAL_RANK": str(rank)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        for rank in range(world_size)
+    ]
+
+
+def finish(processes: list[subprocess.Popen], timeout_s: float = 240) -> list[str]:
+    """Wait for every rank; their stderr tails."""
+    tails = []
+    for process in processes:
+        try:
+            _, err = process.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            _, err = process.communicate()
+        tails.append(err.decode()[-3000:])
+    return tails
+
+
+def output_files(folder: Path) -> list[Path]:
+    return [
+        *(folder / kind / f"{name}.jsonl" for name in VARIANTS for kind in ("predictions", "scores")),
+        folder / "results.csv",
+        folder / "results.md",
+    ]
+
+
+def assert_same_outputs(folder: Path, reference: Path) -> None:
+    """Byte for byte, rows in the same (plan) order, no shard left behind."""
+    for path in output_files(reference):
+        ours = folder / path.relative_to(reference)
+        assert ours.read_bytes() == path.read_bytes(), f"{ours} differs from {path}"
+    for name in VARIANTS:
+        assert not shards_of(folder / "predictions" / f"{name}.jsonl", name)
+        assert not shards_of(folder / "scores" / f"{name}.jsonl", name)
+
+
+@pytest.mark.slow
+def test_two_processes_write_the_files_of_one(workspace):
+    reference = workspace / "one"
+    for name in VARIANTS:
+        assert [r["id"] for r in read_records(reference / "scores" / f"{name}.jsonl")] == [
+            r["id"] for r in read_records(reference / "predictions" / f"{name}.jsonl")
+        ]
+        assert len(read_records(reference / "predictions" / f"{name}.jsonl")) == LIMIT
+    ranks = start_ranks(workspace / "eval.yaml", workspace / "two")
+    tails = finish(ranks)
+    assert [process.returncode for process in ranks] == [0, 0], tails
+    assert "rank 1/2" in tails[1] and "rank 0/2" in tails[0]
+    # each rank answered and scored its own batches: rank 1 (not rank 0) logged some
+    assert "batch" in tails[1] and "scored" in tails[1], tails[1]
+    assert_same_outputs(workspace / "two", reference)
+
+
+@pytest.mark.slow
+def test_a_rank_killed_mid_run_resumes_on_one_process_to_the_same_files(workspace):
+    output = workspace / "killed"
+    ranks = start_ranks(workspace / "eval.yaml", output)
+    deadline = time.monotonic() + 240
+    try:
+        while not any(p.stat().st_size for p in (output / "predictions" / "shards").glob("*.rank1.jsonl")):
+            assert all(p.poll() is None for p in ranks), finish(ranks)
+            assert time.monotonic() < deadline, "rank 1 wrote no prediction shard in 240 s"
+            time.sleep(0.02)
+        ranks[1].send_signal(signal.SIGKILL)
+    finally:
+        tails = finish(ranks, timeout_s=60)  # rank 0 fails in its next collective with rank 1 gone
+    assert ranks[1].returncode == -signal.SIGKILL and ranks[0].returncode != 0, tails
+    assert not (output / "results.csv").exists()
+    scored = sum(len(read_records(p)) for p in (output / "scores").rglob("*.jsonl"))
+    assert scored < LIMIT * len(VARIANTS)  # killed mid-run
+    torn = next((output / "predictions" / "shards").glob("*.rank1.jsonl"))
+    with open(torn, "ab") as handle:  # and a write torn by the kill
+        handle.write(b'{"id": 4242, "variant": "ZeroShot", "gener')
+
+    EvaluationRun(load_config(workspace / "eval.yaml"), output_dir=output).run()
+    assert_same_outputs(output, workspace / "one")
+
+
+def test_a_shard_made_with_other_settings_is_refused_with_its_path(workspace):
+    output = workspace / "foreign"
+    run = EvaluationRun(load_config(workspace / "eval.yaml"), output_dir=output)
+    stamp = run.fingerprint(run.variants[0])
+    foreign = shard_path(output / "predictions" / "ZeroShot.jsonl", "ZeroShot", "0" * len(stamp), 3)
+    foreign.parent.mkdir(parents=True)
+    foreign.write_text('{"id": 1, "generated": "from another config"}\n')
+    with pytest.raises(ConfigError, match=rf"^{foreign}: a shard of ZeroShot made with other settings"):
+        run.run()
+    assert foreign.is_file() and not (output / "predictions" / "ZeroShot.jsonl").exists()
+    run.merge(overwrite=True)  # --overwrite drops it
+    assert not foreign.exists()
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3, 4, 7])
+def test_balance_deals_every_unit_once_and_evens_the_load(world_size):
+    costs = [90, 80, 80, 50, 40, 30, 20, 10, 10]
+    units = [Unit("v", n, (n,), cost) for n, cost in enumerate(costs)]
+    shares = balance(units, world_size)
+    assert len(shares) == world_size
+    assert sorted(u.number for share in shares for u in share) == list(range(len(units)))
+    assert all([u.number for u in share] == sorted(u.number for u in share) for share in shares)
+    loads = [sum(u.cost for u in share) for share in shares]
+    # longest processing time first: no process ends more than one unit's cost after another
+    assert max(loads) - min(loads) <= max(costs)
+    assert shares == balance(units, world_size)
+    if world_size == 2:
+        assert loads == [210, 200]
