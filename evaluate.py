@@ -21,7 +21,7 @@ import sys
 
 from graphctx.config import load_config
 from graphctx.errors import GraphctxError
-from graphctx.evaluation.processes import Preempted, launch_processes
+from graphctx.evaluation.processes import Preempted, StopRequest, launch_processes
 from graphctx.evaluation.runner import EvaluationRun
 from graphctx.evaluation.table import to_markdown
 from graphctx.model.preemption import requeue_slurm_job
@@ -59,10 +59,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line (unknown ``--section.key value`` pairs override the config) and run."""
     args, overrides = build_parser().parse_known_args(argv)
+    stop = StopRequest()  # first: a SLURM SIGUSR1 during start-up must not kill the process
     try:
         config = load_config(args.config, overrides)
         processes = launch_processes(config.trainer)
-        run = EvaluationRun(config, args.variants, args.limit, args.output_dir, processes=processes)
+        run = EvaluationRun(
+            config, args.variants, args.limit, args.output_dir, processes=processes, stop=stop
+        )
         table = run.run(overwrite=args.overwrite)
     except GraphctxError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -20,6 +20,7 @@ import torch
 import yaml
 from lightning.fabric.plugins.environments.lightning import find_free_network_port
 from peft import LoraConfig, get_peft_model
+from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 -- fixture
 from transformers import AutoModelForCausalLM
 
 from graphctx.config import load_config
@@ -163,6 +164,59 @@ def test_a_rank_killed_mid_run_resumes_on_one_process_to_the_same_files(workspac
         handle.write(b'{"id": 4242, "variant": "ZeroShot", "gener')
 
     EvaluationRun(load_config(workspace / "eval.yaml"), output_dir=output).run()
+    assert_same_outputs(output, workspace / "one")
+
+
+@pytest.mark.slow
+def test_evaluate_sbatch_on_two_tasks_is_requeued_by_sigusr1_and_ends_with_the_files_of_one_process(
+    workspace,
+    slurm_cluster: SlurmCluster,  # noqa: F811
+):
+    """scripts/slurm/evaluate.sbatch on the real single-node cluster of scripts/slurm/cluster.sh, 2 tasks;
+    SIGUSR1 mid-run (as ``--signal=USR1@90`` sends it): the tasks stop after their batch, the job is
+    requeued, and the second run completes the files."""
+    output, log = workspace / "slurm", workspace / "slurm.out"
+    env = {
+        **slurm_cluster.env,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "WANDB_MODE": "offline",
+        "OMP_NUM_THREADS": "1",
+    }
+    cluster = SlurmCluster(slurm_cluster.folder, env)
+    # the template asks for 4 GPUs and a day; this cluster has 2 CPUs: two CPU tasks, ten minutes
+    job = cluster.run(
+        "sbatch",
+        "--parsable",
+        "--gpus-per-node=0",
+        "--ntasks-per-node=2",
+        "--cpus-per-task=1",
+        "--time=10",
+        f"--output={log}",
+        str(REPO_ROOT / "scripts" / "slurm" / "evaluate.sbatch"),
+        "--config",
+        str(workspace / "eval.yaml"),
+        "--output-dir",
+        str(output),
+    ).strip()
+    shards = output / "predictions" / "shards"
+    try:
+        deadline = time.monotonic() + 240
+        while not any(path.stat().st_size for path in shards.glob("*.jsonl")):
+            state = cluster.job_field(job, "JobState")
+            assert state in ("PENDING", "CONFIGURING", "RUNNING"), log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "no prediction shard in 240 s"
+            time.sleep(0.05)
+        cluster.run("scancel", "--signal=USR1", job)
+        # SLURM holds a requeued batch job for about two minutes (BeginTime): release it at once
+        cluster.wait_for(job, lambda c, j: c.job_field(j, "Restarts") == "1", 120, "the requeue")
+        cluster.wait_for(job, lambda c, j: c.job_field(j, "JobState") == "PENDING", 60, "the old run to end")
+        cluster.run("scontrol", "update", f"JobId={job}", "StartTime=now")
+        cluster.wait_for(job, lambda c, j: c.job_field(j, "JobState") == "COMPLETED", 300, "completion")
+    finally:
+        if cluster.job_field(job, "JobState") not in ("COMPLETED", ""):
+            cluster.run("scancel", job)
+    text = log.read_text()
+    assert "restart 0" in text and "restart 1" in text and "stop requested" in text, text[-3000:]
     assert_same_outputs(output, workspace / "one")
 
 

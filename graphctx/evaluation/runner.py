@@ -124,8 +124,10 @@ class EvaluationRun:
         output_dir: str | Path | None = None,
         log: Callable[[str], None] | None = None,
         processes: Processes | None = None,
+        stop: StopRequest | None = None,
     ) -> None:
-        """``processes``: this process's place in a multi-process run (:func:`launch_processes`)."""
+        """``processes``: this process's place in a multi-process run (:func:`launch_processes`); ``stop``:
+        the stop request to honour after each batch (default: one installed now)."""
         self.config = config
         self.settings: EvaluationSettings = config.evaluation
         self.variants = get_variants(variants if variants is not None else self.settings.variants)
@@ -136,7 +138,7 @@ class EvaluationRun:
         self.cache_dir = config.data.cache_dir
         self.processes = processes or Processes()
         self.log = log or _stderr_logger(self.processes)
-        self.stop = StopRequest()
+        self.stop = stop or StopRequest()
         self.files: dict[str, VariantFiles] = {}
         self._fingerprints: dict[str, str] = {}
         self.plan = Plan(config)
