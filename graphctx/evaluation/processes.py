@@ -67,7 +67,8 @@ class Processes:
         """Whether ``flag`` is true on any rank."""
         if self.world_size == 1:
             return flag
-        return bool(self.fabric.all_reduce(torch.tensor(float(flag)), reduce_op="sum").item() > 0)
+        count = torch.tensor(float(flag), device=self.fabric.device)  # NCCL reduces CUDA tensors only
+        return bool(self.fabric.all_reduce(count, reduce_op="sum").item() > 0)
 
 
 def launch_processes(trainer: dict[str, Any]) -> Processes:

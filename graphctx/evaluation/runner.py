@@ -18,11 +18,12 @@ process writes, rows in plan order.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,6 +142,8 @@ class EvaluationRun:
         self.stop = stop or StopRequest()
         self.files: dict[str, VariantFiles] = {}
         self._fingerprints: dict[str, str] = {}
+        self.timings: dict[str, float] = {}
+        """Seconds this process spent per stage (contexts, answers, scores)."""
         self.plan = Plan(config)
         self.tokenizer = load_tokenizer(config.model.spec)
         self.adapter_dir = adapter_dir_of(config)
@@ -300,7 +303,9 @@ class EvaluationRun:
                     [encoded[variant.name][i].ids for i in missing], stop_strings=variant.stop_strings
                 )
                 self.files[variant.name].mine_predictions.append(
-                    self._prediction(variant, rows[i], contexts[variant.name][i], encoded[variant.name][i], a)
+                    self._prediction(
+                        variant, rows[i], contexts[variant.name][i], encoded[variant.name][i], a, unit.number
+                    )
                     for i, a in zip(missing, answers, strict=True)
                 )
                 self.log(f"{variant.name}: batch {unit.number + 1} answered ({number}/{len(todo)} {kind})")
@@ -318,8 +323,10 @@ class EvaluationRun:
         retrieved: RetrievedContext,
         encoded: EncodedPrompt,
         answer: Answer,
+        batch: int,
     ) -> dict[str, Any]:
-        """One JSONL line; ``context`` and ``prompt`` as the model saw them (parts dropped to fit gone)."""
+        """One JSONL line; ``context`` and ``prompt`` as the model saw them (parts dropped to fit gone);
+        ``batch``: the position, in the variant's decoding plan, of the batch the row was decoded in."""
         return {
             "id": int(row["id"]),
             "variant": variant.name,
@@ -335,6 +342,7 @@ class EvaluationRun:
             "prompt_over_limit": encoded.over_limit,
             "new_tokens": len(answer.token_ids),
             "stop": answer.stop,
+            "batch": batch,
         }
 
     # ---- scoring -------------------------------------------------------------------------------------
@@ -424,6 +432,15 @@ class EvaluationRun:
             for v in self.variants
         }
 
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Add the wall time of the block to :attr:`timings` under ``name`` (logged per rank)."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - started
+
     # ---- the whole run -------------------------------------------------------------------------------
     def run(self, overwrite: bool = False) -> ResultsTable | None:
         """Contexts, answers, scores, table (Markdown + CSV) and W&B logging; returns the table (on rank 0;
@@ -438,29 +455,35 @@ class EvaluationRun:
             self.merge(overwrite)
         self.processes.barrier()
         self.open_files()
-        rows, pool = self.load_rows()
-        self.log(f"{len(rows)} {self.settings.split} questions, {len(self.variants)} variants")
-        # the LLM extractor is the base generation model: loaded once, it extracts (contexts, fact score) and
-        # answers the base variants
-        base = self.load_model("base") if self.config.knowledge.uses_generation_model else None
-        builder = ContextBuilder(
-            pool,
-            self.config.retrieval,
-            self.config.knowledge,
-            self.cache_dir,
-            generation_model=GenerationModel(base, self.tokenizer) if base is not None else None,
-            tokenizer=self.tokenizer,
-        )
-        # retrieval and enhancement once, on rank 0; the other ranks get their result
-        contexts = builder.for_variants(self.variants, [row["question"] for row in rows]) if zero else None
-        contexts = self.processes.broadcast(contexts)
-        self.log("contexts ready")
-        encoded = {v.name: self.encode(v, rows, contexts[v.name]) for v in self.variants}
-        shares = balance(self.pending_units(rows, encoded), self.processes.world_size) if zero else None
-        mine = self.processes.broadcast(shares)[self.processes.rank]
+        with self.stage("contexts"):
+            rows, pool = self.load_rows()
+            self.log(f"{len(rows)} {self.settings.split} questions, {len(self.variants)} variants")
+            # the LLM extractor is the base generation model: loaded once, it extracts (contexts, fact
+            # score) and answers the base variants
+            base = self.load_model("base") if self.config.knowledge.uses_generation_model else None
+            builder = ContextBuilder(
+                pool,
+                self.config.retrieval,
+                self.config.knowledge,
+                self.cache_dir,
+                generation_model=GenerationModel(base, self.tokenizer) if base is not None else None,
+                tokenizer=self.tokenizer,
+            )
+            # retrieval and enhancement once, on rank 0; the other ranks get their result
+            queries = [row["question"] for row in rows]
+            contexts = self.processes.broadcast(
+                builder.for_variants(self.variants, queries) if zero else None
+            )
+            self.log("contexts ready")
+            encoded = {v.name: self.encode(v, rows, contexts[v.name]) for v in self.variants}
+            shares = balance(self.pending_units(rows, encoded), self.processes.world_size) if zero else None
+            mine = self.processes.broadcast(shares)[self.processes.rank]
         self.log(f"{len(mine)} batches to answer and score here")
-        self.generate(rows, contexts, base, mine, encoded)
-        self.score(rows, mine, builder)
+        with self.stage("answers"):
+            self.generate(rows, contexts, base, mine, encoded)
+        with self.stage("scores"):
+            self.score(rows, mine, builder)
+        self.log("stage seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in self.timings.items()))
         if self.processes.any(self.stop.requested):
             raise Preempted("stopped on request; rerun (or requeue) to continue")
         if not zero:
