@@ -5,7 +5,8 @@ length_sorted_batches` over the whole split), so a row is always decoded, and sc
 same rows, whichever process takes the batch and however many there are: the answers and scores do not
 depend on the world size. Pending units are dealt to the processes longest-processing-time first: each,
 costliest first, goes to the process with the least work so far, the cost of a unit being its padded prompt
-tokens plus the tokens it may generate, ``rows · (longest prompt + max_new_tokens)``.
+tokens plus the tokens it may generate, ``rows · (longest prompt + max_new_tokens)`` (a batch with only
+scoring left: the sum of its prompt lengths).
 
 With more than one process, rank ``r`` appends to ``<folder>/shards/<variant>.<fingerprint>.rank<r>.jsonl``
 (the folder being ``predictions/`` or ``scores/``); the fingerprint is that of the variant's settings
