@@ -1,12 +1,17 @@
 """Evaluate the paper's variant matrix on the test split.
 
-    python evaluate.py --config configs/tiny.yaml [--variants ...] [--limit N]
+    python evaluate.py --config configs/tiny.yaml [--variants ...] [--limit N] [--section.key value ...]
 
 For each variant (see ``graphctx.prompts.VARIANTS``) the test split's questions are answered with the
 variant's prompt and model, the answers scored (BERTScore, ROUGE-1/L, fact score, AutoAIS, entity Jaccard),
 and a results table written with 95% bootstrap intervals and paired tests against the best baseline.
 Predictions are appended to JSONL files as they are made: rerunning the same command after an interruption
 continues where it stopped.
+
+Several processes, as for training: ``--trainer.devices 4`` (and ``--trainer.num_nodes``, with the config's
+``trainer.accelerator / strategy``) starts them through Lightning's launcher, ``srun`` under SLURM (see
+``scripts/slurm/evaluate.sbatch``). The batches are dealt over the processes; the files and the table are
+the ones a single process writes.
 """
 
 from __future__ import annotations
@@ -16,8 +21,10 @@ import sys
 
 from graphctx.config import load_config
 from graphctx.errors import GraphctxError
+from graphctx.evaluation.processes import Preempted, StopRequest, launch_processes
 from graphctx.evaluation.runner import EvaluationRun
 from graphctx.evaluation.table import to_markdown
+from graphctx.model.preemption import requeue_slurm_job
 from graphctx.prompts import VARIANTS
 from graphctx.settings_help import add_settings_help
 
@@ -52,16 +59,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Parse the command line (unknown ``--section.key value`` pairs override the config) and run."""
+    args, overrides = build_parser().parse_known_args(argv)
+    stop = StopRequest()  # first: a SLURM SIGUSR1 during start-up must not kill the process
     try:
-        config = load_config(args.config)
-        table = EvaluationRun(config, args.variants, args.limit, args.output_dir).run(
-            overwrite=args.overwrite
+        config = load_config(args.config, overrides)
+        processes = launch_processes(config.trainer)
+        run = EvaluationRun(
+            config, args.variants, args.limit, args.output_dir, processes=processes, stop=stop
         )
+        table = run.run(overwrite=args.overwrite)
     except GraphctxError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    print(to_markdown(table))
+    except Preempted as stopped:
+        print(f"evaluate.py: {stopped}", file=sys.stderr)
+        if processes.is_zero:
+            requeue_slurm_job()
+        return 0
+    if table is not None:
+        print(to_markdown(table))
     return 0
 
 

@@ -6,19 +6,25 @@ Layout of ``evaluation.output_dir``::
     predictions/<variant>.meta.json   the settings the answers depend on (a rerun with others is refused)
     scores/<variant>.jsonl        one line of per-row metric scores per answered question
     results.md, results.csv       the table (means, 95% intervals, paired tests vs the best baseline)
+    {predictions,scores}/shards/  while a multi-process run goes on: one file per variant and rank
 
-A rerun skips every batch whose rows are already in the JSONL files. Answers are decoded in a fixed plan of
-length-sorted batches over the whole split, and scores in fixed chunks of rows, so a resumed run computes
-exactly what an uninterrupted one would.
+Answers are decoded, and scored, in a fixed plan of length-sorted batches over the whole split
+(:mod:`graphctx.evaluation.shards`); a rerun skips every batch whose rows are already written, so a resumed
+run computes exactly what an uninterrupted one would, and so does a run on any number of processes: rank 0
+retrieves and enhances once and hands the contexts to the others, the pending batches are dealt over the
+ranks, each answers and scores its own into its shards, and rank 0 merges them into the files a single
+process writes, rows in plan order.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +36,18 @@ from graphctx.config import PipelineConfig
 from graphctx.errors import ConfigError
 from graphctx.evaluation.contexts import ContextBuilder, RetrievedContext
 from graphctx.evaluation.plan import Plan, check_models
+from graphctx.evaluation.processes import Preempted, Processes, StopRequest
 from graphctx.evaluation.records import RecordFile, check_unique_ids
 from graphctx.evaluation.scoring import Scorer
 from graphctx.evaluation.settings import EvaluationSettings
+from graphctx.evaluation.shards import (
+    Unit,
+    balance,
+    check_shards,
+    merge_shards,
+    shard_path,
+    write_in_order,
+)
 from graphctx.evaluation.table import ResultsTable, VariantScores, build_table, write_table
 from graphctx.evaluation.tracking import log_results
 from graphctx.generation import Answer, Generator, length_sorted_batches, load_generator
@@ -45,9 +60,6 @@ ANSWER_FORMAT = 2
 """Bump when the same settings start making other answers (prompt encoding, the weights decoded, stopping);
 part of the fingerprint, so a rerun never mixes answers made the old and the new way. 2: the paper's exact
 prompt string, NF4-dequantised merge, stop strings for the base variants."""
-
-SCORE_CHUNK_ROWS = 64
-"""Rows scored together (one resumable unit of scoring)."""
 
 
 def adapter_dir_of(config: PipelineConfig) -> Path:
@@ -92,12 +104,13 @@ def _adapter_digest(adapter_dir: Path) -> str:
     return file_digest(weights[0])
 
 
-def _stderr_logger() -> Callable[[str], None]:
-    """Progress lines on stderr, stamped with the seconds since the run started."""
+def _stderr_logger(processes: Processes) -> Callable[[str], None]:
+    """Progress lines on stderr, stamped with the seconds since the run started (and the rank, if many)."""
     started = time.perf_counter()
+    rank = f" rank {processes.rank}/{processes.world_size}" if processes.world_size > 1 else ""
 
     def log(message: str) -> None:
-        print(f"[{time.perf_counter() - started:7.1f}s] {message}", file=sys.stderr, flush=True)
+        print(f"[{time.perf_counter() - started:7.1f}s{rank}] {message}", file=sys.stderr, flush=True)
 
     return log
 
@@ -112,7 +125,11 @@ class EvaluationRun:
         limit: int | None = None,
         output_dir: str | Path | None = None,
         log: Callable[[str], None] | None = None,
+        processes: Processes | None = None,
+        stop: StopRequest | None = None,
     ) -> None:
+        """``processes``: this process's place in a multi-process run (:func:`launch_processes`); ``stop``:
+        the stop request to honour after each batch (default: one installed now)."""
         self.config = config
         self.settings: EvaluationSettings = config.evaluation
         self.variants = get_variants(variants if variants is not None else self.settings.variants)
@@ -121,7 +138,13 @@ class EvaluationRun:
             raise ConfigError(f"evaluation.limit (--limit): must be at least 1, got {self.limit}")
         self.output_dir = Path(output_dir or self.settings.output_dir)
         self.cache_dir = config.data.cache_dir
-        self.log = log or _stderr_logger()
+        self.processes = processes or Processes()
+        self.log = log or _stderr_logger(self.processes)
+        self.stop = stop or StopRequest()
+        self.files: dict[str, VariantFiles] = {}
+        self._fingerprints: dict[str, str] = {}
+        self.timings: dict[str, float] = {}
+        """Seconds this process spent per stage (contexts, answers, scores)."""
         self.plan = Plan(config)
         self.tokenizer = load_tokenizer(config.model.spec)
         self.adapter_dir = adapter_dir_of(config)
@@ -167,6 +190,12 @@ class EvaluationRun:
             parts["knowledge"] = _settings(self.config.knowledge, SPEED_ONLY["knowledge"])
         return parts
 
+    def fingerprint(self, variant: Variant) -> str:
+        """The hash of :meth:`prediction_fingerprint` (computed once)."""
+        if variant.name not in self._fingerprints:
+            self._fingerprints[variant.name] = fingerprint(self.prediction_fingerprint(variant))
+        return self._fingerprints[variant.name]
+
     def check_settings(self, variant: Variant, overwrite: bool) -> None:
         """Refuse to extend predictions made with other settings (or delete them when ``overwrite``).
 
@@ -188,63 +217,105 @@ class EvaluationRun:
             path.unlink(missing_ok=True)
         write_json_atomic(meta_file, meta)
 
+    # ---- the work plan -------------------------------------------------------------------------------
+    def encode(
+        self, variant: Variant, rows: Sequence[dict[str, Any]], contexts: Sequence[RetrievedContext]
+    ) -> list[EncodedPrompt]:
+        """Each row's prompt for ``variant``, fitted to ``max_prompt_tokens``."""
+        template = self.config.data.template
+        max_tokens = self.settings.generation.max_prompt_tokens
+        return [
+            encode_prompt(
+                self.tokenizer,
+                build_prompt(variant, row["question"], retrieved.pairs, retrieved.sentences, template),
+                max_tokens,
+            )
+            for row, retrieved in zip(rows, contexts, strict=True)
+        ]
+
+    def batches(self, encoded: Sequence[EncodedPrompt]) -> list[list[int]]:
+        """The variant's fixed decoding plan over the whole split (independent of what is done already)."""
+        return length_sorted_batches([len(e.ids) for e in encoded], self.settings.generation.batch_size)
+
+    def pending_units(
+        self, rows: Sequence[dict[str, Any]], encoded: dict[str, list[EncodedPrompt]]
+    ) -> list[Unit]:
+        """Every batch of every variant with a row still to answer or to score, in plan order."""
+        units = []
+        new_tokens = self.settings.generation.max_new_tokens
+        for variant in self.variants:
+            answered = self.files[variant.name].predictions.done
+            scored = self.files[variant.name].scores.done
+            lengths = [len(e.ids) for e in encoded[variant.name]]
+            for number, batch in enumerate(self.batches(encoded[variant.name])):
+                ids = {int(rows[i]["id"]) for i in batch}
+                if ids <= answered and ids <= scored:
+                    continue
+                if ids <= answered:  # only scoring left: cost by the text the judge reads
+                    cost = sum(lengths[i] for i in batch)
+                else:
+                    cost = len(batch) * (max(lengths[i] for i in batch) + new_tokens)
+                units.append(Unit(variant.name, number, tuple(batch), cost))
+        return units
+
     # ---- generation ----------------------------------------------------------------------------------
     def load_model(self, kind: str) -> PreTrainedModel:
         """The generation model of ``kind``: ``base``, or ``adapter`` (the base with the trained adapter)."""
         adapter = self.adapter_dir if kind == "adapter" else None
         self.log(f"loading the {kind} model" + (f" with the adapter {adapter}" if adapter else ""))
-        return load_generator(self.config.model.spec, adapter, self.settings.generation)
+        return load_generator(
+            self.config.model.spec, adapter, self.settings.generation, self.processes.device
+        )
 
     def generate(
         self,
         rows: Sequence[dict[str, Any]],
         contexts: dict[str, list[RetrievedContext]],
         base: PreTrainedModel | None = None,
+        units: Sequence[Unit] | None = None,
+        encoded: dict[str, list[EncodedPrompt]] | None = None,
     ) -> None:
-        """Answer every row for every variant, loading each model (base, base+adapter) once; ``base`` is the
-        base model when it is already loaded (as the LLM extractor), used instead of a second copy."""
-        ids = {int(row["id"]) for row in rows}
+        """Answer the rows of ``units`` (default: every pending batch) not answered yet, loading each model
+        (base, base+adapter) once; ``base`` is the base model when it is already loaded (as the LLM
+        extractor), used instead of a second copy; ``encoded``: the prompts per variant, if already made.
+        Stops early, after a whole batch, on a stop request."""
+        if encoded is None:
+            encoded = {v.name: self.encode(v, rows, contexts[v.name]) for v in self.variants}
+        if units is None:
+            self.open_files()
+            units = self.pending_units(rows, encoded)
+        by_name = {v.name: v for v in self.variants}
         for kind in ("base", "adapter"):
-            pending = [
-                v
-                for v in self.variants
-                if v.model == kind and ids - RecordFile(self.predictions_file(v)).done
+            todo = [
+                (unit, missing)
+                for unit in units
+                if by_name[unit.variant].model == kind and (missing := self._unanswered(unit, rows))
             ]
-            if not pending:
+            if not todo:
                 continue
             model = base if kind == "base" and base is not None else self.load_model(kind)
             generator = Generator(model, self.tokenizer, self.settings.generation)
-            for variant in pending:
-                self.generate_variant(generator, variant, rows, contexts[variant.name])
+            for number, (unit, missing) in enumerate(todo, start=1):
+                if self.stop.requested:
+                    self.log("stop requested: no further batches")
+                    return
+                variant = by_name[unit.variant]
+                answers = generator.generate_ids(
+                    [encoded[variant.name][i].ids for i in missing], stop_strings=variant.stop_strings
+                )
+                self.files[variant.name].mine_predictions.append(
+                    self._prediction(
+                        variant, rows[i], contexts[variant.name][i], encoded[variant.name][i], a, unit.number
+                    )
+                    for i, a in zip(missing, answers, strict=True)
+                )
+                self.log(f"{variant.name}: batch {unit.number + 1} answered ({number}/{len(todo)} {kind})")
             del model, generator
 
-    def generate_variant(
-        self,
-        generator: Generator,
-        variant: Variant,
-        rows: Sequence[dict[str, Any]],
-        contexts: Sequence[RetrievedContext],
-    ) -> None:
-        """Answer the rows of ``variant`` missing from its JSONL, batch by batch (each batch one append)."""
-        records = RecordFile(self.predictions_file(variant))
-        template = self.config.data.template
-        prompts = [
-            build_prompt(variant, row["question"], retrieved.pairs, retrieved.sentences, template)
-            for row, retrieved in zip(rows, contexts, strict=True)
-        ]
-        max_tokens = self.settings.generation.max_prompt_tokens
-        encoded = [encode_prompt(self.tokenizer, prompt, max_tokens) for prompt in prompts]
-        batches = length_sorted_batches([len(e.ids) for e in encoded], self.settings.generation.batch_size)
-        todo = [[i for i in batch if int(rows[i]["id"]) not in records.done] for batch in batches]
-        todo = [batch for batch in todo if batch]
-        for number, batch in enumerate(todo, start=1):
-            prompt_ids = [encoded[i].ids for i in batch]
-            answers = generator.generate_ids(prompt_ids, stop_strings=variant.stop_strings)
-            records.append(
-                self._prediction(variant, rows[i], contexts[i], encoded[i], answer)
-                for i, answer in zip(batch, answers, strict=True)
-            )
-            self.log(f"{variant.name}: batch {number}/{len(todo)} ({len(records.done)}/{len(rows)} answered)")
+    def _unanswered(self, unit: Unit, rows: Sequence[dict[str, Any]]) -> list[int]:
+        """The unit's rows (positions) without an answer yet."""
+        done = self.files[unit.variant].all_predictions
+        return [i for i in unit.rows if int(rows[i]["id"]) not in done]
 
     @staticmethod
     def _prediction(
@@ -253,8 +324,10 @@ class EvaluationRun:
         retrieved: RetrievedContext,
         encoded: EncodedPrompt,
         answer: Answer,
+        batch: int,
     ) -> dict[str, Any]:
-        """One JSONL line; ``context`` and ``prompt`` as the model saw them (parts dropped to fit gone)."""
+        """One JSONL line; ``context`` and ``prompt`` as the model saw them (parts dropped to fit gone);
+        ``batch``: the position, in the variant's decoding plan, of the batch the row was decoded in."""
         return {
             "id": int(row["id"]),
             "variant": variant.name,
@@ -271,47 +344,60 @@ class EvaluationRun:
             "prompt_over_limit": encoded.over_limit,
             "new_tokens": len(answer.token_ids),
             "stop": answer.stop,
+            "batch": batch,
         }
 
     # ---- scoring -------------------------------------------------------------------------------------
-    def score(self, rows: Sequence[dict[str, Any]], extractor_source: ContextBuilder) -> list[VariantScores]:
-        """Score every answered row not yet scored, in fixed chunks of rows; return all scores per variant."""
-        ids = [int(row["id"]) for row in rows]
+    def score(
+        self, rows: Sequence[dict[str, Any]], units: Sequence[Unit], extractor_source: ContextBuilder
+    ) -> None:
+        """Score the answered, unscored rows of ``units``, one unit (a decoding batch) at a time, with the
+        scorers loaded once in this process (on its own device when launched on GPUs)."""
         scorer: Scorer | None = None
+        for unit in units:
+            files = self.files[unit.variant]
+            answers, scored = files.all_predictions, files.all_scores
+            chunk = [i for i in (int(rows[r]["id"]) for r in unit.rows) if i in answers and i not in scored]
+            if not chunk:
+                continue
+            if self.stop.requested:
+                self.log("stop requested: no further scoring")
+                return
+            if scorer is None:
+                self.log("loading the metrics (BERTScore encoder, AutoAIS judge, extractors)")
+                scorer = Scorer(
+                    self.settings.metrics,
+                    extractor_source.enhancer.extractor,
+                    self.cache_dir,
+                    fact_label=self.plan.fact_label,
+                    device=self.processes.device,
+                )
+            chunk_rows = [answers[i] for i in chunk]
+            values = scorer.score(
+                [r["question"] for r in chunk_rows],
+                [r["generated"] for r in chunk_rows],
+                [r["gold"] for r in chunk_rows],
+                [r["context"] or None for r in chunk_rows],
+            )
+            files.mine_scores.append({"id": i, **v} for i, v in zip(chunk, values, strict=True))
+            self.log(f"{unit.variant}: batch {unit.number + 1} scored")
+
+    def collect(self, rows: Sequence[dict[str, Any]]) -> list[VariantScores]:
+        """Every variant's scores, read from its (merged) files, rows in id order."""
+        ids = [int(row["id"]) for row in rows]
         results = []
         for variant in self.variants:
             predictions = RecordFile(self.predictions_file(variant)).records
-            scores = RecordFile(self.scores_file(variant))
-            for start in range(0, len(ids), SCORE_CHUNK_ROWS):
-                chunk = [i for i in ids[start : start + SCORE_CHUNK_ROWS] if i in predictions]
-                if not chunk or all(i in scores.done for i in chunk):
-                    continue
-                if scorer is None:
-                    self.log("loading the metrics (BERTScore encoder, AutoAIS judge, extractors)")
-                    scorer = Scorer(
-                        self.settings.metrics,
-                        extractor_source.enhancer.extractor,
-                        self.cache_dir,
-                        fact_label=self.plan.fact_label,
-                    )
-                chunk_rows = [predictions[i] for i in chunk]
-                values = scorer.score(
-                    [r["question"] for r in chunk_rows],
-                    [r["generated"] for r in chunk_rows],
-                    [r["gold"] for r in chunk_rows],
-                    [r["context"] or None for r in chunk_rows],
-                )
-                scores.append({"id": i, **v} for i, v in zip(chunk, values, strict=True))
-                self.log(f"{variant.name}: scored {len(scores.done)}/{len(predictions)}")
-            scored = [i for i in ids if i in scores.records]
-            keys = sorted({key for i in scored for key in scores.records[i] if key != "id"})
+            scores = RecordFile(self.scores_file(variant)).records
+            scored = [i for i in ids if i in scores]
+            keys = sorted({key for i in scored for key in scores[i] if key != "id"})
             results.append(
                 VariantScores(
                     variant,
                     scored,
                     {
                         key: np.array(
-                            [np.nan if (v := scores.records[i].get(key)) is None else v for i in scored],
+                            [np.nan if (v := scores[i].get(key)) is None else v for i in scored],
                             dtype=float,
                         )
                         for key in keys
@@ -323,30 +409,94 @@ class EvaluationRun:
             )
         return results
 
-    # ---- the whole run -------------------------------------------------------------------------------
-    def run(self, overwrite: bool = False) -> ResultsTable:
-        """Contexts, answers, scores, table (Markdown + CSV) and W&B logging; returns the table."""
-        print(self.plan.to_text(), file=sys.stderr, flush=True)
-        check_models(self.plan, "evaluate", self.variants)
+    # ---- shards --------------------------------------------------------------------------------------
+    def merge(self, overwrite: bool = False) -> None:
+        """Rank 0: refuse shards made with other settings, and move the others into the variant files."""
         for variant in self.variants:
-            self.check_settings(variant, overwrite)
-        rows, pool = self.load_rows()
-        self.log(f"{len(rows)} {self.settings.split} questions, {len(self.variants)} variants")
-        # the LLM extractor is the base generation model: loaded once, it extracts (contexts, fact score) and
-        # answers the base variants
-        base = self.load_model("base") if self.config.knowledge.uses_generation_model else None
-        builder = ContextBuilder(
-            pool,
-            self.config.retrieval,
-            self.config.knowledge,
-            self.cache_dir,
-            generation_model=GenerationModel(base, self.tokenizer) if base is not None else None,
-            tokenizer=self.tokenizer,
-        )
-        contexts = builder.for_variants(self.variants, [row["question"] for row in rows])
-        self.log(f"contexts ready{builder.knowledge_summary()}")
-        self.generate(rows, contexts, base)
-        results = self.score(rows, builder)
+            stamp = self.fingerprint(variant)
+            for main in (self.predictions_file(variant), self.scores_file(variant)):
+                check_shards(main, variant.name, stamp, overwrite)
+            for main in (self.predictions_file(variant), self.scores_file(variant)):
+                added = merge_shards(main, variant.name)
+                if added:
+                    self.log(f"{variant.name}: {added} rows merged from the shards into {main}")
+
+    def open_files(self) -> None:
+        """This process's view of every variant's files: the merged ones and its own shards."""
+        self.files = {
+            v.name: VariantFiles.open(
+                self.predictions_file(v),
+                self.scores_file(v),
+                v.name,
+                self.fingerprint(v),
+                self.processes.rank,
+                self.processes.world_size,
+            )
+            for v in self.variants
+        }
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Add the wall time of the block to :attr:`timings` under ``name`` (logged per rank)."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - started
+
+    # ---- the whole run -------------------------------------------------------------------------------
+    def run(self, overwrite: bool = False) -> ResultsTable | None:
+        """Contexts, answers, scores, table (Markdown + CSV) and W&B logging; returns the table (on rank 0;
+        None on the other ranks). Raises :class:`Preempted` when a stop was requested before the end."""
+        zero = self.processes.is_zero
+        if zero:
+            print(self.plan.to_text(), file=sys.stderr, flush=True)
+        check_models(self.plan, "evaluate", self.variants)
+        if zero:
+            for variant in self.variants:
+                self.check_settings(variant, overwrite)
+            self.merge(overwrite)
+        self.processes.barrier()
+        self.open_files()
+        with self.stage("contexts"):
+            rows, pool = self.load_rows()
+            self.log(f"{len(rows)} {self.settings.split} questions, {len(self.variants)} variants")
+            # the LLM extractor is the base generation model: loaded once, it extracts (contexts, fact
+            # score) and answers the base variants
+            base = self.load_model("base") if self.config.knowledge.uses_generation_model else None
+            builder = ContextBuilder(
+                pool,
+                self.config.retrieval,
+                self.config.knowledge,
+                self.cache_dir,
+                generation_model=GenerationModel(base, self.tokenizer) if base is not None else None,
+                tokenizer=self.tokenizer,
+            )
+            # retrieval and enhancement once, on rank 0; the other ranks get their result
+            queries = [row["question"] for row in rows]
+            contexts = self.processes.broadcast(
+                builder.for_variants(self.variants, queries) if zero else None
+            )
+            self.log(f"contexts ready{builder.knowledge_summary() if zero else ''}")
+            encoded = {v.name: self.encode(v, rows, contexts[v.name]) for v in self.variants}
+            shares = balance(self.pending_units(rows, encoded), self.processes.world_size) if zero else None
+            mine = self.processes.broadcast(shares)[self.processes.rank]
+        self.log(f"{len(mine)} batches to answer and score here")
+        with self.stage("answers"):
+            self.generate(rows, contexts, base, mine, encoded)
+        with self.stage("scores"):
+            self.score(rows, mine, builder)
+        self.log("stage seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in self.timings.items()))
+        if self.processes.any(self.stop.requested):
+            raise Preempted("stopped on request; rerun (or requeue) to continue")
+        if not zero:
+            return None
+        self.merge()
+        for variant in self.variants:
+            order = [int(rows[i]["id"]) for batch in self.batches(encoded[variant.name]) for i in batch]
+            write_in_order(self.predictions_file(variant), order)
+            write_in_order(self.scores_file(variant), order)
+        results = self.collect(rows)
         table = build_table(
             results, self.settings.bootstrap_samples, self.settings.seed, self.plan.model_descriptions()
         )
@@ -355,3 +505,32 @@ class EvaluationRun:
         files = {v.name: (self.predictions_file(v), self.scores_file(v)) for v in self.variants}
         log_results(self.settings, self.config.path, table, files, self.output_dir, self.plan.to_json())
         return table
+
+
+@dataclass
+class VariantFiles:
+    """One variant's predictions and scores as this process sees them: the merged files, and the files it
+    appends to (its own shards; the merged files themselves in a single process)."""
+
+    predictions: RecordFile
+    scores: RecordFile
+    mine_predictions: RecordFile
+    mine_scores: RecordFile
+
+    @classmethod
+    def open(
+        cls, predictions: Path, scores: Path, variant: str, stamp: str, rank: int, world_size: int
+    ) -> VariantFiles:
+        merged = RecordFile(predictions), RecordFile(scores)
+        if world_size == 1:
+            return cls(*merged, *merged)
+        shards = (RecordFile(shard_path(path, variant, stamp, rank)) for path in (predictions, scores))
+        return cls(*merged, *shards)
+
+    @property
+    def all_predictions(self) -> dict[int, dict[str, Any]]:
+        return self.predictions.records | self.mine_predictions.records
+
+    @property
+    def all_scores(self) -> dict[int, dict[str, Any]]:
+        return self.scores.records | self.mine_scores.records

@@ -29,6 +29,15 @@ def finish_wandb_runs(trainer: L.Trainer) -> None:
             logger.experiment.finish()
 
 
+def requeue_slurm_job() -> None:
+    """``scontrol requeue`` this SLURM job (an array job's own task); SLURM then ends all its processes."""
+    job = os.environ["SLURM_JOB_ID"]
+    if "SLURM_ARRAY_JOB_ID" in os.environ:
+        job = f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ['SLURM_ARRAY_TASK_ID']}"
+    subprocess.run(["scontrol", "requeue", job], check=True)
+    rank_zero_info(f"graphctx: requeued SLURM job {job}")
+
+
 class RequeueAtStepBoundary(L.Callback):
     """On ``signum`` (SLURM's ``--signal=USR1@<s>`` or ``scancel --signal=USR1``) under SLURM: finish and log
     the running step, save ``<default_root_dir>/hpc_ckpt_<n>.ckpt``, ``scontrol requeue`` the job and exit.
@@ -75,9 +84,5 @@ class RequeueAtStepBoundary(L.Callback):
             for logger in trainer.loggers:
                 logger.save()
             finish_wandb_runs(trainer)
-            job = os.environ["SLURM_JOB_ID"]
-            if "SLURM_ARRAY_JOB_ID" in os.environ:
-                job = f"{os.environ['SLURM_ARRAY_JOB_ID']}_{os.environ['SLURM_ARRAY_TASK_ID']}"
-            subprocess.run(["scontrol", "requeue", job], check=True)
-            rank_zero_info(f"graphctx: requeued SLURM job {job}")
+            requeue_slurm_job()
         raise SystemExit(0)
