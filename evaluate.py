@@ -12,13 +12,13 @@ continues where it stopped.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from typing import TextIO
 
-from graphctx.config import load_config
-from graphctx.errors import GraphctxError
-from graphctx.evaluation.runner import EvaluationRun
-from graphctx.evaluation.table import to_markdown
+from graphctx.errors import debug_enabled, report
 from graphctx.prompts import VARIANTS
+from graphctx.quiet import quiet_third_party
 
 
 def positive_int(value: str) -> int:
@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit", type=positive_int, help="evaluate the first N questions of the split (by id)"
     )
     parser.add_argument("--output-dir", help="default: evaluation.output_dir")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     parser.add_argument(
         "--overwrite",
         action="store_true",
@@ -50,16 +51,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Evaluate; the results table goes to stdout, all else to stderr. graphctx's own errors end it with one
+    ``error: ...`` line (``--debug`` or ``GRAPHCTX_DEBUG=1``: and the traceback)."""
     args = build_parser().parse_args(argv)
-    try:
-        config = load_config(args.config)
-        table = EvaluationRun(config, args.variants, args.limit, args.output_dir).run(
-            overwrite=args.overwrite
-        )
-    except GraphctxError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    print(to_markdown(table))
+    results = sys.stdout
+    quiet_third_party()
+    with contextlib.redirect_stdout(sys.stderr):
+        return report(lambda: evaluate(args, results), debug_enabled(args.debug))
+
+
+def evaluate(args: argparse.Namespace, out: TextIO) -> int:
+    from graphctx.config import load_config
+    from graphctx.evaluation.runner import EvaluationRun
+    from graphctx.evaluation.table import to_markdown
+
+    config = load_config(args.config)
+    table = EvaluationRun(config, args.variants, args.limit, args.output_dir).run(overwrite=args.overwrite)
+    print(to_markdown(table), file=out)
     return 0
 
 

@@ -3,7 +3,9 @@
 Built on LightningCLI: ``--print_config`` shows the full resolved config, dotted overrides change any field
 (``--trainer.max_steps 10``, ``--model.lora.r 16``), unknown or mistyped keys fail with the key's name.
 ``--ckpt_path last`` resumes from the newest ``last.ckpt`` at the same global step and data position; under
-SLURM a requeued job resumes from Lightning's HPC checkpoint by itself.
+SLURM a requeued job resumes from Lightning's HPC checkpoint by itself. graphctx's own errors (bad data,
+config or checkpoint, a missing model) end the run with one ``error: ...`` line and exit status 1;
+``--debug`` (or ``GRAPHCTX_DEBUG=1``) shows the traceback too.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ from lightning.pytorch.utilities import rank_zero_only
 from graphctx.cache import fingerprint
 from graphctx.config import PipelineConfig, add_pipeline_sections, check_devices, check_mapping
 from graphctx.data.datamodule import InstructionDataModule
-from graphctx.errors import ConfigError, DataError, GraphctxError
+from graphctx.errors import ConfigError, DataError, debug_enabled, report
 from graphctx.evaluation.callback import validation_callback
 from graphctx.evaluation.plan import Plan, check_models
 from graphctx.model import InstructionTuner, load_tokenizer
 from graphctx.model.guards import FiniteLossGuard
 from graphctx.model.preemption import RequeueAtStepBoundary, finish_wandb_runs
+from graphctx.quiet import quiet_third_party
 
 DUMP_HINT = (
     "hint: Stack Exchange dumps (askubuntu.com.7z, unix.stackexchange.com.7z, serverfault.com.7z) are at "
@@ -150,38 +153,37 @@ def stack_plan(cli: LightningCLI, config_path: Path) -> Plan:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
+    """Train; graphctx's own errors end it with one ``error: ...`` line (``--debug``: and the traceback)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = debug_enabled("--debug" in args)
+    args = [arg for arg in args if arg != "--debug"]
+    quiet_third_party()
+    return report(lambda: train(args), debug, hint=lambda e: DUMP_HINT if isinstance(e, DataError) else None)
+
+
+def train(args: list[str]) -> int:
+    """Parse the config, check it and the models it names, then fit and export the adapter."""
     config_path = Path("(command line)")
-    try:
-        for flag, value in itertools.pairwise(args):
-            if flag == "--config":
-                config_path = Path(value)
-                check_mapping(config_path)  # a missing file or a list/scalar YAML, named
-        cli = TrainCLI(
-            InstructionTuner,
-            InstructionDataModule,
-            run=False,
-            args=argv,
-            save_config_callback=LogConfigCallback,
-            save_config_kwargs={"overwrite": True},
-            parser_kwargs={"description": __doc__, "allow_abbrev": False},
-        )
-    except GraphctxError as error:  # the config checks above and in before_instantiate_classes
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+    for flag, value in itertools.pairwise(args):
+        if flag == "--config":
+            config_path = Path(value)
+            check_mapping(config_path)  # a missing file or a list/scalar YAML, named
+    cli = TrainCLI(
+        InstructionTuner,
+        InstructionDataModule,
+        run=False,
+        args=args,
+        save_config_callback=LogConfigCallback,
+        save_config_kwargs={"overwrite": True},
+        parser_kwargs={"description": __doc__, "allow_abbrev": False},
+    )
     # before ModelCheckpoint: a NaN step stops before it is saved; preemption saves at a step boundary
     cli.trainer.callbacks[:0] = [FiniteLossGuard(), RequeueAtStepBoundary()]
     stages = cli.config_init
-    try:
-        plan = stack_plan(cli, config_path)
-        print_plan(plan)
-        check_models(plan, "train")  # on every rank, before any weights load: a missing model is named
-        generation = validation_callback(
-            stages.evaluation, stages.retrieval, stages.knowledge, plan.fact_label
-        )
-    except GraphctxError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+    plan = stack_plan(cli, config_path)
+    print_plan(plan)
+    check_models(plan, "train")  # on every rank, before any weights load: a missing model is named
+    generation = validation_callback(stages.evaluation, stages.retrieval, stages.knowledge, plan.fact_label)
     for callback in cli.trainer.callbacks:
         if isinstance(callback, LogConfigCallback):
             callback.plan = plan.to_json()
@@ -190,11 +192,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cli.datamodule.attach_tokenizer(load_tokenizer(cli.model.spec))
         cli.trainer.fit(cli.model, cli.datamodule, ckpt_path=cli.config.ckpt_path, weights_only=True)
-    except GraphctxError as error:
-        print(f"error: {error}", file=sys.stderr)
-        if isinstance(error, DataError):
-            print(DUMP_HINT, file=sys.stderr)
-        return 1
     finally:
         finish_wandb_runs(cli.trainer)
     return 0

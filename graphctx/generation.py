@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Literal
 
 import torch
-from peft import PeftModel
 from safetensors import SafetensorError, safe_open
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.generation.configuration_utils import CompileConfig
@@ -115,6 +114,8 @@ def load_generator(
             f"evaluation.adapter: no trained adapter in {adapter_dir} (adapter_config.json missing); "
             "train first or point evaluation.adapter at the exported adapter folder"
         )
+    from peft import PeftModel  # here: peft imports bitsandbytes, slow and noisy
+
     model = load_base_model(replace(spec, attention="sdpa"), device)
     if adapter_dir is not None:
         check_adapter(model, Path(adapter_dir))

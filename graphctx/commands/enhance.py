@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TextIO
 
 from graphctx.commands import question_text
 from graphctx.knowledge.budget import QAPair
@@ -32,7 +32,7 @@ def pairs_for_hits(hits: Sequence[Any], rows_by_id: Mapping[int, Mapping[str, An
     return pairs
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.config import load_config
     from graphctx.evaluation.plan import Plan, check_models
     from graphctx.knowledge.budget import build_token_counter
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     enhancer = build_enhancer(knowledge, count_tokens, lent)
     context = enhancer.enhance(args.question, pairs_for_hits(hits, rows_by_id))
     if args.json:
-        print(json.dumps({"question": args.question, **context.to_json()}, indent=2))
+        print(json.dumps({"question": args.question, **context.to_json()}, indent=2), file=out)
     else:
-        print(context.text)
+        print(context.text, file=out)
     return 0

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-
-from graphctx.config import load_config
-from graphctx.retrieval.index import build_index
-from graphctx.retrieval.pool import cache_dir_of, load_config_dataset
+from typing import TextIO
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -15,10 +12,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's data.cache_dir)")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    from graphctx.config import load_config
+    from graphctx.retrieval.index import build_index
+    from graphctx.retrieval.pool import cache_dir_of, load_config_dataset
+
     config = load_config(args.config)
     cache_dir = cache_dir_of(config, args.cache_dir)
     train = load_config_dataset(config)["train"]
     index = build_index(train["id"], train["question"], config.retrieval, cache_dir)
-    print(json.dumps({"pool": len(index.ids), "dim": index.embeddings.shape[1], **index.stats}))
+    print(json.dumps({"pool": len(index.ids), "dim": index.embeddings.shape[1], **index.stats}), file=out)
     return 0

@@ -15,6 +15,7 @@ import urllib.request
 from pathlib import Path
 
 from graphctx.cache import atomic_path, cache_root, fingerprint
+from graphctx.errors import EndpointError
 from graphctx.knowledge.kg import SparqlKnowledgeGraph
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.knowledge.sparql import parse_json_results
@@ -22,7 +23,7 @@ from graphctx.knowledge.sparql import parse_json_results
 RETRY_STATUS = {429, 500, 502, 503, 504}
 
 
-class SparqlError(RuntimeError):
+class SparqlError(EndpointError):
     """The endpoint refused or kept failing a query."""
 
 

@@ -1,7 +1,12 @@
-"""QLoRA instruction tuning: model loading, the LightningModule, adapter export."""
+"""QLoRA instruction tuning: model loading, the LightningModule, adapter export.
 
-from graphctx.model.loading import attach_lora, load_base_model, load_tokenizer, resolve_source
-from graphctx.model.module import InstructionTuner
+The settings import at once; the rest (torch, transformers, Lightning) on first use, so that reading a
+config's settings stays fast."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from graphctx.model.settings import (
     ExportSettings,
     LoraSettings,
@@ -9,6 +14,10 @@ from graphctx.model.settings import (
     OptimizerSettings,
     TinyLlamaSettings,
 )
+
+if TYPE_CHECKING:
+    from graphctx.model.loading import attach_lora, load_base_model, load_tokenizer, resolve_source
+    from graphctx.model.module import InstructionTuner
 
 __all__ = [
     "ExportSettings",
@@ -22,3 +31,18 @@ __all__ = [
     "load_tokenizer",
     "resolve_source",
 ]
+_LAZY = {
+    "InstructionTuner": "graphctx.model.module",
+    **dict.fromkeys(
+        ("attach_lora", "load_base_model", "load_tokenizer", "resolve_source"), "graphctx.model.loading"
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import the heavy parts on first use."""
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
