@@ -117,18 +117,41 @@ class TrainCLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         """Refuse a GPU setting on a CPU-only machine and a ``--ckpt_path`` that is not this model's
-        checkpoint (before any logger, run folder or config.yaml exists); give every W&B logger without an
-        ``id`` this run's."""
+        checkpoint (before any logger, run folder or config.yaml exists); put every output under
+        ``trainer.default_root_dir`` (see :func:`root_outputs`); give every W&B logger without an ``id``
+        this run's."""
         check_devices(self.config.as_dict())
         lora = self.config.model.lora
         check_checkpoint(self.config.ckpt_path, list(lora.target_modules), lora.r)
         trainer = self.config.trainer
-        loggers = trainer.logger if isinstance(trainer.logger, list) else [trainer.logger]
-        for logger in loggers:
+        root = trainer.default_root_dir or "."
+        root_outputs(trainer, root)
+        for logger in _listed(trainer.logger):
             if isinstance(logger, Namespace) and logger.class_path.endswith("WandbLogger"):
                 args = logger.init_args
                 if args.get("id") is None:
-                    args.id = stable_wandb_id(args.project, args.name, trainer.default_root_dir or ".")
+                    args.id = stable_wandb_id(args.project, args.name, root)
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def root_outputs(trainer: Namespace, root: str) -> None:
+    """Loggers without a ``save_dir`` (null, or W&B's default ``.``) write under ``root``, and
+    ModelCheckpoint callbacks without a ``dirpath`` under ``root/checkpoints`` (a fixed folder, so that
+    ``--ckpt_path last`` finds ``last.ckpt``); paths set explicitly stay. The adapter (``<root>/adapter``)
+    and the validation answers (``<W&B or CSV folder>/val_generation``) follow."""
+    for logger in _listed(trainer.logger):
+        if isinstance(logger, Namespace) and logger.init_args.get("save_dir") in (None, "."):
+            logger.init_args.save_dir = root
+    for callback in _listed(trainer.callbacks):
+        if (
+            isinstance(callback, Namespace)
+            and callback.class_path.endswith("ModelCheckpoint")
+            and callback.init_args.get("dirpath") is None
+        ):
+            callback.init_args.dirpath = str(Path(root) / "checkpoints")
 
 
 @rank_zero_only

@@ -118,7 +118,7 @@ class EvaluationRun:
         self.limit = limit if limit is not None else self.settings.limit
         if self.limit is not None and self.limit < 1:
             raise ConfigError(f"evaluation.limit (--limit): must be at least 1, got {self.limit}")
-        self.output_dir = Path(output_dir or self.settings.output_dir)
+        self.output_dir = Path(output_dir or self.settings.output_dir or config.root_dir / "eval")
         self.cache_dir = config.data.cache_dir
         self.log = log or _stderr_logger()
         self.plan = Plan(config)

@@ -52,8 +52,8 @@ class EvaluationSettings:
     """Evaluate only the first N questions of the split (by id); null = all."""
     adapter: str | None = None
     """Folder of the trained peft adapter; null = ``<trainer.default_root_dir>/adapter``."""
-    output_dir: str = "runs/tiny/eval"
-    """Predictions JSONL per variant and the results tables go here."""
+    output_dir: str | None = None
+    """Predictions JSONL per variant and the results tables go here; null = ``<trainer.default_root_dir>/eval``."""
     bootstrap_samples: int = 1000
     """Resamples for the 95% bootstrap intervals and the paired test."""
     seed: int = 0

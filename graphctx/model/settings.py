@@ -126,5 +126,7 @@ class ExportSettings:
 
     adapter_dir: str | None = None
     """Folder for the peft adapter (+ tokenizer); null = ``<trainer.default_root_dir>/adapter``."""
+    merge: bool = False
+    """Also save the base with the adapter merged in, in bf16 (a plain model for serving)."""
     merged_dir: str | None = None
-    """Folder for the base with the adapter merged in, saved in bf16; null = no merged export."""
+    """With ``merge``: its folder; null = ``<trainer.default_root_dir>/merged``."""
