@@ -25,8 +25,9 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from graphctx.cache import fingerprint
 from graphctx.config import PipelineConfig, add_pipeline_sections, check_devices, check_mapping
+from graphctx.data.build import EmptySplitError
 from graphctx.data.datamodule import InstructionDataModule
-from graphctx.errors import ConfigError, DataError, debug_enabled, report
+from graphctx.errors import ConfigError, DataError, GraphctxError, debug_enabled, report
 from graphctx.evaluation.callback import validation_callback
 from graphctx.evaluation.plan import Plan, check_models
 from graphctx.model import InstructionTuner, load_tokenizer
@@ -181,7 +182,12 @@ def main(argv: list[str] | None = None) -> int:
     debug = debug_enabled("--debug" in args)
     args = [arg for arg in args if arg != "--debug"]
     quiet_third_party()
-    return report(lambda: train(args), debug, hint=lambda e: DUMP_HINT if isinstance(e, DataError) else None)
+    return report(lambda: train(args), debug, hint=dump_hint)
+
+
+def dump_hint(error: GraphctxError) -> str | None:
+    """Where to get a dump, after a data error other than an empty split."""
+    return DUMP_HINT if isinstance(error, DataError) and not isinstance(error, EmptySplitError) else None
 
 
 def train(args: list[str]) -> int:

@@ -33,20 +33,20 @@ class BatchRecorder(L.Callback):
 
 
 def run_config(tmp_path: Path, cardano_dir: Path, name: str = "run") -> Path:
-    """configs/tiny.yaml pointed at a tiny random Llama, the real cardano dump and folders under tmp_path."""
+    """configs/tiny.yaml pointed at a tiny random Llama, the real cardano dump and, through
+    ``trainer.default_root_dir`` alone, every output under tmp_path/name."""
     config = yaml.safe_load(TINY.read_text())
     root = tmp_path / name
     trainer = config["trainer"]
     trainer.update(default_root_dir=str(root), max_steps=2, val_check_interval=2, limit_val_batches=1)
     trainer["enable_progress_bar"] = False
-    for logger in trainer["logger"]:
-        logger["init_args"]["save_dir"] = str(root)
-    trainer["callbacks"][0]["init_args"].update(dirpath=str(root / "checkpoints"), every_n_train_steps=1)
+    trainer["callbacks"][0]["init_args"].update(every_n_train_steps=1)
     recorder = {"class_path": "test_train.BatchRecorder", "init_args": {"path": str(root / "batches.txt")}}
     trainer["callbacks"].append(recorder)
     config["model"]["spec"].update(source="tiny-random", cache_dir=str(tmp_path / "cache"))
     config["data"]["dataset"]["source"] = str(cardano_dir)
     config["data"].update(max_length=256, cache_dir=str(tmp_path / "cache"))
+    config["knowledge"]["kg_dir"] = str(cardano_dir.parents[1] / "kg")
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
@@ -93,9 +93,21 @@ def test_tiny_run_trains_logs_resumes_and_exports(tmp_path, cardano_dir, monkeyp
     monkeypatch.setenv("WANDB_MODE", "offline")
     config = run_config(tmp_path, cardano_dir)
     root = tmp_path / "run"
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")  # a path that did not follow default_root_dir would land here
     assert main(["--config", str(config)]) == 0
     assert torch.load(root / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 2
     assert (root / "adapter" / "adapter_model.safetensors").is_file()
+    # everything under trainer.default_root_dir: checkpoints, W&B, CSV, adapter, validation answers
+    assert sorted(path.name for path in root.iterdir() if path.is_dir()) == [
+        "adapter",
+        "checkpoints",
+        "lightning_logs",
+        "val_generation",
+        "wandb",
+    ]
+    assert list((root / "val_generation").glob("step-*.csv"))
+    assert not any((tmp_path / "cwd").iterdir())
 
     assert main(["--config", str(config), "--ckpt_path", "last", "--trainer.max_steps", "4"]) == 0
     assert torch.load(root / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 4
