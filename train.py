@@ -116,17 +116,23 @@ class TrainCLI(LightningCLI):
             help="Resume from this checkpoint; 'last' = the newest last.ckpt of the ModelCheckpoint folder.",
         )
 
+    def parse_arguments(self, parser, args) -> None:
+        """Parse, put every output path left unset under ``trainer.default_root_dir`` (see
+        :func:`root_outputs`; a CSVLogger's ``save_dir`` is required, so before validation), validate."""
+        self.config = parser.parse_args(args, _skip_validation=True)
+        trainer = self.config.trainer
+        root_outputs(trainer, trainer.default_root_dir or ".")
+        parser.validate(self.config)
+
     def before_instantiate_classes(self) -> None:
         """Refuse a GPU setting on a CPU-only machine and a ``--ckpt_path`` that is not this model's
-        checkpoint (before any logger, run folder or config.yaml exists); put every output under
-        ``trainer.default_root_dir`` (see :func:`root_outputs`); give every W&B logger without an ``id``
-        this run's."""
+        checkpoint (before any logger, run folder or config.yaml exists); give every W&B logger without an
+        ``id`` this run's."""
         check_devices(self.config.as_dict())
         lora = self.config.model.lora
         check_checkpoint(self.config.ckpt_path, list(lora.target_modules), lora.r)
         trainer = self.config.trainer
         root = trainer.default_root_dir or "."
-        root_outputs(trainer, root)
         for logger in _listed(trainer.logger):
             if isinstance(logger, Namespace) and logger.class_path.endswith("WandbLogger"):
                 args = logger.init_args

@@ -226,6 +226,7 @@ def test_tabular_source_with_column_mapping(tmp_path, cache_dir):
     path = tmp_path / "pairs.jsonl"
     path.write_text("\n".join(json.dumps(row) for row in rows))
     settings = _settings(path)
+    settings.split = CARDANO_DATES
     settings.column_mapping = {"id": "qid", "body": "text", "answer": "best", "created": "date"}
     data, summary = prepare_qa_dataset(settings, cache_dir)
     assert summary["questions"] == 8
