@@ -161,6 +161,13 @@ def root_outputs(trainer: Namespace, root: str) -> None:
             callback.init_args.dirpath = str(Path(root) / "checkpoints")
 
 
+def add_run_callbacks(trainer: Trainer) -> None:
+    """A NaN step stops before any checkpoint callback saves it (first); preemption saves its HPC checkpoint
+    after every ``ModelCheckpoint`` has saved for that step (last; see :class:`RequeueAtStepBoundary`)."""
+    trainer.callbacks.insert(0, FiniteLossGuard())
+    trainer.callbacks.append(RequeueAtStepBoundary())
+
+
 @rank_zero_only
 def print_plan(plan: Plan) -> None:
     print(plan.to_text(), file=sys.stderr, flush=True)
@@ -212,8 +219,7 @@ def train(args: list[str]) -> int:
         save_config_kwargs={"overwrite": True},
         parser_kwargs={"description": __doc__, "allow_abbrev": False},
     )
-    # before ModelCheckpoint: a NaN step stops before it is saved; preemption saves at a step boundary
-    cli.trainer.callbacks[:0] = [FiniteLossGuard(), RequeueAtStepBoundary()]
+    add_run_callbacks(cli.trainer)
     stages = cli.config_init
     plan = stack_plan(cli, config_path)
     print_plan(plan)

@@ -13,10 +13,16 @@ import sys
 import time
 from pathlib import Path
 
+import lightning as L
 import pytest
 import torch
 import yaml
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.demos.boring_classes import BoringModel
 from slurm_cluster import REPO_ROOT, SlurmCluster, slurm_cluster  # noqa: F401 -- fixture
+
+from graphctx.model.preemption import RequeueAtStepBoundary
+from train import add_run_callbacks
 
 MAX_STEPS = 40
 SIGNAL_AFTER_STEP = 4
@@ -63,6 +69,45 @@ def wait_until(condition, timeout_s: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.5)
+
+
+class SignalledAt(BoringModel):
+    """Lightning's demo model; the preemption signal arrives during the step that ends at ``step``."""
+
+    def __init__(self, step: int) -> None:
+        super().__init__()
+        self.signal_step = step
+
+    def training_step(self, batch, batch_idx):
+        if self.global_step == self.signal_step - 1:
+            next(c for c in self.trainer.callbacks if isinstance(c, RequeueAtStepBoundary)).requested = True
+        return super().training_step(batch, batch_idx)
+
+
+def _trainer(root: Path, max_steps: int) -> L.Trainer:
+    """A CPU trainer with train.py's callbacks around a ModelCheckpoint that saves last.ckpt every 4 steps."""
+    checkpoint = ModelCheckpoint(
+        dirpath=root / "checkpoints", save_last=True, every_n_train_steps=4, save_top_k=0
+    )
+    trainer = L.Trainer(
+        default_root_dir=root, max_steps=max_steps, callbacks=[checkpoint], logger=False,
+        enable_progress_bar=False, enable_model_summary=False, limit_val_batches=0,
+    )  # fmt: skip
+    add_run_callbacks(trainer)
+    return trainer
+
+
+def test_preempted_at_a_checkpoint_step_the_resumed_run_keeps_refreshing_last_ckpt(tmp_path: Path) -> None:
+    """The cause of the 8-vs-40 flake of the SLURM test: the signal landed in step 8, where ModelCheckpoint
+    (every 8 steps) also saves. The HPC checkpoint was written before ModelCheckpoint saved last.ckpt, so
+    it held a ModelCheckpoint state without last.ckpt; the resumed run found last.ckpt on disk, not its
+    own, and wrote last-v1.ckpt at steps 16..40, leaving last.ckpt at step 8."""
+    _trainer(tmp_path, max_steps=4).fit(SignalledAt(step=4))  # the signalled step is the last: no requeue
+    hpc = tmp_path / "hpc_ckpt_1.ckpt"
+    assert torch.load(hpc, weights_only=True)["global_step"] == 4
+    _trainer(tmp_path, max_steps=12).fit(BoringModel(), ckpt_path=str(hpc))
+    assert sorted(path.name for path in (tmp_path / "checkpoints").iterdir()) == ["last.ckpt"]
+    assert torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 12
 
 
 @pytest.mark.slow
