@@ -122,7 +122,10 @@ class TrainCLI(LightningCLI):
         self.config = parser.parse_args(args, _skip_validation=True)
         trainer = self.config.trainer
         root_outputs(trainer, trainer.default_root_dir or ".")
-        parser.validate(self.config)
+        try:
+            parser.validate(self.config)
+        except (TypeError, KeyError) as error:  # as parse_args would: the key's name, usage, exit 2
+            parser.error(str(error), error)
 
     def before_instantiate_classes(self) -> None:
         """Refuse a GPU setting on a CPU-only machine and a ``--ckpt_path`` that is not this model's

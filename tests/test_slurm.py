@@ -29,7 +29,8 @@ SIGNAL_AFTER_STEP = 4
 
 
 def preemptible_config(tmp_path: Path, cardano_dir: Path) -> tuple[Path, Path]:
-    """configs/tiny.yaml on a tiny random Llama, outputs under tmp_path, metrics.csv flushed every step."""
+    """configs/tiny.yaml on a tiny random Llama, every output under tmp_path through
+    ``trainer.default_root_dir`` alone, metrics.csv flushed every step."""
     config = yaml.safe_load((REPO_ROOT / "configs" / "tiny.yaml").read_text())
     root = tmp_path / "run"
     trainer = config["trainer"]
@@ -41,15 +42,15 @@ def preemptible_config(tmp_path: Path, cardano_dir: Path) -> tuple[Path, Path]:
         enable_progress_bar=False,
     )
     for logger in trainer["logger"]:
-        logger["init_args"]["save_dir"] = str(root)
         if logger["class_path"].endswith("CSVLogger"):
-            logger["init_args"]["flush_logs_every_n_steps"] = 1
-    trainer["callbacks"][0]["init_args"].update(dirpath=str(root / "checkpoints"), every_n_train_steps=8)
+            logger["init_args"] = {"flush_logs_every_n_steps": 1}
+    trainer["callbacks"][0]["init_args"].update(every_n_train_steps=8)
     config["model"]["spec"].update(
         source="tiny-random", quantization="none", cache_dir=str(tmp_path / "cache")
     )
     config["data"]["dataset"]["source"] = str(cardano_dir)
     config["data"].update(max_length=256, cache_dir=str(tmp_path / "cache"))
+    config["knowledge"]["kg_dir"] = str(cardano_dir.parents[1] / "kg")
     path = tmp_path / "preemptible.yaml"
     path.write_text(yaml.safe_dump(config))
     return path, root

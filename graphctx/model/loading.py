@@ -274,7 +274,7 @@ def enable_checkpointing(model: PreTrainedModel, fraction: float) -> None:
     Activation memory falls by about ``fraction`` of the blocks' share; compute grows by one forward of
     those blocks. The remaining blocks keep their activations and pay no recompute.
     """
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
     blocks = decoder_blocks(model)
     for block in blocks[math.ceil(fraction * len(blocks)) :]:
         block.gradient_checkpointing = False
