@@ -24,11 +24,12 @@ from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only
 
 from graphctx.cache import fingerprint
-from graphctx.config import PipelineConfig, add_pipeline_sections, check_devices, check_mapping
+from graphctx.config import add_pipeline_sections, check_devices, check_mapping
 from graphctx.data.build import EmptySplitError
 from graphctx.data.datamodule import InstructionDataModule
 from graphctx.errors import ConfigError, DataError, GraphctxError, debug_enabled, report
 from graphctx.evaluation.callback import validation_callback
+from graphctx.evaluation.pipeline import PipelineConfig
 from graphctx.evaluation.plan import Plan, check_models
 from graphctx.model import InstructionTuner, load_tokenizer
 from graphctx.model.guards import FiniteLossGuard

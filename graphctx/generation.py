@@ -34,9 +34,8 @@ from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerB
 from transformers.generation.configuration_utils import CompileConfig
 
 from graphctx.errors import ConfigError
-from graphctx.evaluation.settings import GenerationSettings
 from graphctx.model.loading import load_base_model
-from graphctx.model.settings import ModelSpec
+from graphctx.model.settings import GenerationSettings, ModelSpec
 from graphctx.prompts import EncodedPrompt, Prompt, encode_prompt
 
 

@@ -8,11 +8,11 @@ import yaml
 
 import graphctx.evaluation.runner as runner
 from graphctx.config import load_config
+from graphctx.evaluation.pool import load_config_dataset
 from graphctx.evaluation.records import read_records
 from graphctx.evaluation.runner import EvaluationRun
 from graphctx.knowledge.llm import LLM_TRIPLET_PROMPT
 from graphctx.model import ModelSpec, load_tokenizer
-from graphctx.retrieval.pool import load_config_dataset
 
 pytestmark = pytest.mark.slow
 

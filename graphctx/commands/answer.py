@@ -32,12 +32,12 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.config import load_config
     from graphctx.evaluation.contexts import ContextBuilder
     from graphctx.evaluation.plan import Plan, check_models
+    from graphctx.evaluation.pool import cache_dir_of, load_config_dataset
     from graphctx.evaluation.runner import adapter_dir_of
     from graphctx.generation import Generator, load_generator
     from graphctx.knowledge.llm import GenerationModel
     from graphctx.metrics import AutoAIS, build_judge
     from graphctx.model import load_tokenizer
-    from graphctx.retrieval.pool import cache_dir_of, load_config_dataset
 
     config = load_config(args.config)
     variant = VARIANTS[args.variant]

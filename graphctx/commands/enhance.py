@@ -35,11 +35,11 @@ def pairs_for_hits(hits: Sequence[Any], rows_by_id: Mapping[int, Mapping[str, An
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.config import load_config
     from graphctx.evaluation.plan import Plan, check_models
+    from graphctx.evaluation.pool import cache_dir_of, load_config_dataset
     from graphctx.knowledge.budget import build_token_counter
     from graphctx.knowledge.enhance import build_enhancer
     from graphctx.model import load_tokenizer
     from graphctx.retrieval.index import build_index
-    from graphctx.retrieval.pool import cache_dir_of, load_config_dataset
     from graphctx.retrieval.retriever import build_retriever
 
     config = load_config(args.config)

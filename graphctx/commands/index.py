@@ -14,8 +14,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.config import load_config
+    from graphctx.evaluation.pool import cache_dir_of, load_config_dataset
     from graphctx.retrieval.index import build_index
-    from graphctx.retrieval.pool import cache_dir_of, load_config_dataset
 
     config = load_config(args.config)
     cache_dir = cache_dir_of(config, args.cache_dir)

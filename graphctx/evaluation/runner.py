@@ -26,10 +26,11 @@ import numpy as np
 from transformers import PreTrainedModel
 
 from graphctx.cache import file_digest, fingerprint, write_json_atomic
-from graphctx.config import PipelineConfig
 from graphctx.errors import ConfigError
 from graphctx.evaluation.contexts import ContextBuilder, RetrievedContext
+from graphctx.evaluation.pipeline import PipelineConfig
 from graphctx.evaluation.plan import Plan, check_models
+from graphctx.evaluation.pool import load_config_dataset
 from graphctx.evaluation.records import RecordFile, check_unique_ids
 from graphctx.evaluation.scoring import Scorer
 from graphctx.evaluation.settings import EvaluationSettings
@@ -39,7 +40,6 @@ from graphctx.generation import Answer, Generator, length_sorted_batches, load_g
 from graphctx.knowledge.llm import GenerationModel
 from graphctx.model import load_tokenizer
 from graphctx.prompts import EncodedPrompt, Variant, build_prompt, encode_prompt, get_variants
-from graphctx.retrieval.pool import load_config_dataset
 
 ANSWER_FORMAT = 2
 """Bump when the same settings start making other answers (prompt encoding, the weights decoded, stopping);

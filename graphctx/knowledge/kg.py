@@ -12,7 +12,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
 from graphctx.knowledge.entities import normalise_entity
-from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.knowledge.sparql import KGFact, facts_from_rows, label_query, one_hop_query
 
 LINK_BATCH = 100
@@ -67,16 +66,3 @@ class SparqlKnowledgeGraph(ABC):
         query = one_hop_query(ids, self.language, limit=len(ids) * self.max_facts_per_entity)
         facts = set(facts_from_rows(self.select(query)))
         return sorted(facts, key=lambda f: (f.head_label, f.relation_label, f.tail_label, f.tail_id))
-
-
-def build_knowledge_graph(settings: KnowledgeSettings) -> SparqlKnowledgeGraph:
-    """The backend named by ``settings.backend`` (the local store is built on first use, then cached)."""
-    if settings.backend == "local":
-        from graphctx.knowledge.store import LocalKnowledgeGraph
-
-        return LocalKnowledgeGraph.from_settings(settings)
-    if settings.backend == "wikidata":
-        from graphctx.knowledge.wikidata import WikidataKnowledgeGraph
-
-        return WikidataKnowledgeGraph.from_settings(settings)
-    raise ValueError(f"knowledge.backend: unknown backend {settings.backend!r} (local | wikidata)")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from graphctx.model.settings import (
     ExportSettings,
+    GenerationSettings,
     LoraSettings,
     ModelSpec,
     OptimizerSettings,
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ExportSettings",
+    "GenerationSettings",
     "InstructionTuner",
     "LoraSettings",
     "ModelSpec",

@@ -1,0 +1,19 @@
+"""Pick and open the knowledge-graph backend a config names: the local store or live Wikidata."""
+
+from __future__ import annotations
+
+from graphctx.knowledge.kg import SparqlKnowledgeGraph
+from graphctx.knowledge.settings import KnowledgeSettings
+
+
+def build_knowledge_graph(settings: KnowledgeSettings) -> SparqlKnowledgeGraph:
+    """The backend named by ``settings.backend`` (the local store is built on first use, then cached)."""
+    if settings.backend == "local":
+        from graphctx.knowledge.store import LocalKnowledgeGraph
+
+        return LocalKnowledgeGraph.from_settings(settings)
+    if settings.backend == "wikidata":
+        from graphctx.knowledge.wikidata import WikidataKnowledgeGraph
+
+        return WikidataKnowledgeGraph.from_settings(settings)
+    raise ValueError(f"knowledge.backend: unknown backend {settings.backend!r} (local | wikidata)")
