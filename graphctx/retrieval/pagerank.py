@@ -37,7 +37,6 @@ from torch_geometric.utils import coalesce, cumsum, scatter, to_torch_csr_tensor
 from graphctx.retrieval.settings import RetrievalSettings
 
 
-@dataclass
 def csr_adjacency(edge_index: Tensor, weight: Tensor, size: tuple[int, int]) -> Tensor:
     """The sparse CSR matrix of coalesced, row-sorted edges, with torch's sparse invariant checks explicitly
     off: the indices are built here in range and sorted, so checking them would only cost time (and torch
@@ -46,6 +45,7 @@ def csr_adjacency(edge_index: Tensor, weight: Tensor, size: tuple[int, int]) -> 
         return to_torch_csr_tensor(edge_index, weight, size=size, is_coalesced=True)
 
 
+@dataclass
 class QueryEdges:
     """Edges from query nodes to pool nodes (queries never link to each other)."""
 
