@@ -147,7 +147,9 @@ def test_sigusr1_requeues_and_the_job_resumes_without_losing_or_repeating_a_step
                 raise AssertionError(f"job {job} ended before training got going:\n{tail}")
             return len(logged_steps(first_log)) >= SIGNAL_AFTER_STEP
 
-        wait_until(training, 150, "the first training steps")
+        wait_until(
+            training, 600, "the first training steps"
+        )  # liveness bounds: a loaded 2-core runner is slow
         cluster.run("scancel", "--signal=USR1", job)
 
         # Lightning saves the checkpoint and runs `scontrol requeue`. SLURM holds a requeued batch job for
@@ -155,7 +157,7 @@ def test_sigusr1_requeues_and_the_job_resumes_without_losing_or_repeating_a_step
         cluster.wait_for(job, lambda c, j: c.job_field(j, "Restarts") == "1", 60, "the requeue")
         cluster.wait_for(job, lambda c, j: c.job_field(j, "JobState") == "PENDING", 60, "the old run to end")
         cluster.run("scontrol", "update", f"JobId={job}", "StartTime=now")
-        cluster.wait_for(job, lambda c, j: c.job_field(j, "JobState") == "COMPLETED", 180, "completion")
+        cluster.wait_for(job, lambda c, j: c.job_field(j, "JobState") == "COMPLETED", 900, "completion")
     finally:
         if cluster.job_field(job, "JobState") not in ("COMPLETED", ""):
             cluster.run("scancel", job)
