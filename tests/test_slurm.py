@@ -125,14 +125,14 @@ def test_sigusr1_requeues_and_the_job_resumes_without_losing_or_repeating_a_step
     }
     output = tmp_path / "job.out"
     cluster = SlurmCluster(slurm_cluster.folder, env)
-    # The template asks for GPUs and a day; this cluster has 2 CPUs: one CPU task, no GPU, ten minutes.
+    # The template asks for GPUs and a day; this cluster has 2 CPUs: one CPU task, no GPU, half an hour.
     job = cluster.run(
         "sbatch",
         "--parsable",
         "--gpus-per-node=0",
         "--ntasks-per-node=1",
         "--cpus-per-task=2",
-        "--time=10",
+        "--time=30",
         f"--output={output}",
         str(REPO_ROOT / "scripts" / "slurm" / "train.sbatch"),
         "--config",
@@ -154,8 +154,8 @@ def test_sigusr1_requeues_and_the_job_resumes_without_losing_or_repeating_a_step
 
         # Lightning saves the checkpoint and runs `scontrol requeue`. SLURM holds a requeued batch job for
         # about two minutes (BeginTime); release it at once, as an admin could, to keep the test short.
-        cluster.wait_for(job, lambda c, j: c.job_field(j, "Restarts") == "1", 60, "the requeue")
-        cluster.wait_for(job, lambda c, j: c.job_field(j, "JobState") == "PENDING", 60, "the old run to end")
+        cluster.wait_for(job, lambda c, j: c.job_field(j, "Restarts") == "1", 300, "the requeue")
+        cluster.wait_for(job, lambda c, j: c.job_field(j, "JobState") == "PENDING", 300, "the old run to end")
         cluster.run("scontrol", "update", f"JobId={job}", "StartTime=now")
         cluster.wait_for(job, lambda c, j: c.job_field(j, "JobState") == "COMPLETED", 900, "completion")
     finally:
