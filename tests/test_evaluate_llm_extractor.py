@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from tiny_config import tiny_split
 
 import graphctx.evaluation.runner as runner
 from graphctx.config import load_config
@@ -29,7 +30,7 @@ def test_the_llm_extractor_is_the_loaded_base_model(tmp_path, cardano_dir, monke
         "model": {"spec": {"source": "tiny-random", "cache_dir": str(cache)}},
         "data": {  # a pool of recent questions only: the test embeds it on the CPU
             "cache_dir": str(cache),
-            "dataset": {"source": str(cardano_dir), "split": {"train_start": "2021-08-20"}},
+            "dataset": {"source": str(cardano_dir), "split": tiny_split(train_start="2021-08-20")},
         },
         "knowledge": {
             "cache_dir": str(cache),
