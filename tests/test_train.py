@@ -14,7 +14,9 @@ import pytest
 import torch
 import yaml
 
-from train import main, stable_wandb_id
+from graphctx.data.datamodule import InstructionDataModule
+from graphctx.model import InstructionTuner
+from train import TrainCLI, main, stable_wandb_id
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "configs" / "tiny.yaml"
@@ -86,6 +88,46 @@ def test_wandb_id_is_stable_per_run_and_differs_between_runs(tmp_path) -> None:
     same = stable_wandb_id("graphctx", "tiny", str(tmp_path))
     assert same == stable_wandb_id("graphctx", "tiny", str(tmp_path))
     assert same != stable_wandb_id("graphctx", "other", str(tmp_path))
+
+
+def output_paths(*args: str) -> dict[str, str]:
+    """Where the instantiated trainer of ``train.py --config tiny.yaml *args`` writes (nothing is run)."""
+    cli = TrainCLI(
+        InstructionTuner, InstructionDataModule, run=False, args=["--config", str(TINY), *args],
+        save_config_callback=None,
+    )  # fmt: skip
+    checkpoint = next(c for c in cli.trainer.callbacks if isinstance(c, L.pytorch.callbacks.ModelCheckpoint))
+    paths = {type(logger).__name__: str(logger.save_dir) for logger in cli.trainer.loggers}
+    return {**paths, "checkpoints": str(checkpoint.dirpath)}
+
+
+def test_default_root_dir_moves_every_output_unless_a_path_is_set(tmp_path) -> None:
+    root = tmp_path / "elsewhere"
+    assert output_paths("--trainer.default_root_dir", str(root)) == {
+        "WandbLogger": str(root),
+        "CSVLogger": str(root),
+        "checkpoints": str(root / "checkpoints"),
+    }
+    # a path set explicitly stays where it was set
+    config = yaml.safe_load(TINY.read_text())
+    config["trainer"]["logger"][1]["init_args"] = {"save_dir": str(tmp_path / "csv")}
+    (tmp_path / "explicit.yaml").write_text(yaml.safe_dump(config))
+    cli = TrainCLI(
+        InstructionTuner, InstructionDataModule, run=False, save_config_callback=None,
+        args=["--config", str(tmp_path / "explicit.yaml"), "--trainer.default_root_dir", str(root)],
+    )  # fmt: skip
+    assert [str(logger.save_dir) for logger in cli.trainer.loggers] == [str(root), str(tmp_path / "csv")]
+
+
+@pytest.mark.parametrize("config", sorted((REPO / "configs").glob("*.yaml")), ids=lambda path: path.name)
+def test_shipped_configs_pin_no_output_sub_path(config: Path) -> None:
+    """Only trainer.default_root_dir names where a run writes, so that overriding it moves the whole run."""
+    settings = yaml.safe_load(config.read_text())
+    for item in settings["trainer"].get("logger", []) + settings["trainer"].get("callbacks", []):
+        assert not {"save_dir", "dirpath"} & set(item.get("init_args") or {}), item
+    export = settings["model"].get("export", {})
+    assert export.get("adapter_dir") is None and export.get("merged_dir") is None
+    assert settings["evaluation"].get("output_dir") is None
 
 
 @pytest.mark.slow
