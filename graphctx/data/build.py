@@ -30,7 +30,7 @@ from graphctx.data.settings import DatasetSettings, SplitSettings
 from graphctx.data.stackexchange import DumpReader, RawQuestion, resolve_dump
 from graphctx.errors import ConfigError, DataError
 
-PIPELINE_VERSION = 3
+PIPELINE_VERSION = 4
 SPLITS = ("train", "validation", "test")
 REASONS = (
     "answer_parent_mismatch",
