@@ -65,10 +65,22 @@ class SlurmCluster:
         found = re.search(rf"\b{field}=(\S*)", shown)
         return found.group(1) if found else ""
 
+    def log_tails(self, chars: int = 3000) -> str:
+        """The end of each daemon log of the cluster, for a failure message."""
+        return "\n".join(
+            f"--- {p.name}:\n{p.read_text()[-chars:]}" for p in sorted(self.folder.glob("*.log"))
+        )
+
     def wait_for(self, job_id: str, predicate, timeout_s: float, what: str) -> None:
-        """Poll ``scontrol show job`` until ``predicate(self, job_id)`` holds."""
+        """Poll ``scontrol show job`` until ``predicate(self, job_id)`` holds; a failure carries the daemon
+        logs (a job that vanishes from the controller is otherwise unexplained)."""
         deadline = time.monotonic() + timeout_s
-        while not predicate(self, job_id):
+        while True:
+            try:
+                if predicate(self, job_id):
+                    return
+            except AssertionError as error:
+                raise AssertionError(f"{error}\nwhile waiting for {what}\n{self.log_tails()}") from error
             if time.monotonic() > deadline:
                 raise AssertionError(
                     f"job {job_id}: timed out waiting for {what}: "
