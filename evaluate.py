@@ -17,16 +17,17 @@ the ones a single process writes.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from typing import TYPE_CHECKING, TextIO
 
-from graphctx.config import load_config
-from graphctx.errors import GraphctxError
-from graphctx.evaluation.processes import Preempted, StopRequest, launch_processes
-from graphctx.evaluation.runner import EvaluationRun
-from graphctx.evaluation.table import to_markdown
-from graphctx.model.preemption import requeue_slurm_job
+from graphctx.errors import debug_enabled, report
 from graphctx.prompts import VARIANTS
+from graphctx.quiet import quiet_third_party
 from graphctx.settings_help import add_settings_help
+
+if TYPE_CHECKING:
+    from graphctx.evaluation.processes import StopRequest
 
 
 def positive_int(value: str) -> int:
@@ -50,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit", type=positive_int, help="evaluate the first N questions of the split (by id)"
     )
     parser.add_argument("--output-dir", help="default: evaluation.output_dir")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     parser.add_argument(
         "--overwrite",
         action="store_true",
@@ -59,26 +61,39 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse the command line (unknown ``--section.key value`` pairs override the config) and run."""
+    """Evaluate; unknown ``--section.key value`` pairs override the config. The results table goes to stdout,
+    all else to stderr. graphctx's own errors end it with one ``error: ...`` line (``--debug`` or
+    ``GRAPHCTX_DEBUG=1``: and the traceback)."""
     args, overrides = build_parser().parse_known_args(argv)
-    stop = StopRequest()  # first: a SLURM SIGUSR1 during start-up must not kill the process
+    from graphctx.evaluation.processes import StopRequest
+
+    stop = StopRequest()  # before anything slow: a SLURM SIGUSR1 during start-up must not kill the process
+    results = sys.stdout
+    quiet_third_party()
+    with contextlib.redirect_stdout(sys.stderr):
+        return report(lambda: evaluate(args, overrides, stop, results), debug_enabled(args.debug))
+
+
+def evaluate(args: argparse.Namespace, overrides: list[str], stop: StopRequest, out: TextIO) -> int:
+    """Launch the processes, run the evaluation; on a stop request, rank 0 requeues the SLURM job."""
+    from graphctx.config import load_config
+    from graphctx.evaluation.processes import Preempted, launch_processes
+    from graphctx.evaluation.runner import EvaluationRun
+    from graphctx.evaluation.table import to_markdown
+    from graphctx.model.preemption import requeue_slurm_job
+
+    config = load_config(args.config, overrides)
+    processes = launch_processes(config.trainer)
+    run = EvaluationRun(config, args.variants, args.limit, args.output_dir, processes=processes, stop=stop)
     try:
-        config = load_config(args.config, overrides)
-        processes = launch_processes(config.trainer)
-        run = EvaluationRun(
-            config, args.variants, args.limit, args.output_dir, processes=processes, stop=stop
-        )
         table = run.run(overwrite=args.overwrite)
-    except GraphctxError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
     except Preempted as stopped:
         print(f"evaluate.py: {stopped}", file=sys.stderr)
         if processes.is_zero:
             requeue_slurm_job()
         return 0
     if table is not None:
-        print(to_markdown(table))
+        print(to_markdown(table), file=out)
     return 0
 
 

@@ -3,7 +3,9 @@
 Built on LightningCLI: ``--print_config`` shows the full resolved config, dotted overrides change any field
 (``--trainer.max_steps 10``, ``--model.lora.r 16``), unknown or mistyped keys fail with the key's name.
 ``--ckpt_path last`` resumes from the newest ``last.ckpt`` at the same global step and data position; under
-SLURM a requeued job resumes from Lightning's HPC checkpoint by itself.
+SLURM a requeued job resumes from Lightning's HPC checkpoint by itself. graphctx's own errors (bad data,
+config or checkpoint, a missing model) end the run with one ``error: ...`` line and exit status 1;
+``--debug`` (or ``GRAPHCTX_DEBUG=1``) shows the traceback too.
 """
 
 from __future__ import annotations
@@ -24,20 +26,22 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from graphctx.cache import fingerprint
 from graphctx.config import (
-    PipelineConfig,
     add_pipeline_sections,
     check_devices,
     check_mapping,
     check_settings,
     field_docstrings,
 )
+from graphctx.data.build import EmptySplitError
 from graphctx.data.datamodule import InstructionDataModule
-from graphctx.errors import ConfigError, DataError, GraphctxError
+from graphctx.errors import ConfigError, DataError, GraphctxError, debug_enabled, report
 from graphctx.evaluation.callback import validation_callback
+from graphctx.evaluation.pipeline import PipelineConfig
 from graphctx.evaluation.plan import Plan, check_models
 from graphctx.model import InstructionTuner, load_tokenizer
 from graphctx.model.guards import FiniteLossGuard
 from graphctx.model.preemption import RequeueAtStepBoundary, finish_wandb_runs
+from graphctx.quiet import quiet_third_party
 
 DUMP_HINT = (
     "hint: Stack Exchange dumps (askubuntu.com.7z, unix.stackexchange.com.7z, serverfault.com.7z) are at "
@@ -120,6 +124,17 @@ class TrainCLI(LightningCLI):
             help="Resume from this checkpoint; 'last' = the newest last.ckpt of the ModelCheckpoint folder.",
         )
 
+    def parse_arguments(self, parser, args) -> None:
+        """Parse, put every output path left unset under ``trainer.default_root_dir`` (see
+        :func:`root_outputs`; a CSVLogger's ``save_dir`` is required, so before validation), validate."""
+        self.config = parser.parse_args(args, _skip_validation=True)
+        trainer = self.config.trainer
+        root_outputs(trainer, trainer.default_root_dir or ".")
+        try:
+            parser.validate(self.config)
+        except (TypeError, KeyError) as error:  # as parse_args would: the key's name, usage, exit 2
+            parser.error(str(error), error)
+
     def before_instantiate_classes(self) -> None:
         """Refuse out-of-range settings (all named at once), a GPU setting on a CPU-only machine and a
         ``--ckpt_path`` that is not this model's checkpoint (before any logger, run folder or config.yaml
@@ -133,12 +148,40 @@ class TrainCLI(LightningCLI):
         lora = self.config.model.lora
         check_checkpoint(self.config.ckpt_path, list(lora.target_modules), lora.r)
         trainer = self.config.trainer
-        loggers = trainer.logger if isinstance(trainer.logger, list) else [trainer.logger]
-        for logger in loggers:
+        root = trainer.default_root_dir or "."
+        for logger in _listed(trainer.logger):
             if isinstance(logger, Namespace) and logger.class_path.endswith("WandbLogger"):
                 args = logger.init_args
                 if args.get("id") is None:
-                    args.id = stable_wandb_id(args.project, args.name, trainer.default_root_dir or ".")
+                    args.id = stable_wandb_id(args.project, args.name, root)
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def root_outputs(trainer: Namespace, root: str) -> None:
+    """Loggers without a ``save_dir`` (null, or W&B's default ``.``) write under ``root``, and
+    ModelCheckpoint callbacks without a ``dirpath`` under ``root/checkpoints`` (a fixed folder, so that
+    ``--ckpt_path last`` finds ``last.ckpt``); paths set explicitly stay. The adapter (``<root>/adapter``)
+    and the validation answers (``<W&B or CSV folder>/val_generation``) follow."""
+    for logger in _listed(trainer.logger):
+        if isinstance(logger, Namespace) and logger.init_args.get("save_dir") in (None, "."):
+            logger.init_args.save_dir = root
+    for callback in _listed(trainer.callbacks):
+        if (
+            isinstance(callback, Namespace)
+            and callback.class_path.endswith("ModelCheckpoint")
+            and callback.init_args.get("dirpath") is None
+        ):
+            callback.init_args.dirpath = str(Path(root) / "checkpoints")
+
+
+def add_run_callbacks(trainer: Trainer) -> None:
+    """A NaN step stops before any checkpoint callback saves it (first); preemption saves its HPC checkpoint
+    after every ``ModelCheckpoint`` has saved for that step (last; see :class:`RequeueAtStepBoundary`)."""
+    trainer.callbacks.insert(0, FiniteLossGuard())
+    trainer.callbacks.append(RequeueAtStepBoundary())
 
 
 @rank_zero_only
@@ -163,39 +206,42 @@ def stack_plan(cli: LightningCLI, config_path: Path) -> Plan:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
+    """Train; graphctx's own errors end it with one ``error: ...`` line (``--debug``: and the traceback)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = debug_enabled("--debug" in args)
+    args = [arg for arg in args if arg != "--debug"]
+    quiet_third_party()
+    return report(lambda: train(args), debug, hint=dump_hint)
+
+
+def dump_hint(error: GraphctxError) -> str | None:
+    """Where to get a dump, after a data error other than an empty split."""
+    return DUMP_HINT if isinstance(error, DataError) and not isinstance(error, EmptySplitError) else None
+
+
+def train(args: list[str]) -> int:
+    """Parse the config, check it and the models it names, then fit and export the adapter."""
     config_path = Path("(command line)")
-    try:
-        for flag, value in itertools.pairwise(args):
-            if flag == "--config":
-                config_path = Path(value)
-                check_mapping(config_path)  # a missing file or a list/scalar YAML, named
-        with field_docstrings() if {"-h", "--help"} & set(args) else nullcontext():
-            cli = TrainCLI(
-                InstructionTuner,
-                InstructionDataModule,
-                run=False,
-                args=argv,
-                save_config_callback=LogConfigCallback,
-                save_config_kwargs={"overwrite": True},
-                parser_kwargs={"description": __doc__, "allow_abbrev": False},
-            )
-    except GraphctxError as error:  # the config checks above and in before_instantiate_classes
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    # before ModelCheckpoint: a NaN step stops before it is saved; preemption saves at a step boundary
-    cli.trainer.callbacks[:0] = [FiniteLossGuard(), RequeueAtStepBoundary()]
-    stages = cli.config_init
-    try:
-        plan = stack_plan(cli, config_path)
-        print_plan(plan)
-        check_models(plan, "train")  # on every rank, before any weights load: a missing model is named
-        generation = validation_callback(
-            stages.evaluation, stages.retrieval, stages.knowledge, plan.fact_label
+    for flag, value in itertools.pairwise(args):
+        if flag == "--config":
+            config_path = Path(value)
+            check_mapping(config_path)  # a missing file or a list/scalar YAML, named
+    with field_docstrings() if {"-h", "--help"} & set(args) else nullcontext():
+        cli = TrainCLI(
+            InstructionTuner,
+            InstructionDataModule,
+            run=False,
+            args=args,
+            save_config_callback=LogConfigCallback,
+            save_config_kwargs={"overwrite": True},
+            parser_kwargs={"description": __doc__, "allow_abbrev": False},
         )
-    except GraphctxError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+    add_run_callbacks(cli.trainer)
+    stages = cli.config_init
+    plan = stack_plan(cli, config_path)
+    print_plan(plan)
+    check_models(plan, "train")  # on every rank, before any weights load: a missing model is named
+    generation = validation_callback(stages.evaluation, stages.retrieval, stages.knowledge, plan.fact_label)
     for callback in cli.trainer.callbacks:
         if isinstance(callback, LogConfigCallback):
             callback.plan = plan.to_json()
@@ -204,11 +250,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cli.datamodule.attach_tokenizer(load_tokenizer(cli.model.spec))
         cli.trainer.fit(cli.model, cli.datamodule, ckpt_path=cli.config.ckpt_path, weights_only=True)
-    except GraphctxError as error:
-        print(f"error: {error}", file=sys.stderr)
-        if isinstance(error, DataError):
-            print(DUMP_HINT, file=sys.stderr)
-        return 1
     finally:
         finish_wandb_runs(cli.trainer)
     return 0

@@ -41,12 +41,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from graphctx.knowledge.budget import QAPair, build_token_counter
 from graphctx.knowledge.enhance import EnhancedContext, Enhancer, build_enhancer
 from graphctx.knowledge.entities import normalise_entity
+from graphctx.knowledge.extractors import build_extractor
 from graphctx.knowledge.kg import Gazetteer, Lookup, SparqlKnowledgeGraph, surface_variants
 from graphctx.knowledge.mentions import MentionMatcher, english_words
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.knowledge.sparql import KGFact, facts_from_rows, iri, label_query, string_literal
 from graphctx.knowledge.store import build_store, load_gazetteer
-from graphctx.knowledge.triplets import build_extractor
 from graphctx.knowledge.wikidata import SparqlClient, SparqlError
 from tests.sparql_server import FaultyProxy, oxigraph_server, values_terms
 

@@ -80,7 +80,8 @@ def real_embeddings(pool: int, queries: int, device: torch.device) -> tuple[torc
     from graphctx.data.settings import DatasetSettings
     from graphctx.retrieval.embeddings import embed_texts
 
-    settings = DatasetSettings()
+    cardano = Path(__file__).resolve().parents[2] / "shared" / "data" / "stackexchange" / "cardano"
+    settings = DatasetSettings(source=str(cardano))
     dataset = load_qa_dataset(replace(settings, filters=replace(settings.filters, max_tokens=None)))
     texts = [text for split in dataset.values() for text in split["question"]]
     if pool + queries > len(texts):

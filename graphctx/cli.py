@@ -1,21 +1,31 @@
-"""The ``graphctx`` console script: one subcommand per module in :mod:`graphctx.commands`."""
+"""The ``graphctx`` console script: one subcommand per module in :mod:`graphctx.commands`.
+
+Results go to stdout and nothing else does: what libraries print while the command runs (``--json``
+included) goes to stderr. graphctx's own errors end the command with one ``error: ...`` line and exit
+status 1; ``--debug`` (or ``GRAPHCTX_DEBUG=1``) shows the traceback as well.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import sys
 from collections.abc import Sequence
 
-from graphctx.errors import GraphctxError
+from graphctx.errors import debug_enabled, report
+from graphctx.quiet import quiet_third_party
 from graphctx.settings_help import add_settings_help
 
 COMMANDS: tuple[str, ...] = ("data", "index", "retrieve", "enhance", "answer", "plan")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser with every registered subcommand."""
-    parser = argparse.ArgumentParser(prog="graphctx", description=__doc__)
+    """The top-level parser with every registered subcommand (their modules import nothing heavy)."""
+    parser = argparse.ArgumentParser(
+        prog="graphctx", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         module = importlib.import_module(f"graphctx.commands.{name}")
@@ -25,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
             add_settings_help(sub)
         else:
             sub.add_argument("-h", "--help", action="help", help="show this help message and exit")
+        sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
         sub.set_defaults(run=module.run)
     return parser
 
@@ -32,11 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen subcommand; its return value is the exit status."""
     args = build_parser().parse_args(argv)
-    try:
-        return args.run(args)
-    except GraphctxError as error:  # bad input or settings: one line naming the file, row or key
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+    results = sys.stdout
+    quiet_third_party()
+    with contextlib.redirect_stdout(sys.stderr):
+        return report(lambda: args.run(args, results), debug_enabled(args.debug))
 
 
 if __name__ == "__main__":

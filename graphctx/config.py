@@ -1,5 +1,8 @@
 """One YAML config for every entry point: train.py, evaluate.py and the ``graphctx`` subcommands.
 
+The parsing layer, above evaluation: it reads the YAML into the sections' settings and modules and hands
+them on as a :class:`~graphctx.evaluation.pipeline.PipelineConfig`.
+
 Sections: ``seed_everything``, ``trainer`` (Lightning Trainer arguments), ``model`` (``InstructionTuner``),
 ``data`` (``InstructionDataModule``), ``retrieval`` (``RetrievalSettings``), ``knowledge``
 (``KnowledgeSettings``) and ``evaluation`` (``EvaluationSettings``). jsonargparse checks every key and type
@@ -10,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from graphctx.data.build import split_ranges
 from graphctx.data.datamodule import InstructionDataModule
 from graphctx.data.settings import DatasetSettings, SplitSettings
 from graphctx.errors import ConfigError
+from graphctx.evaluation.pipeline import PipelineConfig
 from graphctx.evaluation.settings import EvaluationSettings
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.model import InstructionTuner
@@ -67,25 +70,6 @@ def add_pipeline_sections(parser: ArgumentParser) -> None:
     """Add the ``retrieval``, ``knowledge`` and ``evaluation`` sections (train.py uses it as well)."""
     for name, settings_class in PIPELINE_SECTIONS.items():
         parser.add_class_arguments(settings_class, name)
-
-
-@dataclass
-class PipelineConfig:
-    """A parsed config: the model and data modules (not yet set up) and the settings of each stage."""
-
-    path: Path
-    seed_everything: int | bool
-    trainer: dict[str, Any]
-    model: InstructionTuner
-    data: InstructionDataModule
-    retrieval: RetrievalSettings
-    knowledge: KnowledgeSettings
-    evaluation: EvaluationSettings
-
-    @property
-    def root_dir(self) -> Path:
-        """``trainer.default_root_dir`` (where checkpoints, logs and the adapter go)."""
-        return Path(self.trainer.get("default_root_dir") or ".")
 
 
 def check_mapping(path: Path) -> None:

@@ -29,15 +29,13 @@ from pathlib import Path
 from typing import Literal
 
 import torch
-from peft import PeftModel
 from safetensors import SafetensorError, safe_open
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.generation.configuration_utils import CompileConfig
 
 from graphctx.errors import ConfigError
-from graphctx.evaluation.settings import GenerationSettings
 from graphctx.model.loading import load_base_model
-from graphctx.model.settings import ModelSpec
+from graphctx.model.settings import GenerationSettings, ModelSpec
 from graphctx.prompts import EncodedPrompt, Prompt, encode_prompt
 
 
@@ -115,6 +113,8 @@ def load_generator(
             f"evaluation.adapter: no trained adapter in {adapter_dir} (adapter_config.json missing); "
             "train first or point evaluation.adapter at the exported adapter folder"
         )
+    from peft import PeftModel  # here: peft imports bitsandbytes, slow and noisy
+
     model = load_base_model(replace(spec, attention="sdpa"), device)
     if adapter_dir is not None:
         check_adapter(model, Path(adapter_dir))

@@ -32,13 +32,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
-
-from transformers import PreTrainedTokenizerBase
+from typing import TYPE_CHECKING, Literal
 
 from graphctx.data.instruct import InstructionTemplate, get_template, prompt_ids, with_context
 from graphctx.knowledge.budget import KNOWLEDGE_HEADER, QAPair, most_kept, render
 from graphctx.knowledge.verbalise import Sentence
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 ModelKind = Literal["base", "adapter"]
 RetrievalKind = Literal["none", "dense", "graph"]

@@ -1,7 +1,7 @@
 """A real single-node SLURM cluster for the tests: ``scripts/slurm/cluster.sh`` on free localhost ports.
 
 Needs root and either SLURM + munge installed or ``apt-get`` to install them (CI runs as root); elsewhere the
-tests that use it are skipped with the reason.
+tests that use it are skipped with the reason. Under ``CI=true`` they fail instead: CI must run them.
 """
 
 from __future__ import annotations
@@ -25,6 +25,13 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def _unavailable(reason: str) -> None:
+    """Skip, or under ``CI=true`` (set by CI services and ``.ci/run``) fail: there the cluster must run."""
+    if os.environ.get("CI", "").lower() in ("true", "1"):
+        pytest.fail(f"CI=true but the SLURM cluster cannot run: {reason}")
+    pytest.skip(reason)
 
 
 def _missing_requirement() -> str | None:
@@ -58,10 +65,22 @@ class SlurmCluster:
         found = re.search(rf"\b{field}=(\S*)", shown)
         return found.group(1) if found else ""
 
+    def log_tails(self, chars: int = 3000) -> str:
+        """The end of each daemon log of the cluster, for a failure message."""
+        return "\n".join(
+            f"--- {p.name}:\n{p.read_text()[-chars:]}" for p in sorted(self.folder.glob("*.log"))
+        )
+
     def wait_for(self, job_id: str, predicate, timeout_s: float, what: str) -> None:
-        """Poll ``scontrol show job`` until ``predicate(self, job_id)`` holds."""
+        """Poll ``scontrol show job`` until ``predicate(self, job_id)`` holds; a failure carries the daemon
+        logs (a job that vanishes from the controller is otherwise unexplained)."""
         deadline = time.monotonic() + timeout_s
-        while not predicate(self, job_id):
+        while True:
+            try:
+                if predicate(self, job_id):
+                    return
+            except AssertionError as error:
+                raise AssertionError(f"{error}\nwhile waiting for {what}\n{self.log_tails()}") from error
             if time.monotonic() > deadline:
                 raise AssertionError(
                     f"job {job_id}: timed out waiting for {what}: "
@@ -75,7 +94,7 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmClu
     """Install (once) and start munged + slurmctld + slurmd with JobRequeue=1; stop them afterwards."""
     reason = _missing_requirement()
     if reason:
-        pytest.skip(reason)
+        _unavailable(reason)
     folder = tmp_path_factory.mktemp("slurm")
     env = {
         **os.environ,
@@ -86,7 +105,7 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmClu
     }
     installed = subprocess.run([str(CLUSTER_SH), "install"], env=env, capture_output=True, text=True)
     if installed.returncode != 0:
-        pytest.skip(f"could not install slurm-wlm and munge: {installed.stderr[-500:]}")
+        _unavailable(f"could not install slurm-wlm and munge: {installed.stderr[-500:]}")
     started = subprocess.run([str(CLUSTER_SH), "start"], env=env, capture_output=True, text=True)
     if started.returncode != 0:
         logs = "\n".join(f"{p.name}: {p.read_text()[-2000:]}" for p in folder.glob("*.log"))

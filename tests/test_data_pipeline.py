@@ -57,13 +57,65 @@ def test_linked_duplicates_are_dropped_and_recorded(cardano):
     assert all(329 not in row["duplicate_ids"] or row["id"] == 330 for row in rows.values())
 
 
-def test_split_respects_dates(cardano):
-    data, _, _ = cardano
-    ranges = split_ranges(SplitSettings())
+CARDANO_DATES = SplitSettings(
+    train_start="2021-04-01",
+    train_end="2021-09-15",
+    validation_start="2021-09-15",
+    validation_end="2021-10-15",
+    test_start="2021-10-15",
+    test_end="2022-01-01",
+)
+"""configs/tiny.yaml's split of the cardano sample."""
+
+
+def test_split_by_fractions_is_temporal_and_reports_its_dates(cardano):
+    data, summary, _ = cardano
+    assert summary["split_by"] == "fractions"
+    kept = summary["kept"]
+    # 80/10/10 of the kept questions, oldest first (a cut never separates questions of the same moment)
+    assert abs(summary["train"] - round(0.8 * kept)) <= 1 and abs(summary["validation"] - 0.1 * kept) <= 1
+    assert summary["train"] + summary["validation"] + summary["test"] == kept
+    assert max(data["train"]["created"]) < min(data["validation"]["created"])
+    assert max(data["validation"]["created"]) < min(data["test"]["created"])
+    for name in ("train", "validation", "test"):
+        assert summary[f"{name}_first"] == min(data[name]["created"])
+        assert summary[f"{name}_last"] == max(data[name]["created"])
+    assert summary["kept_first"] == summary["train_first"] and summary["kept_last"] == summary["test_last"]
+    assert summary["dump_first"] <= summary["kept_first"] and summary["dump_last"] >= summary["kept_last"]
+
+
+def test_split_respects_dates(cardano_dir, cache_dir):
+    settings = _settings(cardano_dir)
+    settings.split = CARDANO_DATES
+    data, summary = prepare_qa_dataset(settings, cache_dir)
+    assert summary["split_by"] == "dates"
+    ranges = split_ranges(CARDANO_DATES)
     for name, (start, end) in ranges.items():
         assert len(data[name]) > 0
         assert all(start <= datetime.fromisoformat(created) < end for created in data[name]["created"])
     assert max(data["train"]["created"]) < min(data["test"]["created"])  # the stored form sorts as time
+
+
+@pytest.mark.parametrize(
+    ("fractions", "message"),
+    [
+        ((0.8, 0.1, 0.2), r"train_fraction/validation_fraction/test_fraction: 0.8/0.1/0.2 sum to 1.1"),
+        ((1.0, 0.0, 0.0), r"data\.dataset\.split\.validation_fraction: 0.0: must be a number in \(0, 1\]"),
+        ((-0.2, 0.6, 0.6), r"data\.dataset\.split\.train_fraction: -0.2"),
+    ],
+)
+def test_bad_fractions_name_the_setting(cardano_dir, cache_dir, fractions, message):
+    settings = _settings(cardano_dir)
+    settings.split = SplitSettings(*fractions)
+    with pytest.raises(ConfigError, match=message):
+        prepare_qa_dataset(settings, cache_dir)
+
+
+def test_dates_must_be_all_six_or_none(cardano_dir, cache_dir):
+    settings = _settings(cardano_dir)
+    settings.split = replace(CARDANO_DATES, test_start=None, test_end=None)
+    with pytest.raises(ConfigError, match=r"split\.test_start, data\.dataset\.split\.test_end: not set"):
+        prepare_qa_dataset(settings, cache_dir)
 
 
 def test_rows_have_the_documented_fields(cardano):
@@ -155,7 +207,7 @@ def test_rows_missing_fields_are_skipped_and_counted(tmp_path, cache_dir):
 
 def test_bad_split_date_names_the_setting(cardano_dir, cache_dir):
     settings = _settings(cardano_dir)
-    settings.split = replace(settings.split, test_end="next year")
+    settings.split = replace(CARDANO_DATES, test_end="next year")
     with pytest.raises(ConfigError, match=r"data\.dataset\.split\.test_end"):
         prepare_qa_dataset(settings, cache_dir)
 
@@ -174,6 +226,7 @@ def test_tabular_source_with_column_mapping(tmp_path, cache_dir):
     path = tmp_path / "pairs.jsonl"
     path.write_text("\n".join(json.dumps(row) for row in rows))
     settings = _settings(path)
+    settings.split = CARDANO_DATES
     settings.column_mapping = {"id": "qid", "body": "text", "answer": "best", "created": "date"}
     data, summary = prepare_qa_dataset(settings, cache_dir)
     assert summary["questions"] == 8

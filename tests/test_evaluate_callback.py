@@ -15,9 +15,9 @@ from graphctx.data import DatasetSettings
 from graphctx.data.datamodule import InstructionDataModule
 from graphctx.evaluation.callback import ValidationGeneration, decoding, validation_callback
 from graphctx.evaluation.settings import EvaluationSettings, GenerationSettings
+from graphctx.knowledge.extractors import build_extractor
 from graphctx.knowledge.llm import GenerationModel
 from graphctx.knowledge.settings import KnowledgeSettings
-from graphctx.knowledge.triplets import build_extractor
 from graphctx.metrics import MetricSettings
 from graphctx.metrics.settings import AutoAISSettings, BertScoreSettings
 from graphctx.model import InstructionTuner, LoraSettings, ModelSpec, load_tokenizer

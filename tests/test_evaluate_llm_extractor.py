@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from tiny_config import tiny_split
 
 import graphctx.evaluation.runner as runner
 from graphctx.config import load_config
+from graphctx.evaluation.pool import load_config_dataset
 from graphctx.evaluation.records import read_records
 from graphctx.evaluation.runner import EvaluationRun
 from graphctx.knowledge.llm import LLM_TRIPLET_PROMPT
 from graphctx.model import ModelSpec, load_tokenizer
-from graphctx.retrieval.pool import load_config_dataset
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +30,7 @@ def test_the_llm_extractor_is_the_loaded_base_model(tmp_path, cardano_dir, monke
         "model": {"spec": {"source": "tiny-random", "cache_dir": str(cache)}},
         "data": {  # a pool of recent questions only: the test embeds it on the CPU
             "cache_dir": str(cache),
-            "dataset": {"source": str(cardano_dir), "split": {"train_start": "2021-08-20"}},
+            "dataset": {"source": str(cardano_dir), "split": tiny_split(train_start="2021-08-20")},
         },
         "knowledge": {
             "cache_dir": str(cache),

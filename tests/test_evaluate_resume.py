@@ -15,6 +15,7 @@ import pytest
 import torch
 import yaml
 from peft import LoraConfig, get_peft_model
+from tiny_config import tiny_split
 from transformers import AutoModelForCausalLM
 
 from graphctx.config import load_config
@@ -47,7 +48,7 @@ def workspace(tmp_path_factory, cardano_dir, tiny_bert) -> Path:
         "model": {"spec": {"source": "tiny-random", "cache_dir": str(cache)}},
         "data": {  # a pool of recent questions only: the test embeds it on the CPU
             "cache_dir": str(cache),
-            "dataset": {"source": str(cardano_dir), "split": {"train_start": "2021-08-20"}},
+            "dataset": {"source": str(cardano_dir), "split": tiny_split(train_start="2021-08-20")},
         },
         "knowledge": {"cache_dir": str(cache), "token_budget": 160},
         "evaluation": {

@@ -14,10 +14,11 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from graphctx.knowledge.extractors import build_extractor
 from graphctx.knowledge.llm import LLM_TRIPLET_PROMPT, GenerationModel, LLMExtractor
 from graphctx.knowledge.rebel import REBEL_MARKERS, RebelExtractor
 from graphctx.knowledge.settings import KnowledgeSettings
-from graphctx.knowledge.triplets import ExtractorUnion, Triplet, TripletExtractor, build_extractor
+from graphctx.knowledge.triplets import ExtractorUnion, Triplet, TripletExtractor
 from graphctx.model.loading import TINY_RANDOM, load_tokenizer, resolve_source
 from graphctx.model.settings import ModelSpec
 

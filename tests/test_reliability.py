@@ -8,6 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
+from tiny_config import tiny_split
 
 from graphctx.errors import ConfigError, DataError
 from graphctx.evaluation.records import RecordFile, check_unique_ids
@@ -56,14 +58,15 @@ def lora_adapter(folder: Path, cache: Path, seed: int, **tiny: int) -> Path:
 
 def evaluation_config(tmp_path: Path, cardano_dir: Path, adapter: Path, encoder: Path) -> Path:
     """A config answering with the tiny random Llama (+ ``adapter``) on the recent cardano questions."""
-    import yaml
-
     cache = tmp_path / "cache"
     settings = {
         "model": {"spec": {"source": "tiny-random", "cache_dir": str(cache)}},
         "data": {
             "cache_dir": str(cache),
-            "dataset": {"source": str(cardano_dir), "split": {"train_start": "2021-08-20"}},
+            "dataset": {
+                "source": str(cardano_dir),
+                "split": tiny_split(train_start="2021-08-20"),
+            },
         },
         "knowledge": {"cache_dir": str(cache)},
         "evaluation": {
@@ -113,15 +116,11 @@ def test_a_run_that_crashed_before_any_prediction_does_not_refuse_a_rerun_with_o
 
 def training_config(tmp_path: Path, cardano_dir: Path) -> tuple[Path, Path]:
     """configs/tiny.yaml on the tiny random Llama, its loggers (W&B offline, CSV) writing under ``run``."""
-    import yaml
 
     config = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs" / "tiny.yaml").read_text())
     root = tmp_path / "run"
     trainer = config["trainer"]
     trainer["default_root_dir"] = str(root)
-    for logger in trainer["logger"]:
-        logger["init_args"]["save_dir"] = str(root)
-    trainer["callbacks"][0]["init_args"]["dirpath"] = str(root / "checkpoints")
     config["model"]["spec"].update(
         source="tiny-random", quantization="none", cache_dir=str(tmp_path / "cache")
     )
@@ -228,13 +227,12 @@ def test_evaluate_refuses_a_limit_below_one(limit, capsys) -> None:
 
 
 def test_an_evaluation_limit_below_one_in_the_config_is_refused(tmp_path) -> None:
-    import yaml
 
     from graphctx.config import load_config
     from graphctx.evaluation.runner import EvaluationRun
 
     path = tmp_path / "limit.yaml"
-    path.write_text(yaml.safe_dump({"evaluation": {"limit": 0}}))
+    path.write_text(yaml.safe_dump({"data": {"dataset": {"source": "dump"}}, "evaluation": {"limit": 0}}))
     with pytest.raises(ConfigError, match=r"invalid setting\(s\): evaluation\.limit: must be >= 1, got 0$"):
         EvaluationRun(load_config(path))  # refused by load_config, before the run builds anything
 

@@ -3,7 +3,6 @@ fallback, dense/FAISS, the LightningModule's predict, and the index/retrieve com
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing
 import os
@@ -249,8 +248,7 @@ def test_unknown_method_is_named() -> None:
 
 @pytest.mark.slow
 def test_index_and_retrieve_commands(cardano_dir: Path, tmp_path: Path, capsys) -> None:
-    from graphctx.commands import index as index_command
-    from graphctx.commands import retrieve as retrieve_command
+    from graphctx.cli import main as cli_main
 
     config = tmp_path / "config.yaml"
     config.write_text(
@@ -258,16 +256,17 @@ def test_index_and_retrieve_commands(cardano_dir: Path, tmp_path: Path, capsys) 
         f"  cache_dir: {tmp_path / 'cache'}\n"
         "retrieval:\n  threshold: 0.5\n  max_seq_length: 64\n  device: cpu\n"
     )
-    assert index_command.run(argparse.Namespace(config=str(config), cache_dir=None)) == 0
+    assert cli_main(["index", "--config", str(config)]) == 0
     printed = capsys.readouterr()
     stats = json.loads(printed.out.strip().splitlines()[-1])
     assert stats["pool"] == stats["nodes"] > 100 and stats["edges"] > 0
     assert f"degree min {stats['min_degree']}, mean {stats['mean_degree']:.1f}," in printed.err
     assert ("graph is dense" in printed.err) == (stats["mean_degree"] > 50)
     question = "How do I delegate my ADA to a stake pool from Daedalus?"
-    arguments = argparse.Namespace(config=str(config), cache_dir=None, question=question, top_k=4, json=True)
-    assert retrieve_command.run(arguments) == 0
-    answer = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (
+        cli_main(["retrieve", "--config", str(config), "--question", question, "--top-k", "4", "--json"]) == 0
+    )
+    answer = json.loads(capsys.readouterr().out)
     assert answer["question"] == question and len(answer["hits"]) == 4
     assert [hit["rank"] for hit in answer["hits"]] == [1, 2, 3, 4]
     assert all(hit["title"] for hit in answer["hits"])

@@ -14,7 +14,9 @@ import pytest
 import torch
 import yaml
 
-from train import main, stable_wandb_id
+from graphctx.data.datamodule import InstructionDataModule
+from graphctx.model import InstructionTuner
+from train import TrainCLI, main, stable_wandb_id
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "configs" / "tiny.yaml"
@@ -33,20 +35,20 @@ class BatchRecorder(L.Callback):
 
 
 def run_config(tmp_path: Path, cardano_dir: Path, name: str = "run") -> Path:
-    """configs/tiny.yaml pointed at a tiny random Llama, the real cardano dump and folders under tmp_path."""
+    """configs/tiny.yaml pointed at a tiny random Llama, the real cardano dump and, through
+    ``trainer.default_root_dir`` alone, every output under tmp_path/name."""
     config = yaml.safe_load(TINY.read_text())
     root = tmp_path / name
     trainer = config["trainer"]
     trainer.update(default_root_dir=str(root), max_steps=2, val_check_interval=2, limit_val_batches=1)
     trainer["enable_progress_bar"] = False
-    for logger in trainer["logger"]:
-        logger["init_args"]["save_dir"] = str(root)
-    trainer["callbacks"][0]["init_args"].update(dirpath=str(root / "checkpoints"), every_n_train_steps=1)
+    trainer["callbacks"][0]["init_args"].update(every_n_train_steps=1)
     recorder = {"class_path": "test_train.BatchRecorder", "init_args": {"path": str(root / "batches.txt")}}
     trainer["callbacks"].append(recorder)
     config["model"]["spec"].update(source="tiny-random", cache_dir=str(tmp_path / "cache"))
     config["data"]["dataset"]["source"] = str(cardano_dir)
     config["data"].update(max_length=256, cache_dir=str(tmp_path / "cache"))
+    config["knowledge"]["kg_dir"] = str(cardano_dir.parents[1] / "kg")
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
@@ -105,14 +107,66 @@ def test_wandb_id_is_stable_per_run_and_differs_between_runs(tmp_path) -> None:
     assert same != stable_wandb_id("graphctx", "other", str(tmp_path))
 
 
+def output_paths(*args: str) -> dict[str, str]:
+    """Where the instantiated trainer of ``train.py --config tiny.yaml *args`` writes (nothing is run)."""
+    cli = TrainCLI(
+        InstructionTuner, InstructionDataModule, run=False, args=["--config", str(TINY), *args],
+        save_config_callback=None,
+    )  # fmt: skip
+    checkpoint = next(c for c in cli.trainer.callbacks if isinstance(c, L.pytorch.callbacks.ModelCheckpoint))
+    paths = {type(logger).__name__: str(logger.save_dir) for logger in cli.trainer.loggers}
+    return {**paths, "checkpoints": str(checkpoint.dirpath)}
+
+
+def test_default_root_dir_moves_every_output_unless_a_path_is_set(tmp_path) -> None:
+    root = tmp_path / "elsewhere"
+    assert output_paths("--trainer.default_root_dir", str(root)) == {
+        "WandbLogger": str(root),
+        "CSVLogger": str(root),
+        "checkpoints": str(root / "checkpoints"),
+    }
+    # a path set explicitly stays where it was set
+    config = yaml.safe_load(TINY.read_text())
+    config["trainer"]["logger"][1]["init_args"] = {"save_dir": str(tmp_path / "csv")}
+    (tmp_path / "explicit.yaml").write_text(yaml.safe_dump(config))
+    cli = TrainCLI(
+        InstructionTuner, InstructionDataModule, run=False, save_config_callback=None,
+        args=["--config", str(tmp_path / "explicit.yaml"), "--trainer.default_root_dir", str(root)],
+    )  # fmt: skip
+    assert [str(logger.save_dir) for logger in cli.trainer.loggers] == [str(root), str(tmp_path / "csv")]
+
+
+@pytest.mark.parametrize("config", sorted((REPO / "configs").glob("*.yaml")), ids=lambda path: path.name)
+def test_shipped_configs_pin_no_output_sub_path(config: Path) -> None:
+    """Only trainer.default_root_dir names where a run writes, so that overriding it moves the whole run."""
+    settings = yaml.safe_load(config.read_text())
+    for item in settings["trainer"].get("logger", []) + settings["trainer"].get("callbacks", []):
+        assert not {"save_dir", "dirpath"} & set(item.get("init_args") or {}), item
+    export = settings["model"].get("export", {})
+    assert export.get("adapter_dir") is None and export.get("merged_dir") is None
+    assert settings["evaluation"].get("output_dir") is None
+
+
 @pytest.mark.slow
 def test_tiny_run_trains_logs_resumes_and_exports(tmp_path, cardano_dir, monkeypatch) -> None:
     monkeypatch.setenv("WANDB_MODE", "offline")
     config = run_config(tmp_path, cardano_dir)
     root = tmp_path / "run"
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")  # a path that did not follow default_root_dir would land here
     assert main(["--config", str(config)]) == 0
     assert torch.load(root / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 2
     assert (root / "adapter" / "adapter_model.safetensors").is_file()
+    # everything under trainer.default_root_dir: checkpoints, W&B, CSV, adapter, validation answers
+    assert sorted(path.name for path in root.iterdir() if path.is_dir()) == [
+        "adapter",
+        "checkpoints",
+        "lightning_logs",
+        "val_generation",
+        "wandb",
+    ]
+    assert list((root / "val_generation").glob("step-*.csv"))
+    assert not any((tmp_path / "cwd").iterdir())
 
     assert main(["--config", str(config), "--ckpt_path", "last", "--trainer.max_steps", "4"]) == 0
     assert torch.load(root / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 4

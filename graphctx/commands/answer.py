@@ -5,18 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from typing import TextIO
 
 from graphctx.commands import question_text
-from graphctx.config import load_config
-from graphctx.evaluation.contexts import ContextBuilder
-from graphctx.evaluation.plan import Plan, check_models
-from graphctx.evaluation.runner import adapter_dir_of
-from graphctx.generation import Generator, load_generator
-from graphctx.knowledge.llm import GenerationModel
-from graphctx.metrics import AutoAIS, build_judge
-from graphctx.model import load_tokenizer
 from graphctx.prompts import VARIANTS, build_prompt
-from graphctx.retrieval.pool import cache_dir_of, load_config_dataset
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,7 +28,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's data.cache_dir)")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    from graphctx.config import load_config
+    from graphctx.evaluation.contexts import ContextBuilder
+    from graphctx.evaluation.plan import Plan, check_models
+    from graphctx.evaluation.pool import cache_dir_of, load_config_dataset
+    from graphctx.evaluation.runner import adapter_dir_of
+    from graphctx.generation import Generator, load_generator
+    from graphctx.knowledge.llm import GenerationModel
+    from graphctx.metrics import AutoAIS, build_judge
+    from graphctx.model import load_tokenizer
+
     config = load_config(args.config)
     variant = VARIANTS[args.variant]
     check_models(Plan(config), "answer", [variant])  # a missing model is named before anything loads
@@ -76,18 +78,20 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         hits = [{"id": h.id, "score": h.score, "fallback": h.fallback} for h in retrieved.hits]
         payload = {"question": args.question, "variant": variant.name, "hits": hits, "context": context}
-        print(json.dumps({**payload, "answer": answer.text, **judgement}, indent=2))
+        print(json.dumps({**payload, "answer": answer.text, **judgement}, indent=2), file=out)
         return 0
     if variant.retrieval != "none":
         ids = ", ".join(
             f"#{hit.id}" + (" (cosine fallback)" if hit.fallback else "") for hit in retrieved.hits
         )
-        print(f"Context ({variant.label}; retrieved {ids}; {len(retrieved.sentences)} KG sentences):")
-        print(context or "(empty)")
-        print()
-    print(f"Answer ({variant.label}):\n{answer.text}\n")
+        print(
+            f"Context ({variant.label}; retrieved {ids}; {len(retrieved.sentences)} KG sentences):", file=out
+        )
+        print(context or "(empty)", file=out)
+        print(file=out)
+    print(f"Answer ({variant.label}):\n{answer.text}\n", file=out)
     for key, value in judgement.items():
-        print(f"{key}: {describe(key, value, settings.metrics.autoais.mode)}")
+        print(f"{key}: {describe(key, value, settings.metrics.autoais.mode)}", file=out)
     return 0
 
 

@@ -4,13 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
-
-from transformers import AutoTokenizer
-
-from graphctx.config import load_config
-from graphctx.data import DatasetSettings, prepare_qa_dataset
-from graphctx.model import ModelSpec, load_tokenizer
+from typing import Any, TextIO
 
 ROWS = [
     ("rows read", "rows"),
@@ -31,13 +25,16 @@ ROWS = [
     ("validation", "validation"),
     ("test", "test"),
 ]
+DATED = {"questions": "dump", "kept": "kept", "train": "train", "validation": "validation", "test": "test"}
+"""Rows followed by the creation dates (first .. last) of what they count: summary keys ``<prefix>_first``
+and ``<prefix>_last``."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "path", help="a Stack Exchange site folder or Posts.xml, or a .json/.jsonl/.csv/.parquet"
     )
-    parser.add_argument("--config", help="take filters, split dates and tokenizer from this YAML config")
+    parser.add_argument("--config", help="take filters, split and tokenizer from this YAML config")
     parser.add_argument("--tokenizer", help="HF id or folder of the tokenizer for the token-length filter")
     parser.add_argument("--no-token-limit", action="store_true", help="skip the token-length filter")
     parser.add_argument(
@@ -45,26 +42,62 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    from dataclasses import replace
+
+    from graphctx.data import DatasetSettings, prepare_qa_dataset
+    from graphctx.data.build import EmptySplitError
+    from graphctx.model.settings import ModelSpec
+
     if args.config:
+        from graphctx.config import load_config
+
         config = load_config(args.config)
-        settings, spec, cache_dir = (
-            config.data.dataset,
-            config.model.spec,
-            args.cache_dir or config.data.cache_dir,
-        )
+        settings = replace(config.data.dataset, source=args.path)
+        spec, cache_dir = config.model.spec, args.cache_dir or config.data.cache_dir
     else:
-        settings, spec, cache_dir = DatasetSettings(), ModelSpec(), args.cache_dir
-    settings = replace(settings, source=args.path)
+        settings, spec, cache_dir = DatasetSettings(source=args.path), ModelSpec(), args.cache_dir
     tokenizer = None
     if args.no_token_limit:
         settings = replace(settings, filters=replace(settings.filters, max_tokens=None))
     elif settings.filters.max_tokens is not None:
+        from transformers import AutoTokenizer
+
+        from graphctx.model import load_tokenizer
+
         tokenizer = AutoTokenizer.from_pretrained(args.tokenizer) if args.tokenizer else load_tokenizer(spec)
-    _, summary = prepare_qa_dataset(settings, cache_dir, tokenizer)
-    width = max(len(label) for label, _ in ROWS)
-    print(f"{'source':<{width}}  {summary['source']}")
-    for label, key in ROWS:
-        print(f"{label:<{width}}  {summary.get(key, 0):>8,}")
-    print(json.dumps({key: summary.get(key, 0) for _, key in ROWS}))
+    try:
+        _, summary = prepare_qa_dataset(settings, cache_dir, tokenizer)
+    except EmptySplitError as error:  # the table of what was read, then the error line
+        print_summary(error.summary, settings.split, out)
+        raise
+    print_summary(summary, settings.split, out)
     return 0
+
+
+def print_summary(summary: dict[str, Any], split: Any, out: TextIO) -> None:
+    """The table (each count, the dates of the dump, the kept questions and each split), then one JSON
+    line with every count and date."""
+    width = max(len(label) for label, _ in ROWS)
+    if summary.get("split_by") == "fractions":
+        shares = f"{split.train_fraction}/{split.validation_fraction}/{split.test_fraction}"
+        how = f"fractions {shares}, oldest first"
+    else:
+        how = "dates (data.dataset.split.*_start/_end)"
+    print(f"{'source':<{width}}  {summary['source']}", file=out)
+    print(f"{'split by':<{width}}  {how}", file=out)
+    for label, key in ROWS:
+        dates = ""
+        if key in DATED:
+            first, last = (summary.get(f"{DATED[key]}_{end}") for end in ("first", "last"))
+            dates = f"  {_day(first)} .. {_day(last)}" if first else ""
+        print(f"{label:<{width}}  {summary.get(key, 0):>8,}{dates}", file=out)
+    values = {key: summary.get(key, 0) for _, key in ROWS}
+    values.update({key: value for key, value in summary.items() if key.endswith(("_first", "_last"))})
+    values["split_by"] = summary.get("split_by")
+    print(json.dumps(values), file=out)
+
+
+def _day(moment: str | None) -> str:
+    """``2021-04-27T15:06:44.553000+00:00`` -> ``2021-04-27 15:06`` (UTC)."""
+    return moment[:16].replace("T", " ") if moment else "-"

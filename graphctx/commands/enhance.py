@@ -7,7 +7,7 @@ import dataclasses
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TextIO
 
 from graphctx.commands import question_text
 from graphctx.knowledge.budget import QAPair
@@ -33,14 +33,14 @@ def pairs_for_hits(hits: Sequence[Any], rows_by_id: Mapping[int, Mapping[str, An
     return pairs
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.config import load_config
     from graphctx.evaluation.plan import Plan, check_models
+    from graphctx.evaluation.pool import cache_dir_of, load_config_dataset
     from graphctx.knowledge.budget import build_token_counter
     from graphctx.knowledge.enhance import build_enhancer
     from graphctx.model import load_tokenizer
     from graphctx.retrieval.index import build_index
-    from graphctx.retrieval.pool import cache_dir_of, load_config_dataset
     from graphctx.retrieval.retriever import build_retriever
 
     config = load_config(args.config)
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     if args.json:
-        print(json.dumps({"question": args.question, **context.to_json()}, indent=2))
+        print(json.dumps({"question": args.question, **context.to_json()}, indent=2), file=out)
     else:
-        print(context.text)
+        print(context.text, file=out)
     return 0

@@ -5,11 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-
-from graphctx.config import load_config
-from graphctx.retrieval.graph import density_warning, describe_degrees
-from graphctx.retrieval.index import build_index
-from graphctx.retrieval.pool import cache_dir_of, load_config_dataset
+from typing import TextIO
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -17,7 +13,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's data.cache_dir)")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    from graphctx.config import load_config
+    from graphctx.evaluation.pool import cache_dir_of, load_config_dataset
+    from graphctx.retrieval.graph import density_warning, describe_degrees
+    from graphctx.retrieval.index import build_index
+
     config = load_config(args.config)
     cache_dir = cache_dir_of(config, args.cache_dir)
     train = load_config_dataset(config)["train"]
@@ -26,5 +27,5 @@ def run(args: argparse.Namespace) -> int:
     warning = density_warning(index.stats, config.retrieval)
     if warning:
         print(warning, file=sys.stderr)
-    print(json.dumps({"pool": len(index.ids), "dim": index.embeddings.shape[1], **index.stats}))
+    print(json.dumps({"pool": len(index.ids), "dim": index.embeddings.shape[1], **index.stats}), file=out)
     return 0

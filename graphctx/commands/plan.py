@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TextIO
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -11,10 +12,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.config import load_config
     from graphctx.evaluation.plan import Plan
 
     plan = Plan(load_config(args.config, devices=False))
-    print(json.dumps(plan.to_json(), indent=2) if args.json else plan.to_text())
+    print(json.dumps(plan.to_json(), indent=2) if args.json else plan.to_text(), file=out)
     return 0

@@ -5,13 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import replace
+from typing import TextIO
 
 from graphctx.commands import question_text
-from graphctx.config import load_config
-from graphctx.paper import EMBEDDING, is_reference
-from graphctx.retrieval.index import build_index
-from graphctx.retrieval.pool import cache_dir_of, load_config_dataset
-from graphctx.retrieval.retriever import build_retriever
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,7 +20,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's data.cache_dir)")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    from graphctx.config import load_config
+    from graphctx.evaluation.pool import cache_dir_of, load_config_dataset
+    from graphctx.paper import EMBEDDING, is_reference
+    from graphctx.retrieval.index import build_index
+    from graphctx.retrieval.retriever import build_retriever
+
     config = load_config(args.config)
     settings = config.retrieval
     if args.top_k is not None:
@@ -49,12 +51,13 @@ def run(args: argparse.Namespace) -> int:
                     "stand_in": stand_in,
                     "hits": rows,
                 }
-            )
+            ),
+            file=out,
         )
         return 0
     if stand_in:
-        print(f"# embedder {settings.embedding_model}: a stand-in for the paper's {EMBEDDING.name}")
+        print(f"# embedder {settings.embedding_model}: a stand-in for the paper's {EMBEDDING.name}", file=out)
     for row in rows:
         marker = " (cosine fallback)" if row["fallback"] else ""
-        print(f"{row['rank']:>3}  {row['score']:.6f}  #{row['id']}  {row['title']}{marker}")
+        print(f"{row['rank']:>3}  {row['score']:.6f}  #{row['id']}  {row['title']}{marker}", file=out)
     return 0

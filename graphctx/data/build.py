@@ -8,8 +8,8 @@ import shutil
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import asdict
-from datetime import datetime
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from itertools import pairwise
 from pathlib import Path
@@ -21,7 +21,7 @@ from transformers import PreTrainedTokenizerBase
 from graphctx.cache import atomic_path, cache_root, file_digest, fingerprint, read_entry
 from graphctx.data.arrow import ArrowRowWriter, write_rows
 from graphctx.data.cleaning import Cleaned, Screened, clean_screened
-from graphctx.data.dates import parse_created
+from graphctx.data.dates import canonical, parse_created
 from graphctx.data.filters import QuestionFilter
 from graphctx.data.html import without_urls
 from graphctx.data.parallel import ordered_map, resolve_workers
@@ -30,7 +30,7 @@ from graphctx.data.settings import DatasetSettings, SplitSettings
 from graphctx.data.stackexchange import DumpReader, RawQuestion, resolve_dump
 from graphctx.errors import ConfigError, DataError
 
-PIPELINE_VERSION = 3
+PIPELINE_VERSION = 4
 SPLITS = ("train", "validation", "test")
 REASONS = (
     "answer_parent_mismatch",
@@ -121,10 +121,26 @@ def _source_fingerprint(source: str) -> Any:
     return [file_digest(posts), file_digest(links) if links else None]
 
 
-def split_ranges(split: SplitSettings) -> dict[str, tuple[datetime, datetime]]:
-    """Half-open ``[start, end)`` datetime ranges per split, checked: each bound a date, each range not
-    reversed, no two ranges overlapping (gaps are allowed: their questions count as outside_split_ranges).
+DATE_KEYS = tuple(f"{name}_{side}" for name in SPLITS for side in ("start", "end"))
+FRACTION_KEYS = tuple(f"{name}_fraction" for name in SPLITS)
+
+
+def split_ranges(split: SplitSettings) -> dict[str, tuple[datetime, datetime]] | None:
+    """Half-open ``[start, end)`` datetime ranges per split when dates are set, else ``None`` (the split is
+    by fractions, which are checked: each in ``(0, 1]``, summing to 1).
+
+    Dates are checked: all six set, each bound a date, each range not reversed, no two ranges overlapping
+    (gaps are allowed: their questions count as outside_split_ranges).
     """
+    set_keys = [key for key in DATE_KEYS if getattr(split, key) is not None]
+    if not set_keys:
+        _check_fractions(split)
+        return None
+    if len(set_keys) < len(DATE_KEYS):
+        missing = ", ".join(f"data.dataset.split.{key}" for key in DATE_KEYS if key not in set_keys)
+        raise ConfigError(
+            f"{missing}: not set; a split by dates needs all six bounds (or none: split by fractions)"
+        )
     ranges = {}
     for name in SPLITS:
         bounds = []
@@ -154,6 +170,61 @@ def split_ranges(split: SplitSettings) -> dict[str, tuple[datetime, datetime]]:
     return ranges
 
 
+def _check_fractions(split: SplitSettings) -> None:
+    for key in FRACTION_KEYS:
+        value = getattr(split, key)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+            raise ConfigError(f"data.dataset.split.{key}: {value!r}: must be a number in (0, 1]")
+    total = sum(getattr(split, key) for key in FRACTION_KEYS)
+    if abs(total - 1) > 1e-9:
+        raise ConfigError(
+            f"data.dataset.split.{'/'.join(FRACTION_KEYS)}: "
+            f"{'/'.join(str(getattr(split, key)) for key in FRACTION_KEYS)} sum to {total:g}, not 1"
+        )
+
+
+def fraction_cuts(created: list[datetime], split: SplitSettings) -> dict[str, tuple[datetime, datetime]]:
+    """Half-open ranges that cut the sorted creation times ``created`` at the configured fractions:
+    ``b_1 = t[round(n f_train)]``, ``b_2 = t[round(n (f_train + f_val))]``; train ``[t_0, b_1)``,
+    validation ``[b_1, b_2)``, test ``[b_2, t_{n-1}]`` (an end past the newest question)."""
+    n = len(created)
+    first = created[0] if created else datetime.min.replace(tzinfo=UTC)
+    past_last = (created[-1] if created else first) + timedelta(microseconds=1)
+
+    def cut(share: float) -> datetime:
+        index = round(n * share)
+        return created[index] if index < n else past_last
+
+    first_cut = cut(split.train_fraction)
+    second_cut = max(first_cut, cut(split.train_fraction + split.validation_fraction))
+    return {
+        "train": (first, first_cut),
+        "validation": (first_cut, second_cut),
+        "test": (second_cut, past_last),
+    }
+
+
+class EmptySplitError(DataError):
+    """A split is empty; ``summary`` holds the counts and dates of what was read (``graphctx data`` prints
+    them before the error)."""
+
+    def __init__(self, message: str, summary: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.summary = summary
+
+
+@dataclass
+class DateSpan:
+    """The first and last of the creation times it was shown (canonical ISO strings sort as time)."""
+
+    first: str | None = None
+    last: str | None = None
+
+    def add(self, created: str) -> None:
+        self.first = created if self.first is None else min(self.first, created)
+        self.last = created if self.last is None else max(self.last, created)
+
+
 def _build(
     settings: DatasetSettings, tokenizer: PreTrainedTokenizerBase | None, out: Path, workers: int
 ) -> None:
@@ -165,18 +236,81 @@ def _build(
     )
     keep = QuestionFilter(settings.filters, count_tokens, max_token_chars(tokenizer) if tokenizer else None)
     ranges = split_ranges(settings.split)
+    by_dates = ranges is not None
+    dump_span = DateSpan()
+    scratch = out / "scratch"
+    scratch.mkdir()
+    kept_path = scratch / "kept.arrow"
+    created: list[datetime] = []
+    try:
+        candidates = _candidates(settings, keep, scratch, source_counts, workers, dump_span)
+        kept = ArrowRowWriter(kept_path, FEATURES)
+        try:
+            for reason, cleaned in candidates:
+                if reason is None:
+                    row, answer_beyond_links = cleaned
+                    reason = keep.reject_text(
+                        row["title"], row["question"], row["answer"], answer_beyond_links
+                    )
+                if reason:
+                    counts[f"removed_{reason}"] += 1
+                    continue
+                counts["kept"] += 1
+                created.append(datetime.fromisoformat(row["created"]))
+                kept.write(row)
+        finally:
+            kept.close()
+        if ranges is None:
+            ranges = fraction_cuts(sorted(created), settings.split)
+        _write_splits(datasets.Dataset.from_file(str(kept_path)), created, ranges, out, counts)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    source_counts.update(counts)
+    counts = source_counts
+    summary: dict[str, Any] = {
+        "source": settings.source,
+        "split_by": "dates" if by_dates else "fractions",
+        **{reason: 0 for reason in ("questions", "with_accepted_answer")},
+        **{f"removed_{reason}": 0 for reason in REASONS},
+        **counts,
+        "dump_first": dump_span.first,
+        "dump_last": dump_span.last,
+        "kept_first": canonical(min(created)) if created else None,
+        "kept_last": canonical(max(created)) if created else None,
+    }
+    empty = []
+    for name in SPLITS:
+        path = out / f"{name}.arrow"
+        part = datasets.Dataset.from_file(str(path))
+        size = getattr(settings.split, f"{name}_size", None)
+        if size is not None and size < len(part):
+            part = part.shuffle(seed=settings.split.seed).select(range(size)).sort("created")
+            write_rows(out / f"{name}.sample.arrow", FEATURES, part)
+            os.replace(out / f"{name}.sample.arrow", path)
+        summary[name] = len(part)
+        summary[f"{name}_first"] = min(part["created"]) if len(part) else None
+        summary[f"{name}_last"] = max(part["created"]) if len(part) else None
+        if len(part) == 0:
+            empty.append(name)
+    if empty:
+        raise EmptySplitError(_empty_message(settings, empty, by_dates, counts), summary)
+    digests = {name: file_digest(out / f"{name}.arrow") for name in SPLITS}
+    (out / "files.json").write_text(json.dumps(digests, indent=2))
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+
+
+def _write_splits(
+    kept: datasets.Dataset,
+    created: list[datetime],
+    ranges: dict[str, tuple[datetime, datetime]],
+    out: Path,
+    counts: Counter[str],
+) -> None:
+    """Write each kept row (in source order) to the split whose range holds its creation time."""
     writers = {name: ArrowRowWriter(out / f"{name}.arrow", FEATURES) for name in SPLITS}
     try:
-        for reason, cleaned in _candidates(settings, keep, out / "scratch", source_counts, workers):
-            if reason is None:
-                row, answer_beyond_links = cleaned
-                reason = keep.reject_text(row["title"], row["question"], row["answer"], answer_beyond_links)
-            if reason:
-                counts[f"removed_{reason}"] += 1
-                continue
-            counts["kept"] += 1
-            created = datetime.fromisoformat(row["created"])
-            split = next((name for name, (start, end) in ranges.items() if start <= created < end), None)
+        for row, moment in zip(kept, created, strict=True):
+            split = next((name for name, (start, end) in ranges.items() if start <= moment < end), None)
             if split is None:
                 counts["outside_split_ranges"] += 1
                 continue
@@ -184,34 +318,22 @@ def _build(
     finally:
         for writer in writers.values():
             writer.close()
-        shutil.rmtree(out / "scratch", ignore_errors=True)
-    source_counts.update(counts)
-    counts = source_counts
-    for name in SPLITS:
-        path = out / f"{name}.arrow"
-        part = datasets.Dataset.from_file(str(path))
-        if len(part) == 0:
-            start, end = (getattr(settings.split, f"{name}_{side}") for side in ("start", "end"))
-            raise DataError(
-                f"{settings.source}: split '{name}' is empty: no kept question created in "
-                f"[{start}, {end}) (data.dataset.split.{name}_start/_end); counts so far: "
-                f"{_describe(counts)}"
-            )
-        size = getattr(settings.split, f"{name}_size", None)
-        if size is not None and size < len(part):
-            sample = part.shuffle(seed=settings.split.seed).select(range(size)).sort("created")
-            write_rows(out / f"{name}.sample.arrow", FEATURES, sample)
-            os.replace(out / f"{name}.sample.arrow", path)
-        counts[name] = min(len(part), size or len(part))
-    summary = {
-        "source": settings.source,
-        **{reason: 0 for reason in ("questions", "with_accepted_answer")},
-        **{f"removed_{reason}": 0 for reason in REASONS},
-        **counts,
-    }
-    digests = {name: file_digest(out / f"{name}.arrow") for name in SPLITS}
-    (out / "files.json").write_text(json.dumps(digests, indent=2))
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+
+
+def _empty_message(settings: DatasetSettings, empty: list[str], by_dates: bool, counts: Counter[str]) -> str:
+    split = settings.split
+    name = empty[0]
+    if not by_dates:
+        fractions = "/".join(str(getattr(split, key)) for key in FRACTION_KEYS)
+        where = (
+            f"{counts['kept']} kept question(s) cut at fractions {fractions} "
+            f"(data.dataset.split.*_fraction) leave it none"
+        )
+    else:
+        start, end = (getattr(split, f"{name}_{side}") for side in ("start", "end"))
+        where = f"no kept question created in [{start}, {end}) (data.dataset.split.{name}_start/_end)"
+    others = f" (also empty: {', '.join(empty[1:])})" if len(empty) > 1 else ""
+    return f"{settings.source}: split '{name}' is empty{others}: {where}; counts so far: {_describe(counts)}"
 
 
 def max_token_chars(tokenizer: PreTrainedTokenizerBase) -> int:
@@ -226,13 +348,19 @@ def max_token_chars(tokenizer: PreTrainedTokenizerBase) -> int:
 
 
 def _candidates(
-    settings: DatasetSettings, keep: QuestionFilter, scratch: Path, counts: Counter[str], workers: int
+    settings: DatasetSettings,
+    keep: QuestionFilter,
+    scratch: Path,
+    counts: Counter[str],
+    workers: int,
+    span: DateSpan,
 ) -> Iterator[Cleaned]:
     """``(reason, None)`` or ``(None, (row, answer text beyond links))`` per source question, in source order.
 
     ``reason`` comes from the cheap checks (``keep.reject_raw``), so HTML is cleaned only for questions
     that pass them; dump HTML is cleaned in ``workers`` processes. ``counts`` receives what the source
-    held (rows, questions, answers...) once it is read through.
+    held (rows, questions, answers...) once it is read through, ``span`` the creation times of all its
+    questions.
     """
     source = settings.source
     if source.startswith("hf:") or Path(source).suffix.lower() in {".json", ".jsonl", ".csv", ".parquet"}:
@@ -242,13 +370,13 @@ def _candidates(
             counts["rows"] += 1
             counts["questions"] += 1
             counts["with_accepted_answer"] += bool(row["answer"])
+            span.add(row["created"])
             reason = keep.reject_raw(bool(row["answer"]), [])
             yield (reason, None) if reason else (None, (row, without_urls(row["answer"]).strip()))
         return
-    scratch.mkdir()
     reader = DumpReader(source, scratch)
     site = settings.site or reader.posts.parent.name
-    screened = (_screen(keep, raw) for raw in reader.questions())
+    screened = (_screen(keep, raw, span) for raw in reader.questions())
     clean = partial(clean_screened, site=site, origin=str(reader.posts))
     try:
         yield from ordered_map(clean, screened, workers, preload=["graphctx.data.cleaning"])
@@ -261,8 +389,9 @@ def _candidates(
     counts.update(reader.counts)
 
 
-def _screen(keep: QuestionFilter, raw: RawQuestion) -> Screened:
+def _screen(keep: QuestionFilter, raw: RawQuestion, span: DateSpan) -> Screened:
     """``(reason, None)`` when the cheap checks reject ``raw`` (HTML dropped), else ``(None, raw)``."""
+    span.add(raw.created)
     reason = keep.reject_raw(raw.answer_html is not None, raw.duplicate_of, raw.answer_parent_mismatch)
     return (reason, None) if reason else (None, raw)
 

@@ -49,7 +49,7 @@ class InstructionDataModule(L.LightningDataModule):
 
     def __init__(
         self,
-        dataset: DatasetSettings | None = None,
+        dataset: DatasetSettings,
         template: str = "paper",
         max_length: int = 1024,
         min_prompt_tokens: int = 64,
@@ -72,7 +72,7 @@ class InstructionDataModule(L.LightningDataModule):
             cache_dir: graphctx cache folder (default ``$GRAPHCTX_CACHE`` or ``.cache/graphctx``).
         """
         super().__init__()
-        self.dataset = dataset or DatasetSettings()
+        self.dataset = dataset
         self.template = get_template(template)
         self.max_length = max_length
         self.min_prompt_tokens = min_prompt_tokens

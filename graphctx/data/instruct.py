@@ -11,8 +11,11 @@ prompt's continuation (:func:`continuation_ids`). ``labels`` is -100 on BOS and 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from transformers import PreTrainedTokenizerBase
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
 
 IGNORE_INDEX = -100
 

@@ -7,6 +7,9 @@ from typing import ClassVar
 
 from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, Range, check_own_fields
 
+FRACTION = Range(0, 1, low_open=True)
+"""(0, 1]: a split's share of the kept questions."""
+
 
 @dataclass
 class FilterSettings:
@@ -34,25 +37,43 @@ class FilterSettings:
 
 @dataclass
 class SplitSettings:
-    """Temporal split by question creation date; ranges are half-open ``[start, end)``.
+    """Temporal split by question creation time, in one of two ways.
 
-    Bounds are ISO 8601 dates (``2021-04-01``, ``2021-4-1``, ``2021-04-01 12:00``; UTC unless a zone is
-    given; see ``graphctx.data.dates``) compared as datetimes; a bound that is not a date, a reversed range
-    or two overlapping ranges is a ``ConfigError`` naming the keys. Gaps are allowed (counted as
-    ``outside_split_ranges``).
+    - **Fractions** (the default, no dates set): the kept questions, oldest first, are cut at
+      ``train_fraction`` and ``train_fraction + validation_fraction`` of their number. With ``n`` kept
+      questions created at ``t_0 <= ... <= t_{n-1}``, the cuts are the times ``b_1 = t_{round(n f_train)}``
+      and ``b_2 = t_{round(n (f_train + f_val))}``: train is ``[t_0, b_1)``, validation ``[b_1, b_2)``,
+      test ``[b_2, t_{n-1}]``, so questions created at the same moment stay in one split. The resulting
+      dates are reported (``graphctx data``).
+    - **Dates** (all six bounds set): half-open ``[start, end)`` ranges of ISO 8601 dates (``2021-04-01``,
+      ``2021-4-1``, ``2021-04-01 12:00``; UTC unless a zone is given; see ``graphctx.data.dates``) compared
+      as datetimes; a bound that is not a date, a reversed range or two overlapping ranges is a
+      ``ConfigError`` naming the keys. Gaps are allowed (counted as ``outside_split_ranges``).
     """
 
-    RANGES: ClassVar[dict[str, Range]] = {"validation_size": AT_LEAST_ONE, "test_size": AT_LEAST_ONE}
+    RANGES: ClassVar[dict[str, Range]] = {
+        "train_fraction": FRACTION,
+        "validation_fraction": FRACTION,
+        "test_fraction": FRACTION,
+        "validation_size": AT_LEAST_ONE,
+        "test_size": AT_LEAST_ONE,
+    }
 
     def __post_init__(self) -> None:
         check_own_fields(self)
 
-    train_start: str = "2021-04-01"
-    train_end: str = "2021-09-15"
-    validation_start: str = "2021-09-15"
-    validation_end: str = "2021-10-15"
-    test_start: str = "2021-10-15"
-    test_end: str = "2022-01-01"
+    train_fraction: float = 0.8
+    """Without dates: share of the kept questions (the oldest) that train."""
+    validation_fraction: float = 0.1
+    """Without dates: share that validates (the next ones); the three fractions sum to 1."""
+    test_fraction: float = 0.1
+    """Without dates: share that tests (the newest)."""
+    train_start: str | None = None
+    train_end: str | None = None
+    validation_start: str | None = None
+    validation_end: str | None = None
+    test_start: str | None = None
+    test_end: str | None = None
     validation_size: int | None = None
     """Randomly sample the validation split down to this many rows (seeded); null keeps all."""
     test_size: int | None = None
@@ -70,7 +91,7 @@ class DatasetSettings:
     def __post_init__(self) -> None:
         check_own_fields(self)
 
-    source: str = "../shared/data/stackexchange/cardano"
+    source: str
     """A Stack Exchange site folder (Posts.xml [+ PostLinks.xml]) or a Posts.xml; or a local
     .json/.jsonl/.csv/.parquet file; or a Hugging Face dataset id (``hf:owner/name``)."""
     site: str | None = None

@@ -29,9 +29,9 @@ from graphctx.evaluation.contexts import ContextBuilder, RetrievedContext
 from graphctx.evaluation.scoring import METRIC_NAMES, Scorer
 from graphctx.evaluation.settings import EvaluationSettings
 from graphctx.generation import Generator
+from graphctx.knowledge.extractors import build_extractor
 from graphctx.knowledge.llm import GenerationModel
 from graphctx.knowledge.settings import KnowledgeSettings
-from graphctx.knowledge.triplets import build_extractor
 from graphctx.prompts import VARIANTS, build_prompt
 from graphctx.retrieval.settings import RetrievalSettings
 

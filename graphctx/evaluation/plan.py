@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from graphctx.config import PipelineConfig
 from graphctx.data.instruct import TEMPLATES
 from graphctx.errors import ConfigError
+from graphctx.evaluation.pipeline import PipelineConfig
 from graphctx.evaluation.scoring import METRIC_NAMES
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics.bertscore import choose_encoder

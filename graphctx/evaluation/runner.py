@@ -32,10 +32,11 @@ import numpy as np
 from transformers import PreTrainedModel
 
 from graphctx.cache import file_digest, fingerprint, write_json_atomic
-from graphctx.config import PipelineConfig
 from graphctx.errors import ConfigError
 from graphctx.evaluation.contexts import ContextBuilder, RetrievedContext
+from graphctx.evaluation.pipeline import PipelineConfig
 from graphctx.evaluation.plan import Plan, check_models
+from graphctx.evaluation.pool import load_config_dataset
 from graphctx.evaluation.processes import Preempted, Processes, StopRequest
 from graphctx.evaluation.records import RecordFile, check_unique_ids
 from graphctx.evaluation.scoring import Scorer
@@ -54,7 +55,6 @@ from graphctx.generation import Answer, Generator, length_sorted_batches, load_g
 from graphctx.knowledge.llm import GenerationModel
 from graphctx.model import load_tokenizer
 from graphctx.prompts import EncodedPrompt, Variant, build_prompt, encode_prompt, get_variants
-from graphctx.retrieval.pool import load_config_dataset
 
 ANSWER_FORMAT = 2
 """Bump when the same settings start making other answers (prompt encoding, the weights decoded, stopping);
@@ -136,7 +136,7 @@ class EvaluationRun:
         self.limit = limit if limit is not None else self.settings.limit
         if self.limit is not None and self.limit < 1:
             raise ConfigError(f"evaluation.limit (--limit): must be at least 1, got {self.limit}")
-        self.output_dir = Path(output_dir or self.settings.output_dir)
+        self.output_dir = Path(output_dir or self.settings.output_dir or config.root_dir / "eval")
         self.cache_dir = config.data.cache_dir
         self.processes = processes or Processes()
         self.log = log or _stderr_logger(self.processes)

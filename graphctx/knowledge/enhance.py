@@ -28,20 +28,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graphctx.cache import cache_root, fingerprint, read_entry, write_json_atomic
+from graphctx.knowledge.backends import build_gazetteer, build_knowledge_graph
 from graphctx.knowledge.budget import QAPair, TokenCounter, fit_budget, render
 from graphctx.knowledge.entities import EntitySet, normalise_entity
-from graphctx.knowledge.kg import (
-    MAX_IDS_PER_SURFACE,
-    Gazetteer,
-    Lookup,
-    SparqlKnowledgeGraph,
-    build_gazetteer,
-    build_knowledge_graph,
-)
+from graphctx.knowledge.extractors import build_extractor
+from graphctx.knowledge.kg import MAX_IDS_PER_SURFACE, Gazetteer, Lookup, SparqlKnowledgeGraph
 from graphctx.knowledge.mentions import MentionMatcher
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.knowledge.sparql import KGFact
-from graphctx.knowledge.triplets import ExtractorUnion, Triplet, TripletExtractor, build_extractor
+from graphctx.knowledge.triplets import ExtractorUnion, Triplet, TripletExtractor
 from graphctx.knowledge.verbalise import Sentence, fact_to_triplet, verbalise
 
 if TYPE_CHECKING:

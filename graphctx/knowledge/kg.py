@@ -21,7 +21,6 @@ from typing import Any
 from graphctx.knowledge.batches import RequestStats, chunks, halves, run_batches
 from graphctx.knowledge.entities import normalise_entity
 from graphctx.knowledge.kgcache import KGCache
-from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.knowledge.sparql import (
     PACKAGE_PREFIX,
     KGFact,
@@ -378,25 +377,3 @@ class Gazetteer:
     def matcher_resolve(self) -> Callable[[Iterable[str]], None] | None:
         """What a :class:`~graphctx.knowledge.mentions.MentionMatcher` calls before matching, if anything."""
         return self.resolve if self.kg is not None else None
-
-
-def build_gazetteer(settings: KnowledgeSettings, kg: SparqlKnowledgeGraph | None = None) -> Gazetteer:
-    """The local store's gazetteer (``backend: local``), else one read through ``kg`` (built if not given)."""
-    if settings.backend == "local":
-        from graphctx.knowledge.store import load_gazetteer
-
-        return Gazetteer(load_gazetteer(settings))
-    return Gazetteer(kg=kg if kg is not None else build_knowledge_graph(settings))
-
-
-def build_knowledge_graph(settings: KnowledgeSettings) -> SparqlKnowledgeGraph:
-    """The backend named by ``settings.backend`` (the local store is built on first use, then cached)."""
-    if settings.backend == "local":
-        from graphctx.knowledge.store import LocalKnowledgeGraph
-
-        return LocalKnowledgeGraph.from_settings(settings)
-    if settings.backend == "wikidata":
-        from graphctx.knowledge.wikidata import WikidataKnowledgeGraph
-
-        return WikidataKnowledgeGraph.from_settings(settings)
-    raise ValueError(f"knowledge.backend: unknown backend {settings.backend!r} (local | wikidata)")

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import pyoxigraph
 
+from graphctx.errors import EndpointError
+
 PREFIXES = (
     "PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>\n"
     "PREFIX skos: <http://www.w3.org/2004/02/skos/core#>\n"
@@ -164,7 +166,7 @@ def parse_json_results(payload: bytes | str) -> list[dict[str, str]]:
     return solution_rows(results)
 
 
-class SparqlError(RuntimeError):
+class SparqlError(EndpointError):
     """The endpoint refused, kept failing, or answered something other than SPARQL results."""
 
 

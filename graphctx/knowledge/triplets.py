@@ -1,16 +1,12 @@
-"""The triplet type, the extractor interface shared by REBEL, the LLM and spaCy, and their union."""
+"""The triplet type, the extractor interface shared by REBEL, the LLM and spaCy, and their union.
+
+The extractors themselves build on these; :mod:`graphctx.knowledge.extractors` picks and loads them."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
-
-from graphctx.knowledge.settings import KnowledgeSettings
-
-if TYPE_CHECKING:
-    from graphctx.knowledge.kg import Gazetteer
-    from graphctx.knowledge.llm import GenerationModel
+from typing import Protocol, runtime_checkable
 
 
 @dataclass(frozen=True, order=True)
@@ -61,35 +57,3 @@ class ExtractorUnion:
                         names.append(t.source)
             results.append([Triplet(*fact, "+".join(names)) for fact, names in sources.items()])
         return results
-
-
-def build_extractor(
-    settings: KnowledgeSettings,
-    generation_model: GenerationModel | None = None,
-    gazetteer: Gazetteer | None = None,
-) -> TripletExtractor:
-    """The union of ``settings.extractors`` with their models loaded (a single one is returned as is).
-
-    ``generation_model``: the loaded generation model, which the ``llm`` extractor uses when
-    ``settings.llm_model`` is ``""`` (see :attr:`KnowledgeSettings.uses_generation_model`).
-    ``gazetteer``: KG labels for the ``spacy`` extractor (default: :func:`build_gazetteer` of ``settings``).
-    """
-    extractors: list[TripletExtractor] = []
-    for name in settings.extractors:
-        if name == "spacy":
-            from graphctx.knowledge.kg import build_gazetteer
-            from graphctx.knowledge.spacy_extractor import SpacyExtractor
-
-            gazetteer = gazetteer if gazetteer is not None else build_gazetteer(settings)
-            extractors.append(
-                SpacyExtractor.load(settings.spacy_model, gazetteer.maps, gazetteer.matcher_resolve())
-            )
-        elif name == "rebel":
-            from graphctx.knowledge.rebel import RebelExtractor
-
-            extractors.append(RebelExtractor.from_pretrained(settings))
-        else:  # "llm": KnowledgeSettings accepts no other name
-            from graphctx.knowledge.llm import LLMExtractor
-
-            extractors.append(LLMExtractor.from_settings(settings, generation_model))
-    return extractors[0] if len(extractors) == 1 else ExtractorUnion(extractors)

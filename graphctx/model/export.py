@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
-from peft import PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
 from graphctx.cache import atomic_path
 from graphctx.model.loading import resolve_source
 from graphctx.model.settings import ModelSpec
+
+if TYPE_CHECKING:
+    from peft import PeftModel
 
 
 def export_adapter(model: PeftModel, tokenizer: PreTrainedTokenizerBase, target: str | Path) -> Path:
@@ -29,6 +32,8 @@ def export_merged(spec: ModelSpec, adapter_dir: str | Path, target: str | Path) 
 
     The base is loaded without quantisation on CPU: merging into 4-bit weights would round the update away.
     """
+    from peft import PeftModel
+
     source = resolve_source(spec)
     base = AutoModelForCausalLM.from_pretrained(source, revision=spec.revision, dtype=torch.bfloat16)
     merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()

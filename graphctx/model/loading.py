@@ -14,9 +14,9 @@ import math
 import os
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
-from peft import LoraConfig, PeftModel, get_peft_model
 from safetensors import SafetensorError, safe_open
 from transformers import (
     AutoModelForCausalLM,
@@ -32,6 +32,9 @@ from graphctx.cache import atomic_path, cache_root, file_digest, fingerprint, re
 from graphctx.errors import ConfigError
 from graphctx.model.attention import resolve_attention
 from graphctx.model.settings import SMOLLM2_GGUF, TINY_RANDOM, LoraSettings, ModelSpec
+
+if TYPE_CHECKING:
+    from peft import PeftModel
 
 SMOLLM2_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -232,6 +235,8 @@ def attach_lora(model: PreTrainedModel, lora: LoraSettings) -> PeftModel:
     unquantised base weights stay in ``compute_dtype``: an fp32 residual stream would double activation
     memory for no gain under bf16 autocast.
     """
+    from peft import LoraConfig, get_peft_model  # here: peft imports bitsandbytes, slow and noisy
+
     config = LoraConfig(
         r=lora.r,
         lora_alpha=lora.alpha,
@@ -248,7 +253,7 @@ def attach_lora(model: PreTrainedModel, lora: LoraSettings) -> PeftModel:
 
 def decoder_blocks(model: PreTrainedModel | PeftModel) -> torch.nn.ModuleList:
     """The repeated decoder blocks of a causal LM (``model.layers`` of Llama-style models), adapter or not."""
-    base = model.get_base_model() if isinstance(model, PeftModel) else model
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return base.get_decoder().layers
 
 
@@ -258,7 +263,7 @@ def enable_checkpointing(model: PreTrainedModel, fraction: float) -> None:
     Activation memory falls by about ``fraction`` of the blocks' share; compute grows by one forward of
     those blocks. The remaining blocks keep their activations and pay no recompute.
     """
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
     blocks = decoder_blocks(model)
     for block in blocks[math.ceil(fraction * len(blocks)) :]:
         block.gradient_checkpointing = False

@@ -261,5 +261,6 @@ class InstructionTuner(L.LightningModule):
     @rank_zero_only
     def on_train_end(self) -> None:
         target = export_adapter(self.model, load_tokenizer(self.spec), self.adapter_dir())
-        if self.export.merged_dir:
-            export_merged(self.spec, target, self.export.merged_dir)
+        if self.export.merge:
+            merged = self.export.merged_dir or Path(self.trainer.default_root_dir) / "merged"
+            export_merged(self.spec, target, merged)

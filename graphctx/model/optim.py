@@ -6,7 +6,6 @@ import math
 from collections.abc import Iterable
 
 import torch
-from transformers import get_constant_schedule_with_warmup, get_cosine_schedule_with_warmup
 
 from graphctx.errors import ConfigError
 from graphctx.model.settings import OptimizerSettings
@@ -34,6 +33,9 @@ def build_scheduler(
     optimizer: torch.optim.Optimizer, settings: OptimizerSettings, total_steps: int
 ) -> torch.optim.lr_scheduler.LambdaLR:
     """Linear warm-up over ``ceil(warmup_ratio * total_steps)`` steps, then constant or cosine to 0."""
+    # here: transformers' optimization module imports peft (and bitsandbytes), slow and noisy
+    from transformers import get_constant_schedule_with_warmup, get_cosine_schedule_with_warmup
+
     warmup = math.ceil(settings.warmup_ratio * total_steps)
     if settings.schedule == "cosine":
         return get_cosine_schedule_with_warmup(optimizer, warmup, total_steps)

@@ -18,6 +18,7 @@ from types import FrameType
 
 import lightning as L
 from lightning.fabric.plugins.environments import SLURMEnvironment
+from lightning.pytorch.callbacks import Checkpoint
 from lightning.pytorch.loggers import WandbLogger
 from lightning.pytorch.utilities import rank_zero_info
 
@@ -38,12 +39,18 @@ def requeue_slurm_job() -> None:
     rank_zero_info(f"graphctx: requeued SLURM job {job}")
 
 
-class RequeueAtStepBoundary(L.Callback):
+class RequeueAtStepBoundary(Checkpoint):
     """On ``signum`` (SLURM's ``--signal=USR1@<s>`` or ``scancel --signal=USR1``) under SLURM: finish and log
     the running step, save ``<default_root_dir>/hpc_ckpt_<n>.ckpt``, ``scontrol requeue`` the job and exit.
 
     The handler is installed in ``setup``, before Lightning installs its own, which then stands aside. Ranks
     agree on the flag each step (one all-reduce of a boolean), so all of them stop at the same step.
+
+    It must run after every ``ModelCheckpoint`` of the trainer: the HPC checkpoint holds their state, and a
+    ``ModelCheckpoint`` that saved ``last.ckpt`` at this very step after the HPC checkpoint was written would
+    be restored not knowing it had: the resumed run would then find ``last.ckpt`` "taken" and write
+    ``last-v1.ckpt`` from then on, leaving ``last.ckpt`` at the preempted step. Being a ``Checkpoint``, it is
+    ordered with them (Lightning moves checkpoint callbacks last, keeping their order): list it after them.
     """
 
     def __init__(self, signum: int = signal.SIGUSR1) -> None:

@@ -37,6 +37,14 @@ from torch_geometric.utils import coalesce, cumsum, scatter, to_torch_csr_tensor
 from graphctx.retrieval.settings import RetrievalSettings
 
 
+def csr_adjacency(edge_index: Tensor, weight: Tensor, size: tuple[int, int]) -> Tensor:
+    """The sparse CSR matrix of coalesced, row-sorted edges, with torch's sparse invariant checks explicitly
+    off: the indices are built here in range and sorted, so checking them would only cost time (and torch
+    warns when the choice is left implicit)."""
+    with torch.sparse.check_sparse_tensor_invariants(enable=False):
+        return to_torch_csr_tensor(edge_index, weight, size=size, is_coalesced=True)
+
+
 @dataclass
 class QueryEdges:
     """Edges from query nodes to pool nodes (queries never link to each other)."""
@@ -188,7 +196,7 @@ class PoolPageRank:
         """
         alpha, steps = self.settings.alpha, self.settings.max_iter
         size = (self.num_nodes, self.num_nodes)
-        adjacency = to_torch_csr_tensor(edge_index, weight, size=size, is_coalesced=True)
+        adjacency = csr_adjacency(edge_index, weight, size)
         degree = scatter(weight, edge_index[0], dim_size=self.num_nodes, reduce="sum")
         inv_degree = torch.where(degree > 0, 1.0 / degree, torch.zeros_like(degree))
         isolated = (degree == 0).to(torch.float64)
@@ -317,11 +325,8 @@ class PoolPageRank:
             - edge_offset[edge_copy]
         )
         # Rows ascend (copies in order, nodes in id order within a component): no sort needed.
-        adjacency = to_torch_csr_tensor(
-            self.edge_local[:, edge_id] + offset[edge_copy],
-            self.edge_weight[edge_id],
-            size=(num_slots, num_slots),
-            is_coalesced=True,
+        adjacency = csr_adjacency(
+            self.edge_local[:, edge_id] + offset[edge_copy], self.edge_weight[edge_id], (num_slots, num_slots)
         )
         return offset, slot_copy, slot_node, adjacency
 

@@ -1,0 +1,119 @@
+"""Every entry point: graphctx's own errors are one ``error:`` line and exit status 1 (``--debug`` or
+GRAPHCTX_DEBUG=1 add the traceback); ``--json`` is one JSON document on stdout; commands import only what
+they use."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import evaluate
+import train
+from graphctx.cli import COMMANDS
+from graphctx.cli import main as cli_main
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = REPO / "configs" / "tiny.yaml"
+QUESTION = ["--question", "How do I restart the node?"]
+
+
+def bad_invocations(missing: Path) -> dict[str, tuple]:
+    """Per entry point, a main function and arguments that name a file that does not exist."""
+    config = ["--config", str(missing)]
+    return {
+        "data": (cli_main, ["data", str(missing)]),
+        "index": (cli_main, ["index", *config]),
+        "retrieve": (cli_main, ["retrieve", *config, *QUESTION]),
+        "enhance": (cli_main, ["enhance", *config, *QUESTION]),
+        "answer": (cli_main, ["answer", *config, *QUESTION]),
+        "plan": (cli_main, ["plan", *config]),
+        "train.py": (train.main, config),
+        "evaluate.py": (evaluate.main, config),
+    }
+
+
+def test_every_subcommand_is_covered():
+    assert set(COMMANDS) <= set(bad_invocations(Path("x")))
+
+
+@pytest.mark.parametrize("entry", list(bad_invocations(Path("x"))))
+def test_an_expected_error_is_one_line_and_status_1(entry, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("GRAPHCTX_DEBUG", raising=False)
+    missing = tmp_path / "missing.yaml"
+    main, argv = bad_invocations(missing)[entry]
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and str(missing) in lines[0], captured.err
+    assert captured.out == ""
+
+
+@pytest.mark.parametrize("entry", list(bad_invocations(Path("x"))))
+def test_debug_shows_the_traceback(entry, tmp_path, capsys, monkeypatch):
+    main, argv = bad_invocations(tmp_path / "missing.yaml")[entry]
+    flagged = ["--debug", *argv] if main is cli_main else [*argv, "--debug"]
+    monkeypatch.delenv("GRAPHCTX_DEBUG", raising=False)
+    assert main(flagged) == 1
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and err.strip().splitlines()[-1].startswith("error: ")
+    monkeypatch.setenv("GRAPHCTX_DEBUG", "1")
+    assert main(argv) == 1
+    assert "Traceback (most recent call last)" in capsys.readouterr().err
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "graphctx.cli", *args],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_json_is_the_only_thing_on_stdout_with_wandb_offline():
+    """transformers prints ``[INFO] Running in WANDB offline mode`` to stdout when imported with
+    WANDB_MODE=offline; it must reach stderr, not the JSON."""
+    done = run_cli("plan", "--config", str(TINY), "--json", env={"WANDB_MODE": "offline"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["config"] == str(TINY)
+    assert "Running in WANDB offline mode" in done.stderr
+
+
+def test_data_imports_neither_peft_nor_bitsandbytes(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "Posts.xml").write_text('<?xml version="1.0" encoding="utf-8"?>\n<posts>\n</posts>\n')
+    probe = (
+        "import sys; from graphctx.cli import main; "
+        f"status = main(['data', {str(site)!r}, '--cache-dir', {str(tmp_path / 'cache')!r}]); "
+        "print(status, sorted(m for m in ('peft', 'bitsandbytes') if m in sys.modules), file=sys.stderr)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    # no question at all: split 'train' is empty (status 1), after the tokenizer and the dataset were read
+    assert done.stderr.strip().splitlines()[-1] == "1 []", done.stderr[-2000:]
+
+
+def test_help_imports_no_heavy_library():
+    probe = (
+        "import sys; from graphctx.cli import build_parser; build_parser(); "
+        "print(sorted(m for m in ('torch', 'transformers', 'lightning', 'datasets') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.stdout.strip() == "[]", done.stderr[-2000:]

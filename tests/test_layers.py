@@ -1,0 +1,58 @@
+"""graphctx's imports point down its layers and form no cycle (deferred and type-only imports included)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+
+PACKAGE = Path(__file__).resolve().parents[1] / "graphctx"
+LAYERS = {
+    **dict.fromkeys(("errors", "cache", "quiet", "paper", "checks"), 0),  # shared by all
+    "data": 1,
+    "retrieval": 2,
+    "knowledge": 3,
+    **dict.fromkeys(("model", "prompts", "generation"), 4),
+    "metrics": 5,
+    "evaluation": 6,
+    "config": 7,  # parses a YAML config into the sections' settings (evaluation.pipeline.PipelineConfig)
+    **dict.fromkeys(("commands", "cli", "settings_help"), 8),  # entry points, with train.py and evaluate.py
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports() -> nx.DiGraph:
+    """Every graphctx module and the graphctx modules it imports, anywhere in its code."""
+    graph = nx.DiGraph()
+    for path in PACKAGE.rglob("*.py"):
+        source = module_name(path)
+        graph.add_node(source)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("graphctx"):
+                graph.add_edge(source, node.module)
+            elif isinstance(node, ast.Import):
+                graph.add_edges_from((source, a.name) for a in node.names if a.name.startswith("graphctx"))
+    return graph
+
+
+def layer(module: str) -> int:
+    return LAYERS[module.split(".")[1]]
+
+
+def test_every_module_has_a_layer():
+    assert all(module == "graphctx" or module.split(".")[1] in LAYERS for module in imports())
+
+
+def test_imports_point_down_the_layers():
+    upward = [(a, b) for a, b in imports().edges if a != "graphctx" and layer(b) > layer(a)]
+    assert not upward, upward
+
+
+def test_no_import_cycle():
+    cycles = [sorted(c) for c in nx.strongly_connected_components(imports()) if len(c) > 1]
+    assert not cycles, cycles
