@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import spacy
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -121,12 +122,14 @@ class SingleQueryKG(SparqlKnowledgeGraph):
 def load_questions(count: int, cache: Path) -> tuple[list[str], list[list[QAPair]]]:
     """``count`` cardano questions (test, then validation, then train) with their two nearest others."""
     from graphctx.data import load_qa_dataset
-    from graphctx.data.settings import DatasetSettings
+    from graphctx.data.settings import DatasetSettings, SplitSettings
     from graphctx.retrieval.index import build_index
     from graphctx.retrieval.retriever import build_retriever
     from graphctx.retrieval.settings import RetrievalSettings
 
-    settings = DatasetSettings()
+    repo = Path(__file__).resolve().parents[1]
+    tiny = yaml.safe_load((repo / "configs" / "tiny.yaml").read_text())["data"]["dataset"]
+    settings = DatasetSettings(source=str(repo / tiny["source"]), split=SplitSettings(**tiny["split"]))
     settings = dataclasses.replace(settings, filters=dataclasses.replace(settings.filters, max_tokens=None))
     dataset = load_qa_dataset(settings, cache)
     rows = [row for split in ("test", "validation", "train") for row in dataset[split]]

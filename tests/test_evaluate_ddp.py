@@ -21,6 +21,7 @@ import yaml
 from lightning.fabric.plugins.environments.lightning import find_free_network_port
 from peft import LoraConfig, get_peft_model
 from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 -- fixture
+from tiny_config import tiny_split
 from transformers import AutoModelForCausalLM
 
 from graphctx.config import load_config
@@ -51,7 +52,7 @@ def workspace(tmp_path_factory, cardano_dir, tiny_bert) -> Path:
         "model": {"spec": {"source": "tiny-random", "cache_dir": str(cache)}},
         "data": {
             "cache_dir": str(cache),
-            "dataset": {"source": str(cardano_dir), "split": {"train_start": "2021-08-20"}},
+            "dataset": {"source": str(cardano_dir), "split": tiny_split(train_start="2021-08-20")},
         },
         "knowledge": {"cache_dir": str(cache), "token_budget": 160},
         "evaluation": {

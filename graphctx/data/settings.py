@@ -7,9 +7,6 @@ from typing import ClassVar
 
 from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, Range, check_own_fields
 
-FRACTION = Range(0, 1, low_open=True)
-"""(0, 1]: a split's share of the kept questions."""
-
 
 @dataclass
 class FilterSettings:
@@ -51,13 +48,8 @@ class SplitSettings:
       ``ConfigError`` naming the keys. Gaps are allowed (counted as ``outside_split_ranges``).
     """
 
-    RANGES: ClassVar[dict[str, Range]] = {
-        "train_fraction": FRACTION,
-        "validation_fraction": FRACTION,
-        "test_fraction": FRACTION,
-        "validation_size": AT_LEAST_ONE,
-        "test_size": AT_LEAST_ONE,
-    }
+    RANGES: ClassVar[dict[str, Range]] = {"validation_size": AT_LEAST_ONE, "test_size": AT_LEAST_ONE}
+    """The fractions and dates are checked together by ``graphctx.data.build.split_ranges``."""
 
     def __post_init__(self) -> None:
         check_own_fields(self)
