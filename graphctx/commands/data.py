@@ -46,7 +46,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from dataclasses import replace
 
     from graphctx.data import DatasetSettings, prepare_qa_dataset
-    from graphctx.data.build import EmptySplitError
+    from graphctx.data.build import EmptySplitError, check_source
     from graphctx.model.settings import ModelSpec
 
     if args.config:
@@ -57,6 +57,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         spec, cache_dir = config.model.spec, args.cache_dir or config.data.cache_dir
     else:
         settings, spec, cache_dir = DatasetSettings(source=args.path), ModelSpec(), args.cache_dir
+    check_source(settings.source)  # a wrong path is named before the tokenizer's model loads
     tokenizer = None
     if args.no_token_limit:
         settings = replace(settings, filters=replace(settings.filters, max_tokens=None))

@@ -109,13 +109,28 @@ def _output_settings(settings: DatasetSettings) -> dict[str, Any]:
     return values
 
 
+TABLE_SUFFIXES = {".json", ".jsonl", ".csv", ".parquet"}
+
+
+def check_source(source: str) -> None:
+    """A :class:`DataError` naming ``source`` when its file or dump is not there (cheap: call it before any
+    model or tokenizer loads)."""
+    if source.startswith("hf:"):
+        return
+    path = Path(source)
+    if path.suffix.lower() in TABLE_SUFFIXES:
+        if not path.is_file():
+            raise DataError(f"{path}: data file not found")
+    else:
+        resolve_dump(path)
+
+
 def _source_fingerprint(source: str) -> Any:
+    check_source(source)
     if source.startswith("hf:"):
         return source
     path = Path(source)
-    if path.suffix.lower() in {".json", ".jsonl", ".csv", ".parquet"}:
-        if not path.is_file():
-            raise DataError(f"{path}: data file not found")
+    if path.suffix.lower() in TABLE_SUFFIXES:
         return file_digest(path)
     posts, links = resolve_dump(path)
     return [file_digest(posts), file_digest(links) if links else None]
@@ -363,7 +378,7 @@ def _candidates(
     questions.
     """
     source = settings.source
-    if source.startswith("hf:") or Path(source).suffix.lower() in {".json", ".jsonl", ".csv", ".parquet"}:
+    if source.startswith("hf:") or Path(source).suffix.lower() in TABLE_SUFFIXES:
         table = load_table(source, settings.hf_split)
         site = settings.site or Path(source.removeprefix("hf:")).stem
         for row in rows_from_table(table, settings.column_mapping, site, source):
