@@ -90,7 +90,8 @@ class FaultyProxy:
         self.user_agents: set[str] = set()
         self.in_flight = 0
         self.max_in_flight = 0
-        """Most requests the proxy was answering at once."""
+        """Most requests the proxy was answering at once. A stalled request counts until its stall ends, past
+        the client's timeout, as a query the client gave up on still runs on a real endpoint."""
         self._lock = threading.Lock()
         proxy = self
 
@@ -101,9 +102,17 @@ class FaultyProxy:
                 with proxy._lock:
                     proxy.in_flight += 1
                     proxy.max_in_flight = max(proxy.max_in_flight, proxy.in_flight)
+                self.answered = False
                 try:
                     self._handle()
                 finally:
+                    self._answered()
+
+            def _answered(self) -> None:
+                """The request stops counting as in flight: called before the client can see the end of the
+                answer (its last byte, or the closed connection), so its next request cannot overlap it here."""
+                if not self.answered:
+                    self.answered = True
                     with proxy._lock:
                         proxy.in_flight -= 1
 
@@ -119,6 +128,7 @@ class FaultyProxy:
                 if fault in ("stall", "drop"):
                     if fault == "stall":
                         time.sleep(proxy.stall_s)
+                    self._answered()
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
                     return
@@ -157,7 +167,10 @@ class FaultyProxy:
                 for name, value in (headers or {}).items():
                     self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(payload)
+                self.wfile.write(payload[:-1])
+                self.wfile.flush()
+                self._answered()
+                self.wfile.write(payload[-1:])
 
             def log_message(self, *args: object) -> None:
                 pass
