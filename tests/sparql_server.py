@@ -109,8 +109,8 @@ class FaultyProxy:
                     self._answered()
 
             def _answered(self) -> None:
-                """The request stops counting as in flight: called before the client can see the end of the
-                answer (its last byte, or the closed connection), so its next request cannot overlap it here."""
+                """The request stops counting as in flight: called before the client can see the end of
+                the answer (its last byte, or the closed connection), so its next request cannot overlap."""
                 if not self.answered:
                     self.answered = True
                     with proxy._lock:
