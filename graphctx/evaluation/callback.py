@@ -26,12 +26,13 @@ from graphctx.cache import atomic_path
 from graphctx.data import load_qa_dataset
 from graphctx.errors import ConfigError
 from graphctx.evaluation.contexts import ContextBuilder, RetrievedContext
-from graphctx.evaluation.scoring import METRIC_NAMES, Scorer
+from graphctx.evaluation.scoring import Scorer
 from graphctx.evaluation.settings import EvaluationSettings
 from graphctx.generation import Generator
 from graphctx.knowledge.extractors import build_extractor
 from graphctx.knowledge.llm import GenerationModel
 from graphctx.knowledge.settings import KnowledgeSettings
+from graphctx.metrics.settings import METRIC_NAMES
 from graphctx.prompts import VARIANTS, build_prompt
 from graphctx.retrieval.settings import RetrievalSettings
 

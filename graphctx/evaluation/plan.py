@@ -18,10 +18,10 @@ from typing import Any
 from graphctx.data.instruct import TEMPLATES
 from graphctx.errors import ConfigError
 from graphctx.evaluation.pipeline import PipelineConfig
-from graphctx.evaluation.scoring import METRIC_NAMES
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics.bertscore import choose_encoder
 from graphctx.metrics.judges import choose_judge
+from graphctx.metrics.settings import METRIC_NAMES
 from graphctx.model.settings import SMOLLM2_GGUF, TINY_RANDOM
 from graphctx.paper import (
     AUTOAIS,

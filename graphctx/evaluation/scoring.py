@@ -24,9 +24,7 @@ from graphctx.metrics import (
     build_judge,
     build_scorer,
 )
-
-METRIC_NAMES = ("rouge", "bertscore", "fact_score", "entity_jaccard", "autoais")
-"""What a :class:`Scorer` can compute (``evaluation.callback_metrics`` picks from these)."""
+from graphctx.metrics.settings import METRIC_NAMES
 
 
 class Scorer:

@@ -90,6 +90,10 @@ class FactSettings:
     """spaCy pipeline whose NER finds the entities of the entity Jaccard."""
 
 
+METRIC_NAMES = ("rouge", "bertscore", "fact_score", "entity_jaccard", "autoais")
+"""What the evaluation's ``Scorer`` can compute (``evaluation.callback_metrics`` picks from these)."""
+
+
 @dataclass
 class MetricSettings:
     """All metric settings; each metric class takes its own part."""
