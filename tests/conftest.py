@@ -103,3 +103,13 @@ def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
         BertModel(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="session")
+def kg_settings(shared_data: Path, tmp_path_factory: pytest.TempPathFactory):
+    """The local KG backend on ``../shared/data/kg`` with one cache folder for the session, so its store
+    (about 400k triples) is built once for every test that reads it."""
+    from graphctx.knowledge.settings import KnowledgeSettings
+
+    cache = tmp_path_factory.mktemp("kg-cache")
+    return KnowledgeSettings(kg_dir=str(shared_data / "kg"), cache_dir=str(cache), token_budget=100_000)

@@ -29,15 +29,9 @@ QUESTIONS = 12
 
 
 @pytest.fixture(scope="module")
-def local_settings(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> KnowledgeSettings:
-    cache = tmp_path_factory.mktemp("kg-local")
-    return KnowledgeSettings(kg_dir=str(shared_data / "kg"), cache_dir=str(cache), token_budget=100_000)
-
-
-@pytest.fixture(scope="module")
-def endpoint(local_settings: KnowledgeSettings) -> Iterator[str]:
+def endpoint(kg_settings: KnowledgeSettings) -> Iterator[str]:
     """Oxigraph's SPARQL server on the very store the local backend reads (the same triples)."""
-    with oxigraph_server(build_store(local_settings) / "oxigraph") as url:
+    with oxigraph_server(build_store(kg_settings) / "oxigraph") as url:
         yield url
 
 
@@ -104,10 +98,10 @@ def comparable(context: EnhancedContext) -> tuple:
 
 @pytest.mark.slow
 def test_live_backend_gives_the_local_facts_through_faults(
-    local_settings, proxy: FaultyProxy, questions, llama_tokenizer, tmp_path: Path
+    kg_settings, proxy: FaultyProxy, questions, llama_tokenizer, tmp_path: Path
 ) -> None:
     queries, pairs = questions
-    local = build_enhancer(local_settings, build_token_counter(llama_tokenizer)).enhance_batch(queries, pairs)
+    local = build_enhancer(kg_settings, build_token_counter(llama_tokenizer)).enhance_batch(queries, pairs)
     proxy.plan = first_requests("429", "503", "stall", "drop")
     enhancer = live_enhancer(proxy.url, tmp_path, llama_tokenizer, sparql_batch_values=60)
     live = enhancer.enhance_batch(queries, pairs)
@@ -132,10 +126,10 @@ def test_live_backend_gives_the_local_facts_through_faults(
 
 
 def test_failed_requests_are_split_and_lost_entities_recorded(
-    proxy: FaultyProxy, tmp_path: Path, local_settings
+    proxy: FaultyProxy, tmp_path: Path, kg_settings
 ) -> None:
     requests = [([DOCKER, DEBIAN + "nginx"], [LINUX, DEBIAN + "libssl3", DEBIAN + "iproute2"])]
-    local = LocalKnowledgeGraph.from_settings(local_settings).facts_between(requests)[0]
+    local = LocalKnowledgeGraph.from_settings(kg_settings).facts_between(requests)[0]
     # a batch naming Docker and more than two entities in all stalls past the timeout, as a too-big
     # query would (the query's PREFIX lines hold three more IRIs)
     proxy.plan = lambda n, q: "stall" if DOCKER in q and q.count("<http") - 3 > 2 else None
@@ -191,9 +185,9 @@ def test_whole_endpoint_failing_stops_with_a_clear_error(proxy: FaultyProxy, tmp
 
 
 def test_malformed_response_names_the_request_and_is_counted(
-    proxy: FaultyProxy, tmp_path: Path, local_settings: KnowledgeSettings
+    proxy: FaultyProxy, tmp_path: Path, kg_settings: KnowledgeSettings
 ) -> None:
-    local_kg = LocalKnowledgeGraph.from_settings(local_settings)
+    local_kg = LocalKnowledgeGraph.from_settings(kg_settings)
     proxy.plan = first_requests("garbage")
     client = SparqlClient(proxy.url, retries=0, min_interval_s=0.0)
     with pytest.raises(SparqlError, match=r"request 1: response is not SPARQL JSON results"):
@@ -212,11 +206,11 @@ def test_malformed_response_names_the_request_and_is_counted(
 
 
 def test_gazetteer_through_the_endpoint_matches_the_local_one(
-    local_settings: KnowledgeSettings, endpoint: str, tmp_path: Path
+    kg_settings: KnowledgeSettings, endpoint: str, tmp_path: Path
 ) -> None:
     from graphctx.knowledge.store import load_gazetteer
 
-    local = load_gazetteer(local_settings)
+    local = load_gazetteer(kg_settings)
     surfaces = ["Docker", "nginx", "postgres", "cabal-install", "operating system", "instance of", "admin"]
     surfaces += ['nginx" } ; DROP ALL ; #', "multi\nline\r\n} #"]  # hostile: each one escaped literal
     gazetteer = Gazetteer(kg=live_kg(endpoint, tmp_path))
@@ -228,12 +222,12 @@ def test_gazetteer_through_the_endpoint_matches_the_local_one(
     assert not gazetteer.lost and gazetteer.resolved == keys
 
 
-def test_one_hop_cap_is_per_entity(local_settings: KnowledgeSettings, endpoint: str, tmp_path: Path) -> None:
+def test_one_hop_cap_is_per_entity(kg_settings: KnowledgeSettings, endpoint: str, tmp_path: Path) -> None:
     """``kg_query: one_hop`` keeps at most ``max_facts_per_entity`` per entity: a popular one (libc6 has
     thousands of reverse edges but few forward ones; Debian's nginx many) cannot crowd out a small one."""
     kg = live_kg(endpoint, tmp_path, kg_query="one_hop", max_facts_per_entity=2)
     found = kg.one_hop_all([DEBIAN + "nginx", DOCKER, LINUX]).found
-    local = LocalKnowledgeGraph.from_settings(local_settings)
+    local = LocalKnowledgeGraph.from_settings(kg_settings)
     for item in (DEBIAN + "nginx", DOCKER):
         everything = local.select(
             f"SELECT ?v WHERE {{ <{item}> ?d ?v . ?p <http://wikiba.se/ontology#directClaim> ?d }}"

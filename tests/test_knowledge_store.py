@@ -20,12 +20,6 @@ DOCKER, LINUX, NGINX = WD + "Q15206305", WD + "Q388", WD + "Q306144"
 
 
 @pytest.fixture(scope="session")
-def kg_settings(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> KnowledgeSettings:
-    cache = tmp_path_factory.mktemp("kg-cache")
-    return KnowledgeSettings(kg_dir=str(shared_data / "kg"), cache_dir=str(cache), token_budget=100_000)
-
-
-@pytest.fixture(scope="session")
 def local_kg(kg_settings: KnowledgeSettings) -> LocalKnowledgeGraph:
     return LocalKnowledgeGraph.from_settings(kg_settings)
 
