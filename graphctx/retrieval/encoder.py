@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -207,10 +208,14 @@ class SentenceEncoder(torch.nn.Module):
 
     @torch.inference_mode()
     def encode(self, texts: Sequence[str], batch_size: int, show_progress_bar: bool = False) -> Tensor:
-        """Embeddings [len(texts), d] on the model's device, in the order of ``texts``. Texts are batched
-        longest first (by characters, as sentence-transformers does), so a batch pads little; padding is
-        masked, so the result does not depend on the batching."""
-        order = sorted(range(len(texts)), key=lambda row: -len(texts[row]))
+        """Embeddings [len(texts), d] on the model's device, in the order of ``texts``.
+
+        Texts are batched longest first (by characters, in sentence-transformers' order), so a batch pads
+        little. Right padding (encoders) is masked, so the result does not depend on the batching; left
+        padding shifts the real tokens' absolute positions with the batch's longest text, in
+        sentence-transformers too.
+        """
+        order = np.argsort([-len(text) for text in texts]).tolist()
         chunks = []
         for start in tqdm(range(0, len(texts), batch_size), desc="Embedding", disable=not show_progress_bar):
             batch = [texts[row] for row in order[start : start + batch_size]]
