@@ -114,7 +114,7 @@ def test_unsupported_module_is_one_line(bert_folder, tmp_path) -> None:
 
 def test_missing_model_names_the_setting(tmp_path) -> None:
     settings = replace(RetrievalSettings(device="cpu"), embedding_model="graphctx-tests/no-such-model")
-    with pytest.raises(ConfigError, match=r"^retrieval\.embedding_model='graphctx-tests/no-such-model' ") as e:
+    with pytest.raises(ConfigError, match=r"^retrieval\.embedding_model='graphctx-tests/no-such") as e:
         load_encoder(settings)
     assert "\n" not in str(e.value)
     with pytest.raises(ConfigError, match=r"no modules\.json"):
