@@ -52,9 +52,9 @@ KWARGS_KEYS |= {"processor_kwargs": "tokenizer", "config_args": "config", "confi
 HUB_FILES = ["*.json", "*.txt", "*.model", "*.safetensors"]
 
 
-def resolve_model_folder(name: str, setting: str) -> Path:
+def resolve_model_folder(name: str) -> Path:
     """``name`` itself when it is a folder, else the hub model's snapshot: from the local cache, or
-    downloaded unless ``HF_HUB_OFFLINE`` is set. ``setting`` is named in the error when neither works."""
+    downloaded unless ``HF_HUB_OFFLINE`` is set; neither is a one-line error naming the setting."""
     if Path(name).is_dir():
         return Path(name)
     from huggingface_hub import snapshot_download
@@ -64,35 +64,35 @@ def resolve_model_folder(name: str, setting: str) -> Path:
     except (OSError, ValueError) as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise ConfigError(
-            f"{setting}={name!r} is neither a folder nor a hub model that can be loaded ({reason})"
+            f"retrieval.embedding_model={name!r} is neither a folder nor a loadable hub model ({reason})"
         ) from None
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_json(path: Path) -> Any:
+    """The file's JSON, or {} when there is no such file."""
     try:
         return json.loads(path.read_text()) if path.is_file() else {}
     except json.JSONDecodeError as error:
         raise ConfigError(f"{path}: not valid JSON ({error})") from None
 
 
-def read_pipeline(folder: Path) -> tuple[Path, Path, bool]:
-    """The Transformer and Pooling module folders of ``folder/modules.json`` and whether a Normalize
-    follows; any other layout is a one-line error naming the file and the module."""
+def read_pipeline(folder: Path) -> tuple[Path, Path]:
+    """The Transformer and Pooling module folders of ``folder/modules.json`` (a Normalize may follow);
+    any other layout is a one-line error naming the file and the module."""
     modules_file = folder / "modules.json"
     if not modules_file.is_file():
         raise ConfigError(f"{folder}: no modules.json (not a sentence-transformers model folder)")
-    modules = json.loads(modules_file.read_text())
-    kinds = [module["type"].rsplit(".", 1)[-1] for module in modules]
-    for position, (module, kind) in enumerate(zip(modules, kinds, strict=True)):
+    modules = _read_json(modules_file)
+    for position, module in enumerate(modules):
         expected = ("Transformer", "Pooling", "Normalize")[position] if position < 3 else None
-        if kind != expected:
+        if module["type"].rsplit(".", 1)[-1] != expected:
             raise ConfigError(
                 f"{modules_file}: module {module.get('name', position)!r} ({module['type']}) is not "
                 "supported; graphctx runs Transformer -> Pooling -> optional Normalize"
             )
     if len(modules) < 2:
         raise ConfigError(f"{modules_file}: needs a Transformer and a Pooling module")
-    return folder / modules[0]["path"], folder / modules[1]["path"], len(modules) == 3
+    return folder / modules[0]["path"], folder / modules[1]["path"]
 
 
 def read_pooling_mode(pooling_folder: Path) -> str:
@@ -162,14 +162,13 @@ class SentenceEncoder(torch.nn.Module):
         device: torch.device | str = "cpu",
         dtype: torch.dtype = torch.float32,
         max_seq_length: int | None = None,
-        setting: str = "retrieval.embedding_model",
     ) -> SentenceEncoder:
         """The model folder or hub id ``name`` in ``dtype`` on ``device``; ``max_seq_length`` replaces the
         model's token limit (sentence_bert_config's, else the tokenizer's capped by the positions)."""
         from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-        folder = resolve_model_folder(name, setting)
-        transformer_folder, pooling_folder, _ = read_pipeline(folder)
+        folder = resolve_model_folder(name)
+        transformer_folder, pooling_folder = read_pipeline(folder)
         pooling = read_pooling_mode(pooling_folder)
         settings = read_transformer_config(transformer_folder)
         prompts = _read_json(folder / "config_sentence_transformers.json")
@@ -193,7 +192,9 @@ class SentenceEncoder(torch.nn.Module):
             max_length = min(max_length, positions)
         if settings["do_lower_case"]:
             lowercase(tokenizer)
-        model = AutoModel.from_pretrained(transformer_folder, config=config, dtype=dtype, **settings["model"])
+        model = AutoModel.from_pretrained(
+            transformer_folder, config=config, **{**settings["model"], "dtype": dtype}
+        )
         encoder = cls(model, tokenizer, pooling, max_seq_length or max_length)
         return encoder.to(device)
 
