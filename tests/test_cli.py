@@ -86,14 +86,16 @@ def test_json_is_the_only_thing_on_stdout_with_wandb_offline():
     assert "Running in WANDB offline mode" in done.stderr
 
 
-def test_data_imports_neither_peft_nor_bitsandbytes(tmp_path):
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "Posts.xml").write_text('<?xml version="1.0" encoding="utf-8"?>\n<posts>\n</posts>\n')
+TRAINING_ONLY = ("bitsandbytes", "peft", "sentence_transformers")
+
+
+def statuses_and_imports(*argvs: list[str]) -> str:
+    """Runs each ``graphctx`` argv in one fresh interpreter; the last stderr line: the exit statuses and
+    which of :data:`TRAINING_ONLY` got imported."""
     probe = (
         "import sys; from graphctx.cli import main; "
-        f"status = main(['data', {str(site)!r}, '--cache-dir', {str(tmp_path / 'cache')!r}]); "
-        "print(status, sorted(m for m in ('peft', 'bitsandbytes') if m in sys.modules), file=sys.stderr)"
+        f"statuses = [main(argv) for argv in {argvs!r}]; "
+        f"print(statuses, sorted(m for m in {TRAINING_ONLY!r} if m in sys.modules), file=sys.stderr)"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe],
@@ -103,8 +105,24 @@ def test_data_imports_neither_peft_nor_bitsandbytes(tmp_path):
         text=True,
         timeout=600,
     )
+    return done.stderr.strip().splitlines()[-1]
+
+
+def test_data_imports_neither_peft_nor_bitsandbytes(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "Posts.xml").write_text('<?xml version="1.0" encoding="utf-8"?>\n<posts>\n</posts>\n')
     # no question at all: split 'train' is empty (status 1), after the tokenizer and the dataset were read
-    assert done.stderr.strip().splitlines()[-1] == "1 []", done.stderr[-2000:]
+    assert statuses_and_imports(["data", str(site), "--cache-dir", str(tmp_path / "cache")]) == "[1] []"
+
+
+@pytest.mark.slow
+def test_index_and_retrieve_import_no_training_library(tmp_path):
+    """The sentence encoder runs on transformers alone: sentence-transformers' package imports its
+    trainers, and through them peft and bitsandbytes."""
+    common = ["--config", str(TINY), "--cache-dir", str(tmp_path / "cache")]
+    index, retrieve = ["index", *common], ["retrieve", *common, *QUESTION]
+    assert statuses_and_imports(index, retrieve) == "[0, 0] []"
 
 
 def test_help_imports_no_heavy_library():

@@ -3,6 +3,7 @@
 Modules (imported directly, so that reading the settings stays cheap):
 
 - ``settings``: :class:`RetrievalSettings` (the ``retrieval:`` config section).
+- ``encoder``: :class:`SentenceEncoder`, a sentence-transformers model folder run on plain transformers.
 - ``embeddings``: sentence embeddings of pool questions and queries, cached by model + texts.
 - ``graph``: the question graph (cosine > T) as a ``torch_geometric.data.Data``; query edges.
 - ``pagerank``: :class:`PoolPageRank`, networkx-exact personalized PageRank for many queries at once.

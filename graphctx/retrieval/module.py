@@ -19,10 +19,10 @@ from typing import Any
 import lightning as L
 import torch.distributed as dist
 from lightning.pytorch.callbacks import BasePredictionWriter
-from sentence_transformers import SentenceTransformer
 from torch.utils.data import DataLoader
 
 from graphctx.retrieval.embeddings import load_encoder
+from graphctx.retrieval.encoder import SentenceEncoder
 from graphctx.retrieval.index import RetrievalIndex
 from graphctx.retrieval.retriever import EmbeddingRetriever, Hit, build_retriever
 from graphctx.retrieval.settings import RetrievalSettings
@@ -32,7 +32,7 @@ class RetrievalModule(L.LightningModule):
     """``predict_step`` ranks a batch of query strings (or ``{"question": [...]}``) into hits per query."""
 
     def __init__(
-        self, index: RetrievalIndex, settings: RetrievalSettings, encoder: SentenceTransformer | None = None
+        self, index: RetrievalIndex, settings: RetrievalSettings, encoder: SentenceEncoder | None = None
     ) -> None:
         """``encoder``: an already loaded query encoder; by default each process loads its own."""
         super().__init__()

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
 import torch
-from sentence_transformers import SentenceTransformer
 from torch import Tensor
 
 from graphctx.retrieval.dense import FaissIndex, dense_top_k
 from graphctx.retrieval.embeddings import encode, load_encoder, resolve_device
+from graphctx.retrieval.encoder import SentenceEncoder
 from graphctx.retrieval.graph import query_edges
 from graphctx.retrieval.index import RetrievalIndex
 from graphctx.retrieval.pagerank import PoolPageRank
@@ -45,7 +45,7 @@ class EmbeddingRetriever(ABC):
         self,
         index: RetrievalIndex,
         settings: RetrievalSettings,
-        encoder: SentenceTransformer | None = None,
+        encoder: SentenceEncoder | None = None,
         device: str | torch.device | None = None,
     ) -> None:
         self.settings = settings
@@ -55,7 +55,7 @@ class EmbeddingRetriever(ABC):
         self.faiss_index: FaissIndex | None = None
 
     @property
-    def encoder(self) -> SentenceTransformer:
+    def encoder(self) -> SentenceEncoder:
         """The query encoder (loaded on first use)."""
         if self._encoder is None:
             self._encoder = load_encoder(self.settings, self.device)
@@ -130,7 +130,7 @@ class GraphRetriever(EmbeddingRetriever):
 def build_retriever(
     index: RetrievalIndex,
     settings: RetrievalSettings,
-    encoder: SentenceTransformer | None = None,
+    encoder: SentenceEncoder | None = None,
     device: str | torch.device | None = None,
 ) -> EmbeddingRetriever:
     """The retriever named by ``settings.method``."""
