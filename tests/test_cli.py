@@ -78,9 +78,24 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 
 def test_json_is_the_only_thing_on_stdout_with_wandb_offline():
-    """transformers prints ``[INFO] Running in WANDB offline mode`` to stdout when imported with
-    WANDB_MODE=offline; it must reach stderr, not the JSON."""
-    done = run_cli("plan", "--config", str(TINY), "--json", env={"WANDB_MODE": "offline"})
+    """transformers prints ``[INFO] Running in WANDB offline mode`` to stdout when its W&B integration is
+    imported with WANDB_MODE=offline; imported while a command runs, the line must reach stderr, not the
+    JSON. No graphctx command imports it today, so the probe imports it inside ``plan``'s run."""
+    probe = (
+        "import sys, graphctx.commands.plan as plan; from graphctx.cli import main; run = plan.run\n"
+        "def noisy_run(args, out):\n"
+        "    import transformers.integrations.integration_utils\n"
+        "    return run(args, out)\n"
+        f"plan.run = noisy_run; sys.exit(main(['plan', '--config', {str(TINY)!r}, '--json']))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), "WANDB_MODE": "offline"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout)["config"] == str(TINY)
     assert "Running in WANDB offline mode" in done.stderr
@@ -89,13 +104,13 @@ def test_json_is_the_only_thing_on_stdout_with_wandb_offline():
 TRAINING_ONLY = ("bitsandbytes", "peft", "sentence_transformers")
 
 
-def statuses_and_imports(*argvs: list[str]) -> str:
+def statuses_and_imports(*argvs: list[str], watched: tuple[str, ...] = TRAINING_ONLY) -> str:
     """Runs each ``graphctx`` argv in one fresh interpreter; the last stderr line: the exit statuses and
-    which of :data:`TRAINING_ONLY` got imported."""
+    which of the ``watched`` modules got imported."""
     probe = (
         "import sys; from graphctx.cli import main; "
         f"statuses = [main(argv) for argv in {argvs!r}]; "
-        f"print(statuses, sorted(m for m in {TRAINING_ONLY!r} if m in sys.modules), file=sys.stderr)"
+        f"print(statuses, sorted(m for m in {watched!r} if m in sys.modules), file=sys.stderr)"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe],
@@ -123,6 +138,13 @@ def test_index_and_retrieve_import_no_training_library(tmp_path):
     common = ["--config", str(TINY), "--cache-dir", str(tmp_path / "cache")]
     index, retrieve = ["index", *common], ["retrieve", *common, *QUESTION]
     assert statuses_and_imports(index, retrieve) == "[0, 0] []"
+
+
+def test_plan_imports_no_training_library():
+    """``graphctx plan`` describes a config without loading a model: no peft, bitsandbytes or
+    sentence-transformers (nor spaCy, which only the scorer and the extractors need)."""
+    plan = ["plan", "--config", str(TINY), "--json"]
+    assert statuses_and_imports(plan, watched=(*TRAINING_ONLY, "spacy")) == "[0] []"
 
 
 def test_help_imports_no_heavy_library():
