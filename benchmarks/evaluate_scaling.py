@@ -9,8 +9,8 @@ enhancement are cached by a warm-up before either run is timed, so both read the
 
 Wall time is the whole command (start-up, model loading, contexts, answers, scores, table); rows/s is
 (questions × variants) / wall time. The runner writes each rank's seconds per stage to
-``<output>/timings.json``; a run's stage time is its slowest rank's. The two runs' predictions, scores and results tables are checked
-equal byte for byte.
+``<output>/timings.json``; a run's stage time is its slowest rank's. The two runs' predictions, scores
+and results tables are checked equal byte for byte.
 
     python benchmarks/evaluate_scaling.py [--config configs/tiny.yaml --limit 8 --variants ZeroShot ...]
 
