@@ -9,6 +9,7 @@ covers both models and every kind of context: ZeroShot (base model, no context) 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -16,58 +17,36 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
-import yaml
+from evaluation_workspace import write_workspace
 from lightning.fabric.plugins.environments.lightning import find_free_network_port
-from peft import LoraConfig, get_peft_model
 from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 -- fixture
-from tiny_config import tiny_split
-from transformers import AutoModelForCausalLM
 
 from graphctx.config import load_config
 from graphctx.errors import ConfigError
 from graphctx.evaluation.records import read_records
 from graphctx.evaluation.runner import EvaluationRun
 from graphctx.evaluation.shards import Unit, balance, shard_path, shards_of
-from graphctx.model import ModelSpec, load_tokenizer, resolve_source
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 5
 VARIANTS = ["ZeroShot", "GraphContextGen"]
+CONTEXTS_LINE = re.compile(r"contexts ready: retrieved (\d+) and enhanced (\d+) queries here")
 
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory, cardano_dir, tiny_bert) -> Path:
     """A random LoRA adapter, a config on the tiny random Llama, and the one-process reference run."""
     root = tmp_path_factory.mktemp("evaluate-ddp")
-    cache = root / "cache"
-    spec = ModelSpec(source="tiny-random", cache_dir=str(cache))
-    torch.manual_seed(0)
-    base = AutoModelForCausalLM.from_pretrained(resolve_source(spec))
-    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
-    get_peft_model(base, lora).save_pretrained(root / "adapter")
-    load_tokenizer(spec).save_pretrained(root / "adapter")
-    settings = {
-        "trainer": {"accelerator": "cpu", "strategy": "ddp", "devices": 1},
-        "model": {"spec": {"source": "tiny-random", "cache_dir": str(cache)}},
-        "data": {
-            "cache_dir": str(cache),
-            "dataset": {"source": str(cardano_dir), "split": tiny_split(train_start="2021-08-20")},
-        },
-        "knowledge": {"cache_dir": str(cache), "token_budget": 160},
-        "evaluation": {
-            "variants": VARIANTS,
-            "adapter": str(root / "adapter"),
-            "output_dir": str(root / "one"),
-            "limit": LIMIT,
-            "bootstrap_samples": 50,
-            "wandb_project": None,
-            "generation": {"max_new_tokens": 3, "batch_size": 2, "max_prompt_tokens": 256},
-            "metrics": {"bertscore": {"model": str(tiny_bert)}, "autoais": {"model": "tiny-random"}},
-        },
+    evaluation = {
+        "variants": VARIANTS,
+        "output_dir": str(root / "one"),
+        "limit": LIMIT,
+        "bootstrap_samples": 50,
+        "generation": {"max_new_tokens": 3, "batch_size": 2, "max_prompt_tokens": 256},
     }
-    (root / "eval.yaml").write_text(yaml.safe_dump(settings))
-    EvaluationRun(load_config(root / "eval.yaml")).run()
+    trainer = {"accelerator": "cpu", "strategy": "ddp", "devices": 1}
+    config = write_workspace(root, cardano_dir, tiny_bert, "eval.yaml", evaluation, trainer)
+    EvaluationRun(load_config(config)).run()
     return root
 
 
@@ -142,6 +121,10 @@ def test_two_processes_write_the_files_of_one(workspace):
     # each rank answered and scored its own batches: rank 1 (not rank 0) logged some
     assert "rank 0/2] " in tails[0] and "rank 1/2] " in tails[1]
     assert "answered" in tails[1] and "scored" in tails[1], tails[1][-3000:]
+    # the contexts were shared out: each rank retrieved and enhanced some of the questions, none all
+    counts = [[int(n) for n in CONTEXTS_LINE.search(tail).groups()] for tail in tails]
+    for retrieved_or_enhanced in zip(*counts, strict=True):
+        assert sum(retrieved_or_enhanced) == LIMIT and min(retrieved_or_enhanced) > 0, counts
     assert_same_outputs(workspace / "two", reference)
 
 
