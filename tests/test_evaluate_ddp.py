@@ -8,7 +8,9 @@ covers both models and every kind of context: ZeroShot (base model, no context) 
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import pickle
 import re
 import signal
 import subprocess
@@ -23,13 +25,17 @@ from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 -- fixture
 
 from graphctx.config import load_config
 from graphctx.errors import ConfigError
+from graphctx.evaluation.contexts import ContextBuilder
+from graphctx.evaluation.processes import Processes, launch_processes
 from graphctx.evaluation.records import read_records
 from graphctx.evaluation.runner import EvaluationRun
 from graphctx.evaluation.shards import Unit, balance, shard_path, shards_of
+from graphctx.prompts import get_variants
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 5
 VARIANTS = ["ZeroShot", "GraphContextGen"]
+CONTEXT_VARIANTS = ["TextGen", "TextContextGen", "GraphGen", "GraphContextGen"]
 CONTEXTS_LINE = re.compile(r"contexts ready: retrieved (\d+) and enhanced (\d+) queries here")
 
 
@@ -126,6 +132,61 @@ def test_two_processes_write_the_files_of_one(workspace):
     for retrieved_or_enhanced in zip(*counts, strict=True):
         assert sum(retrieved_or_enhanced) == LIMIT and min(retrieved_or_enhanced) > 0, counts
     assert_same_outputs(workspace / "two", reference)
+
+
+def _contexts_rank(rank: int, port: int, run: EvaluationRun, queries: list[str], out: Path) -> None:
+    """One of two gloo processes, started the way torchrun or srun start them: its contexts and counts."""
+    os.environ |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "NODE_RANK": "0"}
+    os.environ["LOCAL_RANK"] = str(rank)
+    processes = launch_processes({"accelerator": "cpu", "devices": 2, "strategy": "ddp"})
+    builder = context_builder(run, processes)
+    contexts = builder.for_variants(get_variants(CONTEXT_VARIANTS), queries)
+    summary = builder.knowledge_summary()
+    counts = {"retrieved": builder.retrieved, "enhanced": builder.enhanced}
+    with open(out / f"rank{rank}.pkl", "wb") as handle:
+        pickle.dump((contexts, counts, summary), handle)
+
+
+def context_builder(run: EvaluationRun, processes: Processes | None = None) -> ContextBuilder:
+    _, pool = run.load_rows()
+    config = run.config
+    return ContextBuilder(
+        pool, config.retrieval, config.knowledge, run.cache_dir, tokenizer=run.tokenizer, processes=processes
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("count", [1, 3])
+def test_two_processes_share_out_the_contexts_and_each_gets_those_of_one(workspace, tmp_path, count):
+    """Dense and graph retrieval, with and without KG sentences, for fewer queries than processes (rank 0
+    retrieves them) and for an odd number: every rank ends with the single process's contexts."""
+    run = EvaluationRun(load_config(workspace / "eval.yaml"))
+    queries = [row["question"] for row in run.load_rows()[0][:count]]
+    expected = context_builder(run).for_variants(get_variants(CONTEXT_VARIANTS), queries)
+    port = find_free_network_port()
+    context = multiprocessing.get_context("fork")
+    ranks = [
+        context.Process(target=_contexts_rank, args=(rank, port, run, queries, tmp_path)) for rank in (0, 1)
+    ]
+    for process in ranks:
+        process.start()
+    for process in ranks:
+        process.join(timeout=300)
+        if process.is_alive():
+            process.kill()
+    assert [process.exitcode for process in ranks] == [0, 0]
+    results = [pickle.loads((tmp_path / f"rank{rank}.pkl").read_bytes()) for rank in (0, 1)]
+    for contexts, _, _ in results:
+        assert contexts == expected
+    retrieved = [counts["retrieved"] for _, counts, _ in results]
+    enhanced = [counts["enhanced"] for _, counts, _ in results]
+    methods = 2  # dense and graph: a query is ranked once by each, and enhanced once for each
+    assert sum(retrieved) == methods * count and sum(enhanced) == methods * count
+    if count == 1:
+        assert retrieved == [methods, 0]  # predict_hits needs a query per process: rank 0 ranks it
+    else:
+        assert min(retrieved) > 0 and min(enhanced) > 0
+    assert results[0][2].startswith("; KG: ")  # the summary of every rank's requests
 
 
 @pytest.mark.slow

@@ -161,9 +161,10 @@ class ContextBuilder:
         self.enhanced += len(share)
         return [context for part in self.processes.gather(mine) for context in part]
 
-    def contexts(self, queries: Sequence[str], method: str, with_knowledge: bool) -> list[RetrievedContext]:
-        """Per query: the hits of ``method``, their pairs, and KG sentences when ``with_knowledge``."""
-        hits = self.hits(queries, method)
+    def contexts(
+        self, queries: Sequence[str], hits: list[list[Hit]], with_knowledge: bool
+    ) -> list[RetrievedContext]:
+        """Per query: its ``hits``, their pairs, and KG sentences when ``with_knowledge``."""
         pairs = [pairs_for_hits(h, self.pool) for h in hits]
         if with_knowledge:
             enhanced = self.enhance(queries, pairs)
@@ -199,12 +200,15 @@ class ContextBuilder:
         """Per variant name, per query: what the variant's retrieval gave (the prompt shows what the variant
         adds, see :func:`graphctx.prompts.build_prompt`)."""
         self.prepare(variants)
+        hits: dict[str, list[list[Hit]]] = {}
         needed: dict[tuple[str, bool], list[RetrievedContext]] = {}
         for variant in variants:
             if variant.retrieval != "none":
+                if variant.retrieval not in hits:
+                    hits[variant.retrieval] = self.hits(queries, variant.retrieval)
                 key = (variant.retrieval, variant.knowledge)
                 if key not in needed:
-                    needed[key] = self.contexts(queries, *key)
+                    needed[key] = self.contexts(queries, hits[variant.retrieval], variant.knowledge)
         result = {}
         for variant in variants:
             if variant.retrieval == "none":
