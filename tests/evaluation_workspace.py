@@ -21,10 +21,11 @@ def write_workspace(
     tiny_bert: Path,
     config_name: str,
     evaluation: dict[str, Any],
-    trainer: dict[str, Any] | None = None,
+    **sections: dict[str, Any],
 ) -> Path:
     """``root/adapter`` (random LoRA weights, seed 0), ``root/cache``, and the config ``root/<config_name>``
-    with ``evaluation`` over the shared evaluation settings (and a ``trainer`` section); returns its path."""
+    with ``evaluation`` over the shared evaluation settings, and further ``sections`` (``trainer``,
+    ``retrieval``, ...); returns its path."""
     cache = root / "cache"
     spec = ModelSpec(source="tiny-random", cache_dir=str(cache))
     torch.manual_seed(0)
@@ -46,8 +47,7 @@ def write_workspace(
             **evaluation,
         },
     }
-    if trainer is not None:
-        settings["trainer"] = trainer
+    settings |= sections
     path = root / config_name
     path.write_text(yaml.safe_dump(settings))
     return path

@@ -51,7 +51,10 @@ def workspace(tmp_path_factory, cardano_dir, tiny_bert) -> Path:
         "generation": {"max_new_tokens": 3, "batch_size": 2, "max_prompt_tokens": 256},
     }
     trainer = {"accelerator": "cpu", "strategy": "ddp", "devices": 1}
-    config = write_workspace(root, cardano_dir, tiny_bert, "eval.yaml", evaluation, trainer)
+    retrieval = {"query_batch_size": 2}  # 5 questions, 3 batches: each of 2 ranks ranks some
+    config = write_workspace(
+        root, cardano_dir, tiny_bert, "eval.yaml", evaluation, trainer=trainer, retrieval=retrieval
+    )
     EvaluationRun(load_config(config)).run()
     return root
 
@@ -158,8 +161,9 @@ def context_builder(run: EvaluationRun, processes: Processes | None = None) -> C
 @pytest.mark.slow
 @pytest.mark.parametrize("count", [1, 3])
 def test_two_processes_share_out_the_contexts_and_each_gets_those_of_one(workspace, tmp_path, count):
-    """Dense and graph retrieval, with and without KG sentences, for fewer queries than processes (rank 0
-    retrieves them) and for an odd number: every rank ends with the single process's contexts."""
+    """Dense and graph retrieval, with and without KG sentences, for fewer query batches than processes
+    (rank 0 ranks them) and for more (batches of 2): every rank ends with the single process's contexts,
+    hit scores bit for bit."""
     run = EvaluationRun(load_config(workspace / "eval.yaml"))
     queries = [row["question"] for row in run.load_rows()[0][:count]]
     expected = context_builder(run).for_variants(get_variants(CONTEXT_VARIANTS), queries)
@@ -183,7 +187,7 @@ def test_two_processes_share_out_the_contexts_and_each_gets_those_of_one(workspa
     methods = 2  # dense and graph: a query is ranked once by each, and enhanced once for each
     assert sum(retrieved) == methods * count and sum(enhanced) == methods * count
     if count == 1:
-        assert retrieved == [methods, 0]  # predict_hits needs a query per process: rank 0 ranks it
+        assert retrieved == [methods, 0]  # predict_hits needs a batch per process: rank 0 ranks it
     else:
         assert min(retrieved) > 0 and min(enhanced) > 0
     assert results[0][2].startswith("; KG: ")  # the summary of every rank's requests

@@ -8,10 +8,10 @@ variant adds.
 On several processes (:class:`~graphctx.evaluation.processes.Processes`) the work is shared, never repeated:
 rank 0 first builds (or reads from the cache) each method's pool index and the knowledge stage's KG store
 while the others wait, then they read them from the caches. Retrieval goes through
-:func:`graphctx.retrieval.module.predict_hits` on a ``Trainer`` that joins the processes' group (process
-``r`` of ``W`` ranks the queries ``r, r + W, ...``), and each process enhances a contiguous share of the
-queries (or reads it from the per-query cache); the shares are gathered, so every process ends with every
-query's context, in query order.
+:func:`graphctx.retrieval.module.predict_hits` on a ``Trainer`` that joins the processes' group (each
+process ranks a contiguous run of the query batches a single process ranks, so the hits are the same bit
+for bit), and each process enhances a contiguous share of the queries (or reads it from the per-query
+cache); the shares are gathered, so every process ends with every query's context, in query order.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.knowledge.verbalise import Sentence
 from graphctx.prompts import Variant
 from graphctx.retrieval.index import RetrievalIndex, build_index
-from graphctx.retrieval.module import RetrievalModule, predict_hits
+from graphctx.retrieval.module import RetrievalModule, WholeBatches, batch_count, predict_hits
 from graphctx.retrieval.retriever import EmbeddingRetriever, Hit, build_retriever
 from graphctx.retrieval.settings import RetrievalSettings
 
@@ -137,16 +137,17 @@ class ContextBuilder:
 
     def hits(self, queries: Sequence[str], method: str) -> list[list[Hit]]:
         """Every query's hits by ``method``, in query order, on every process; several processes each rank
-        their share through :func:`predict_hits` (fewer queries than processes: rank 0 ranks them all)."""
+        whole batches of them through :func:`predict_hits` (fewer batches of ``retrieval.query_batch_size``
+        than processes: rank 0 ranks them all)."""
         processes = self.processes
-        if processes.world_size == 1 or len(queries) < processes.world_size:
+        if processes.world_size == 1 or batch_count(len(queries), self.retrieval) < processes.world_size:
             mine = processes.is_zero
             self.retrieved += len(queries) if mine else 0
             return processes.broadcast(self.retriever(method).retrieve(list(queries)) if mine else None)
         module = RetrievalModule(self.index(method), self.settings(method), encoder=self._encoder)
         hits = predict_hits(processes.predict_trainer(), module, queries)
         self._encoder = module.retriever.encoder if module.retriever else None  # loaded once here
-        self.retrieved += len(range(processes.rank, len(queries), processes.world_size))
+        self.retrieved += len(WholeBatches(len(queries), self.retrieval.query_batch_size))
         return hits
 
     def enhance(self, queries: Sequence[str], pairs: Sequence[list[QAPair]]) -> list[EnhancedContext]:
