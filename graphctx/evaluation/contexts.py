@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sentence_transformers import SentenceTransformer
 from transformers import PreTrainedTokenizerBase
 
 from graphctx.evaluation.processes import Processes
@@ -94,7 +95,7 @@ class ContextBuilder:
         self.processes = processes or Processes()
         self._indexes: dict[str, RetrievalIndex] = {}
         self._retrievers: dict[str, EmbeddingRetriever] = {}
-        self._encoder: Any = None
+        self._encoder: SentenceTransformer | None = None
         self.count_tokens = build_token_counter(self.knowledge.tokenizer or tokenizer)
         self.retrieved = 0
         """Queries this process ranked (summed over the methods)."""
@@ -140,7 +141,8 @@ class ContextBuilder:
         whole batches of them through :func:`predict_hits` (fewer batches of ``retrieval.query_batch_size``
         than processes: rank 0 ranks them all)."""
         processes = self.processes
-        if processes.world_size == 1 or batch_count(len(queries), self.retrieval) < processes.world_size:
+        batches = batch_count(len(queries), self.retrieval.query_batch_size)
+        if processes.world_size == 1 or batches < processes.world_size:
             mine = processes.is_zero
             self.retrieved += len(queries) if mine else 0
             return processes.broadcast(self.retriever(method).retrieve(list(queries)) if mine else None)

@@ -96,9 +96,9 @@ class GatherPredictions(BasePredictionWriter):
         self.predictions = [by_position[position] for position in sorted(by_position)]
 
 
-def batch_count(queries: int, settings: RetrievalSettings) -> int:
-    """How many batches of ``settings.query_batch_size`` the queries make."""
-    return -(-queries // settings.query_batch_size)
+def batch_count(rows: int, batch_size: int) -> int:
+    """How many batches of ``batch_size`` the rows make (the last one may be short)."""
+    return -(-rows // batch_size)
 
 
 class WholeBatches(DistributedSampler):
@@ -114,7 +114,7 @@ class WholeBatches(DistributedSampler):
 
     def positions(self) -> range:
         rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
-        batches = -(-self.rows // self.batch_size)
+        batches = batch_count(self.rows, self.batch_size)
         first, end = rank * batches // world, (rank + 1) * batches // world
         return range(first * self.batch_size, min(end * self.batch_size, self.rows))
 
@@ -150,7 +150,7 @@ def predict_hits(trainer: L.Trainer, module: RetrievalModule, queries: Sequence[
     both raise ``RuntimeError``.
     """
     processes = trainer.num_devices * trainer.num_nodes
-    batches = batch_count(len(queries), module.settings)
+    batches = batch_count(len(queries), module.settings.query_batch_size)
     if 0 < batches < processes:
         raise ValueError(
             f"{len(queries)} queries make {batches} batch(es) of retrieval.query_batch_size "
