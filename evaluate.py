@@ -10,8 +10,8 @@ continues where it stopped.
 
 Several processes, as for training: ``--trainer.devices 4`` (and ``--trainer.num_nodes``, with the config's
 ``trainer.accelerator / strategy``) starts them through Lightning's launcher, ``srun`` under SLURM (see
-``scripts/slurm/evaluate.sbatch``). The batches are dealt over the processes; the files and the table are
-the ones a single process writes.
+``scripts/slurm/evaluate.sbatch``). Retrieval and enhancement are shared out over the processes, then the
+batches are dealt over them; the files and the table are the ones a single process writes.
 """
 
 from __future__ import annotations

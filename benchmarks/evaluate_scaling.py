@@ -8,9 +8,9 @@ output folder, as ``python evaluate.py`` subprocesses: the competitor is the sam
 enhancement are cached by a warm-up before either run is timed, so both read them from the cache.
 
 Wall time is the whole command (start-up, model loading, contexts, answers, scores, table); rows/s is
-(questions × variants) / wall time. Each rank logs the seconds of its stages (``stage seconds: ...``); a
-run's stage time is its slowest rank's. The two runs' predictions, scores and results tables are checked
-equal byte for byte.
+(questions × variants) / wall time. The runner writes each rank's seconds per stage to
+``<output>/timings.json``; a run's stage time is its slowest rank's. The two runs' predictions, scores
+and results tables are checked equal byte for byte.
 
     python benchmarks/evaluate_scaling.py [--config configs/tiny.yaml --limit 8 --variants ZeroShot ...]
 
@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -30,7 +29,6 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-STAGE_LINE = re.compile(r"\] stage seconds: (.*)$", re.MULTILINE)
 
 
 def warm_caches(config_path: str, variants: list[str], limit: int) -> None:
@@ -54,14 +52,10 @@ def warm_caches(config_path: str, variants: list[str], limit: int) -> None:
     builder.for_variants(run.variants, [row["question"] for row in rows])
 
 
-def stage_seconds(stderr: str) -> dict[str, float]:
-    """Per stage, the slowest rank's seconds, from the ``stage seconds: a 1.0, b 2.0`` lines."""
-    stages: dict[str, float] = {}
-    for match in STAGE_LINE.finditer(stderr):
-        for part in match.group(1).split(", "):
-            name, seconds = part.rsplit(" ", 1)
-            stages[name] = max(stages.get(name, 0.0), float(seconds))
-    return stages
+def stage_seconds(output: Path) -> dict[str, float]:
+    """Per stage, the slowest rank's seconds, from the run's ``timings.json``."""
+    ranks = json.loads((output / "timings.json").read_text())["stage_seconds"]
+    return {stage: round(max(rank.get(stage, 0.0) for rank in ranks), 2) for stage in ranks[0]}
 
 
 def evaluate(args: argparse.Namespace, output: Path, processes: int) -> dict[str, object]:
@@ -89,7 +83,7 @@ def evaluate(args: argparse.Namespace, output: Path, processes: int) -> dict[str
     return {
         "wall_s": round(wall, 2),
         "rows_per_s": round(rows / wall, 3),
-        "stages_s": stage_seconds(done.stderr),
+        "stages_s": stage_seconds(output),
     }
 
 

@@ -8,7 +8,10 @@ covers both models and every kind of context: ZeroShot (base model, no context) 
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import pickle
+import re
 import signal
 import subprocess
 import sys
@@ -16,58 +19,43 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
-import yaml
+from evaluation_workspace import write_workspace
 from lightning.fabric.plugins.environments.lightning import find_free_network_port
-from peft import LoraConfig, get_peft_model
 from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 -- fixture
-from tiny_config import tiny_split
-from transformers import AutoModelForCausalLM
 
 from graphctx.config import load_config
 from graphctx.errors import ConfigError
+from graphctx.evaluation.contexts import ContextBuilder
+from graphctx.evaluation.processes import Processes, launch_processes
 from graphctx.evaluation.records import read_records
 from graphctx.evaluation.runner import EvaluationRun
 from graphctx.evaluation.shards import Unit, balance, shard_path, shards_of
-from graphctx.model import ModelSpec, load_tokenizer, resolve_source
+from graphctx.prompts import get_variants
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 5
 VARIANTS = ["ZeroShot", "GraphContextGen"]
+CONTEXT_VARIANTS = ["TextGen", "TextContextGen", "GraphGen", "GraphContextGen"]
+CONTEXTS_LINE = re.compile(r"contexts ready: retrieved (\d+) and enhanced (\d+) queries here")
 
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory, cardano_dir, tiny_bert) -> Path:
     """A random LoRA adapter, a config on the tiny random Llama, and the one-process reference run."""
     root = tmp_path_factory.mktemp("evaluate-ddp")
-    cache = root / "cache"
-    spec = ModelSpec(source="tiny-random", cache_dir=str(cache))
-    torch.manual_seed(0)
-    base = AutoModelForCausalLM.from_pretrained(resolve_source(spec))
-    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
-    get_peft_model(base, lora).save_pretrained(root / "adapter")
-    load_tokenizer(spec).save_pretrained(root / "adapter")
-    settings = {
-        "trainer": {"accelerator": "cpu", "strategy": "ddp", "devices": 1},
-        "model": {"spec": {"source": "tiny-random", "cache_dir": str(cache)}},
-        "data": {
-            "cache_dir": str(cache),
-            "dataset": {"source": str(cardano_dir), "split": tiny_split(train_start="2021-08-20")},
-        },
-        "knowledge": {"cache_dir": str(cache), "token_budget": 160},
-        "evaluation": {
-            "variants": VARIANTS,
-            "adapter": str(root / "adapter"),
-            "output_dir": str(root / "one"),
-            "limit": LIMIT,
-            "bootstrap_samples": 50,
-            "wandb_project": None,
-            "generation": {"max_new_tokens": 3, "batch_size": 2, "max_prompt_tokens": 256},
-            "metrics": {"bertscore": {"model": str(tiny_bert)}, "autoais": {"model": "tiny-random"}},
-        },
+    evaluation = {
+        "variants": VARIANTS,
+        "output_dir": str(root / "one"),
+        "limit": LIMIT,
+        "bootstrap_samples": 50,
+        "generation": {"max_new_tokens": 3, "batch_size": 2, "max_prompt_tokens": 256},
     }
-    (root / "eval.yaml").write_text(yaml.safe_dump(settings))
-    EvaluationRun(load_config(root / "eval.yaml")).run()
+    trainer = {"accelerator": "cpu", "strategy": "ddp", "devices": 1}
+    retrieval = {"query_batch_size": 2}  # 5 questions, 3 batches: each of 2 ranks ranks some
+    config = write_workspace(
+        root, cardano_dir, tiny_bert, "eval.yaml", evaluation, trainer=trainer, retrieval=retrieval
+    )
+    EvaluationRun(load_config(config)).run()
     return root
 
 
@@ -142,7 +130,67 @@ def test_two_processes_write_the_files_of_one(workspace):
     # each rank answered and scored its own batches: rank 1 (not rank 0) logged some
     assert "rank 0/2] " in tails[0] and "rank 1/2] " in tails[1]
     assert "answered" in tails[1] and "scored" in tails[1], tails[1][-3000:]
+    # the contexts were shared out: each rank retrieved and enhanced some of the questions, none all
+    counts = [[int(n) for n in CONTEXTS_LINE.search(tail).groups()] for tail in tails]
+    for retrieved_or_enhanced in zip(*counts, strict=True):
+        assert sum(retrieved_or_enhanced) == LIMIT and min(retrieved_or_enhanced) > 0, counts
     assert_same_outputs(workspace / "two", reference)
+
+
+def _contexts_rank(rank: int, port: int, run: EvaluationRun, queries: list[str], out: Path) -> None:
+    """One of two gloo processes, started the way torchrun or srun start them: its contexts and counts."""
+    os.environ |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "NODE_RANK": "0"}
+    os.environ["LOCAL_RANK"] = str(rank)
+    processes = launch_processes({"accelerator": "cpu", "devices": 2, "strategy": "ddp"})
+    builder = context_builder(run, processes)
+    contexts = builder.for_variants(get_variants(CONTEXT_VARIANTS), queries)
+    summary = builder.knowledge_summary()
+    counts = {"retrieved": builder.retrieved, "enhanced": builder.enhanced}
+    with open(out / f"rank{rank}.pkl", "wb") as handle:
+        pickle.dump((contexts, counts, summary), handle)
+
+
+def context_builder(run: EvaluationRun, processes: Processes | None = None) -> ContextBuilder:
+    _, pool = run.load_rows()
+    config = run.config
+    return ContextBuilder(
+        pool, config.retrieval, config.knowledge, run.cache_dir, tokenizer=run.tokenizer, processes=processes
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("count", [1, 3])
+def test_two_processes_share_out_the_contexts_and_each_gets_those_of_one(workspace, tmp_path, count):
+    """Dense and graph retrieval, with and without KG sentences, for fewer query batches than processes
+    (rank 0 ranks them) and for more (batches of 2): every rank ends with the single process's contexts,
+    hit scores bit for bit."""
+    run = EvaluationRun(load_config(workspace / "eval.yaml"))
+    queries = [row["question"] for row in run.load_rows()[0][:count]]
+    expected = context_builder(run).for_variants(get_variants(CONTEXT_VARIANTS), queries)
+    port = find_free_network_port()
+    context = multiprocessing.get_context("fork")
+    ranks = [
+        context.Process(target=_contexts_rank, args=(rank, port, run, queries, tmp_path)) for rank in (0, 1)
+    ]
+    for process in ranks:
+        process.start()
+    for process in ranks:
+        process.join(timeout=300)
+        if process.is_alive():
+            process.kill()
+    assert [process.exitcode for process in ranks] == [0, 0]
+    results = [pickle.loads((tmp_path / f"rank{rank}.pkl").read_bytes()) for rank in (0, 1)]
+    for contexts, _, _ in results:
+        assert contexts == expected
+    retrieved = [counts["retrieved"] for _, counts, _ in results]
+    enhanced = [counts["enhanced"] for _, counts, _ in results]
+    methods = 2  # dense and graph: a query is ranked once by each, and enhanced once for each
+    assert sum(retrieved) == methods * count and sum(enhanced) == methods * count
+    if count == 1:
+        assert retrieved == [methods, 0]  # predict_hits needs a batch per process: rank 0 ranks it
+    else:
+        assert min(retrieved) > 0 and min(enhanced) > 0
+    assert results[0][2].startswith("; KG: ")  # the summary of every rank's requests
 
 
 @pytest.mark.slow

@@ -12,16 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
-import yaml
-from peft import LoraConfig, get_peft_model
-from tiny_config import tiny_split
-from transformers import AutoModelForCausalLM
+from evaluation_workspace import write_workspace
 
 from graphctx.config import load_config
 from graphctx.evaluation.records import read_records
 from graphctx.evaluation.runner import EvaluationRun
-from graphctx.model import ModelSpec, load_tokenizer, resolve_source
 from graphctx.prompts import VARIANTS
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -34,34 +29,13 @@ pytestmark = pytest.mark.slow
 def workspace(tmp_path_factory, cardano_dir, tiny_bert) -> Path:
     """A cache, a random LoRA adapter, a tiny BERT for BERTScore, and a config writing to ``out``."""
     root = tmp_path_factory.mktemp("evaluate")
-    cache = root / "cache"
-    spec = ModelSpec(source="tiny-random", cache_dir=str(cache))
-    torch.manual_seed(0)
-    base = AutoModelForCausalLM.from_pretrained(resolve_source(spec))
-    lora = LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
-    get_peft_model(base, lora).save_pretrained(root / "adapter")
-    load_tokenizer(spec).save_pretrained(root / "adapter")
-
-    encoder = tiny_bert
-
-    settings = {
-        "model": {"spec": {"source": "tiny-random", "cache_dir": str(cache)}},
-        "data": {  # a pool of recent questions only: the test embeds it on the CPU
-            "cache_dir": str(cache),
-            "dataset": {"source": str(cardano_dir), "split": tiny_split(train_start="2021-08-20")},
-        },
-        "knowledge": {"cache_dir": str(cache), "token_budget": 160},
-        "evaluation": {
-            "adapter": str(root / "adapter"),
-            "output_dir": str(root / "out"),
-            "limit": LIMIT,
-            "bootstrap_samples": 100,
-            "wandb_project": None,
-            "generation": {"max_new_tokens": 4, "batch_size": 2, "max_prompt_tokens": 320},
-            "metrics": {"bertscore": {"model": str(encoder)}, "autoais": {"model": "tiny-random"}},
-        },
+    evaluation = {
+        "output_dir": str(root / "out"),
+        "limit": LIMIT,
+        "bootstrap_samples": 100,
+        "generation": {"max_new_tokens": 4, "batch_size": 2, "max_prompt_tokens": 320},
     }
-    (root / "tiny.yaml").write_text(yaml.safe_dump(settings))
+    write_workspace(root, cardano_dir, tiny_bert, "tiny.yaml", evaluation)
     return root
 
 

@@ -107,3 +107,43 @@ def test_client_gives_up_with_a_clear_error() -> None:
         unreachable.select("SELECT * WHERE { ?s ?p ?o } LIMIT 1")
     with pytest.raises(ValueError, match="sparql_endpoint"):
         SparqlClient("file:///etc/passwd")
+
+
+def test_kg_cache_write_waits_for_another_process_holding_the_file(tmp_path) -> None:
+    """Ranks of one evaluation share the cache file: a write waits out another process's transaction
+    (longer than SQLite's default 5 s busy timeout) instead of failing with "database is locked"."""
+    import subprocess
+    import sys
+    import time
+
+    from graphctx.knowledge.kgcache import KGCache
+
+    path = tmp_path / "kg.sqlite"
+    ours = KGCache(path)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3, sys, time\n"
+            "db = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+            "db.execute('BEGIN IMMEDIATE')\n"
+            "db.execute(\"INSERT INTO lookups VALUES ('label', 'docker', '[\\\"Q15206305\\\"]')\")\n"
+            "print('locked', flush=True)\n"
+            "time.sleep(6)\n"
+            "db.execute('COMMIT')\n",
+            str(path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        started = time.monotonic()
+        ours.put_lookups("label", {"nginx": ["Q306144"]})
+        assert time.monotonic() - started > 3  # it did wait for the other transaction
+    finally:
+        holder.wait(timeout=30)
+        holder.stdout.close()
+    assert holder.returncode == 0
+    assert ours.lookups("label", ["docker", "nginx"]) == {"docker": ["Q15206305"], "nginx": ["Q306144"]}
+    ours.close()

@@ -197,12 +197,14 @@ def _ddp_rank(rank: int, port: int, index: RetrievalIndex, encoder, queries: lis
 
 
 def test_predict_hits_under_two_process_ddp_equals_one_process(index, questions, encoder, tmp_path) -> None:
-    """Real DDP (gloo, 2 CPU processes): every rank gets every query's hits, in input order, no repeats."""
+    """Real DDP (gloo, 2 CPU processes): every rank gets every query's hits, in input order, no repeats;
+    predict_hits deals whole batches, so its hits are those of one process bit for bit."""
     test_questions = questions["test"]["question"]
     queries = [*test_questions[:8], test_questions[3]]  # odd (9): samplers pad or split unevenly
+    settings = replace(SETTINGS, query_batch_size=2)
     one_process = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False)
-    expected = predict_hits(one_process, RetrievalModule(index, SETTINGS, encoder=encoder), queries)
-    assert expected == GraphRetriever(index, SETTINGS, encoder=encoder).retrieve(queries)
+    expected = predict_hits(one_process, RetrievalModule(index, settings, encoder=encoder), queries)
+    assert expected == GraphRetriever(index, settings, encoder=encoder).retrieve(queries)
 
     port = find_free_network_port()
     context = multiprocessing.get_context("fork")
@@ -222,6 +224,7 @@ def test_predict_hits_under_two_process_ddp_equals_one_process(index, questions,
         result = json.loads((tmp_path / f"rank{rank}.json").read_text())
         assert result["world_size"] == 2
         assert result["local_rows"] == 5  # 9 queries padded to 10, 5 per rank
+        assert [[Hit(*hit) for hit in ranked] for ranked in result["hits"]] == expected
         for name in ("hits", "padded"):
             gathered = [[Hit(*hit) for hit in ranked] for ranked in result[name]]
             assert len(gathered) == len(queries), f"rank {rank}, {name}"
@@ -235,10 +238,13 @@ def test_predict_hits_under_two_process_ddp_equals_one_process(index, questions,
                 assert [hit.score for hit in ours] == pytest.approx([hit.score for hit in theirs], abs=1e-6)
 
 
-def test_predict_hits_needs_a_query_per_process(index, encoder) -> None:
+def test_predict_hits_needs_a_batch_per_process(index, encoder) -> None:
     trainer = L.Trainer(accelerator="cpu", devices=2, strategy="ddp", logger=False, enable_progress_bar=False)
-    with pytest.raises(ValueError, match="1 queries for 2 processes"):
-        predict_hits(trainer, RetrievalModule(index, SETTINGS, encoder=encoder), ["one question"])
+    settings = replace(SETTINGS, query_batch_size=4)
+    with pytest.raises(
+        ValueError, match=r"^3 queries make 1 batch\(es\) of retrieval.query_batch_size 4 for 2"
+    ):
+        predict_hits(trainer, RetrievalModule(index, settings, encoder=encoder), ["a", "b", "c"])
 
 
 def test_unknown_method_is_named() -> None:

@@ -4,6 +4,14 @@ Retrieval runs once per method over all queries; the knowledge stage once per me
 KG sentences (its results are cached per query by ``graphctx.knowledge``). Variants without KG sentences
 get the pairs fitted to the same token budget, so a context differs between variants only by what the
 variant adds.
+
+On several processes (:class:`~graphctx.evaluation.processes.Processes`) the work is shared, never repeated:
+rank 0 first builds (or reads from the cache) each method's pool index and the knowledge stage's KG store
+while the others wait, then they read them from the caches. Retrieval goes through
+:func:`graphctx.retrieval.module.predict_hits` on a ``Trainer`` that joins the processes' group (each
+process ranks a contiguous run of the query batches a single process ranks, so the hits are the same bit
+for bit), and each process enhances a contiguous share of the queries (or reads it from the per-query
+cache); the shares are gathered, so every process ends with every query's context, in query order.
 """
 
 from __future__ import annotations
@@ -13,16 +21,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from sentence_transformers import SentenceTransformer
 from transformers import PreTrainedTokenizerBase
 
+from graphctx.evaluation.processes import Processes
 from graphctx.knowledge.budget import QAPair, build_token_counter, fit_budget
-from graphctx.knowledge.enhance import Enhancer, build_enhancer
+from graphctx.knowledge.enhance import EnhancedContext, Enhancer, build_enhancer
 from graphctx.knowledge.llm import GenerationModel
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.knowledge.verbalise import Sentence
 from graphctx.prompts import Variant
-from graphctx.retrieval.index import build_index
-from graphctx.retrieval.retriever import Hit, build_retriever
+from graphctx.retrieval.index import RetrievalIndex, build_index
+from graphctx.retrieval.module import RetrievalModule, WholeBatches, batch_count, predict_hits
+from graphctx.retrieval.retriever import EmbeddingRetriever, Hit, build_retriever
 from graphctx.retrieval.settings import RetrievalSettings
 
 
@@ -58,7 +69,9 @@ class ContextBuilder:
 
     ``generation_model``: the loaded generation model, lent to the LLM extractor when
     ``knowledge.llm_model`` is ``""`` (it is then required). ``tokenizer``: the generation model's, which
-    counts ``knowledge.token_budget`` unless ``knowledge.tokenizer`` names another.
+    counts ``knowledge.token_budget`` unless ``knowledge.tokenizer`` names another. ``processes``: the
+    processes that share the work (see the module docstring; every one of them then calls
+    :meth:`for_variants` and :meth:`knowledge_summary` with the same arguments).
     """
 
     def __init__(
@@ -71,6 +84,7 @@ class ContextBuilder:
         generation_model: GenerationModel | None = None,
         *,
         tokenizer: PreTrainedTokenizerBase,
+        processes: Processes | None = None,
     ) -> None:
         self.pool = {int(row["id"]): row for row in pool}
         self.retrieval = retrieval
@@ -78,8 +92,15 @@ class ContextBuilder:
         self.cache_dir = cache_dir
         self._enhancer = enhancer
         self.generation_model = generation_model
-        self._retrievers: dict[str, Any] = {}
+        self.processes = processes or Processes()
+        self._indexes: dict[str, RetrievalIndex] = {}
+        self._retrievers: dict[str, EmbeddingRetriever] = {}
+        self._encoder: SentenceTransformer | None = None
         self.count_tokens = build_token_counter(self.knowledge.tokenizer or tokenizer)
+        self.retrieved = 0
+        """Queries this process ranked (summed over the methods)."""
+        self.enhanced = 0
+        """Queries this process enhanced or read from the knowledge stage's cache."""
 
     @property
     def enhancer(self) -> Enhancer:
@@ -87,21 +108,69 @@ class ContextBuilder:
             self._enhancer = build_enhancer(self.knowledge, self.count_tokens, self.generation_model)
         return self._enhancer
 
-    def retriever(self, method: str):
-        """The ``dense`` or ``graph`` retriever over the pool (its index built once, then cached)."""
-        if method not in self._retrievers:
-            settings = dataclasses.replace(self.retrieval, method=method)
+    def settings(self, method: str) -> RetrievalSettings:
+        return dataclasses.replace(self.retrieval, method=method)
+
+    def index(self, method: str) -> RetrievalIndex:
+        """The pool index of ``method`` (built once, then read from the cache)."""
+        if method not in self._indexes:
             ids = list(self.pool)
-            index = build_index(ids, [self.pool[i]["question"] for i in ids], settings, self.cache_dir)
-            self._retrievers[method] = build_retriever(index, settings)
+            texts = [self.pool[i]["question"] for i in ids]
+            self._indexes[method] = build_index(ids, texts, self.settings(method), self.cache_dir)
+        return self._indexes[method]
+
+    def retriever(self, method: str) -> EmbeddingRetriever:
+        """The ``dense`` or ``graph`` retriever over the pool, in this process."""
+        if method not in self._retrievers:
+            self._retrievers[method] = build_retriever(self.index(method), self.settings(method))
         return self._retrievers[method]
 
-    def contexts(self, queries: Sequence[str], method: str, with_knowledge: bool) -> list[RetrievedContext]:
-        """Per query: the hits of ``method``, their pairs, and KG sentences when ``with_knowledge``."""
-        hits = self.retriever(method).retrieve(list(queries))
+    def prepare(self, variants: Sequence[Variant]) -> None:
+        """Rank 0 builds (or reads) the pool index of every method ``variants`` retrieve with and, when one
+        adds KG sentences, the knowledge stage (its KG store), while the other processes wait: they then
+        read them from the caches, never building them a second time."""
+        if self.processes.is_zero:
+            for method in {v.retrieval for v in variants if v.retrieval != "none"}:
+                self.index(method)
+            if any(v.knowledge and v.retrieval != "none" for v in variants):
+                _ = self.enhancer
+        self.processes.barrier()
+
+    def hits(self, queries: Sequence[str], method: str) -> list[list[Hit]]:
+        """Every query's hits by ``method``, in query order, on every process; several processes each rank
+        whole batches of them through :func:`predict_hits` (fewer batches of ``retrieval.query_batch_size``
+        than processes: rank 0 ranks them all)."""
+        processes = self.processes
+        batches = batch_count(len(queries), self.retrieval.query_batch_size)
+        if processes.world_size == 1 or batches < processes.world_size:
+            mine = processes.is_zero
+            self.retrieved += len(queries) if mine else 0
+            return processes.broadcast(self.retriever(method).retrieve(list(queries)) if mine else None)
+        module = RetrievalModule(self.index(method), self.settings(method), encoder=self._encoder)
+        hits = predict_hits(processes.predict_trainer(), module, queries)
+        self._encoder = module.retriever.encoder if module.retriever else None  # loaded once here
+        self.retrieved += len(WholeBatches(len(queries), self.retrieval.query_batch_size))
+        return hits
+
+    def enhance(self, queries: Sequence[str], pairs: Sequence[list[QAPair]]) -> list[EnhancedContext]:
+        """Every query's enhanced context, in query order, on every process; each process enhances (or
+        reads from the cache) its contiguous share."""
+        share = self.processes.share(len(queries))
+        mine = (
+            self.enhancer.enhance_batch([queries[i] for i in share], [pairs[i] for i in share])
+            if share
+            else []
+        )
+        self.enhanced += len(share)
+        return [context for part in self.processes.gather(mine) for context in part]
+
+    def contexts(
+        self, queries: Sequence[str], hits: list[list[Hit]], with_knowledge: bool
+    ) -> list[RetrievedContext]:
+        """Per query: its ``hits``, their pairs, and KG sentences when ``with_knowledge``."""
         pairs = [pairs_for_hits(h, self.pool) for h in hits]
         if with_knowledge:
-            enhanced = self.enhancer.enhance_batch(list(queries), pairs)
+            enhanced = self.enhance(queries, pairs)
             return [
                 RetrievedContext(h, e.pairs, e.sentences, e.kg_lost_entities)
                 for h, e in zip(hits, enhanced, strict=True)
@@ -113,16 +182,19 @@ class ContextBuilder:
         ]
 
     def knowledge_summary(self) -> str:
-        """``""``, or the knowledge stage's KG requests and losses so far, for the run's log."""
-        if self._enhancer is None:
+        """``""``, or the knowledge stage's KG requests and losses so far, summed over the processes."""
+        gathered = self.processes.gather(self._enhancer.kg.stats.to_json() if self._enhancer else None)
+        present = [stats for stats in gathered if stats is not None]
+        if not present:
             return ""
-        stats = self._enhancer.kg.stats
+        total = {key: sum(stats[key] for stats in present) for key in present[0]}
         text = (
-            f"; KG: {stats.sparql_requests} requests, {stats.retried} retried, {stats.split_requests} split, "
-            f"{stats.cache_hits} cache hits, {stats.malformed_responses} malformed responses"
+            f"; KG: {total['sparql_requests']} requests, {total['retried']} retried, "
+            f"{total['split_requests']} split, {total['cache_hits']} cache hits, "
+            f"{total['malformed_responses']} malformed responses"
         )
-        if stats.lost_entities:
-            text += f", {stats.lost_entities} entities lost (kg_lost_entities; the next run asks again)"
+        if total["lost_entities"]:
+            text += f", {total['lost_entities']} entities lost (kg_lost_entities; the next run asks again)"
         return text
 
     def for_variants(
@@ -130,12 +202,16 @@ class ContextBuilder:
     ) -> dict[str, list[RetrievedContext]]:
         """Per variant name, per query: what the variant's retrieval gave (the prompt shows what the variant
         adds, see :func:`graphctx.prompts.build_prompt`)."""
+        self.prepare(variants)
+        hits: dict[str, list[list[Hit]]] = {}
         needed: dict[tuple[str, bool], list[RetrievedContext]] = {}
         for variant in variants:
             if variant.retrieval != "none":
+                if variant.retrieval not in hits:
+                    hits[variant.retrieval] = self.hits(queries, variant.retrieval)
                 key = (variant.retrieval, variant.knowledge)
                 if key not in needed:
-                    needed[key] = self.contexts(queries, *key)
+                    needed[key] = self.contexts(queries, hits[variant.retrieval], variant.knowledge)
         result = {}
         for variant in variants:
             if variant.retrieval == "none":

@@ -4,7 +4,9 @@
 train.py uses) and starts them with Lightning Fabric's launcher: ``python evaluate.py`` with
 ``trainer.devices: 2`` starts a second process itself; under ``srun`` (SLURM) or ``torchrun`` the processes
 already exist and only join the process group. Every collective the evaluation needs is here: broadcast
-from rank 0, a barrier, and "did any rank ask to stop".
+from rank 0, gather from every rank, a barrier, and "did any rank ask to stop"; and a Lightning ``Trainer``
+that joins the same process group, for ``trainer.predict`` (retrieval through
+:func:`graphctx.retrieval.module.predict_hits`).
 
 :class:`StopRequest` is the preemption half of ``scripts/slurm/evaluate.sbatch``: under SLURM a SIGUSR1 only
 raises a flag; each rank finishes the batch it is on, writes it, stops, and rank 0 requeues the job.
@@ -12,12 +14,17 @@ raises a flag; each rank finishes the batch it is on, writes it, stops, and rank
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import signal
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, TypeVar
 
+import lightning as L
 import torch
+import torch.distributed as dist
 from lightning.fabric import Fabric
 from lightning.fabric.plugins.environments import SLURMEnvironment
 
@@ -34,6 +41,8 @@ class Processes:
     """This process's place among the evaluation's processes; a single process without ``fabric``."""
 
     fabric: Fabric | None = None
+    trainer_settings: dict[str, Any] = field(default_factory=dict)
+    """The config's ``trainer`` section the processes were launched with."""
 
     @property
     def rank(self) -> int:
@@ -58,6 +67,34 @@ class Processes:
     def broadcast(self, value: T) -> T:
         """Rank 0's ``value`` on every rank (pickled)."""
         return self.fabric.broadcast(value, src=0) if self.world_size > 1 else value
+
+    def gather(self, value: T) -> list[T]:
+        """Every rank's ``value`` (pickled), in rank order, on every rank."""
+        if self.world_size == 1:
+            return [value]
+        values: list[Any] = [None] * self.world_size
+        dist.all_gather_object(values, value)
+        return values
+
+    def share(self, count: int) -> range:
+        """This rank's contiguous share of ``count`` items (positions); the shares of all ranks cover every
+        position once, in rank order, and differ in size by at most one."""
+        return range(self.rank * count // self.world_size, (self.rank + 1) * count // self.world_size)
+
+    def predict_trainer(self) -> L.Trainer:
+        """A Lightning ``Trainer`` for ``trainer.predict`` over these (several) processes: it joins their
+        process group (the processes exist, so Lightning launches none and reuses the group)."""
+        with _quiet_lightning():
+            return L.Trainer(
+                accelerator=self.trainer_settings.get("accelerator", "auto"),
+                devices=self.trainer_settings.get("devices", "auto"),
+                num_nodes=self.trainer_settings.get("num_nodes", 1),
+                strategy="ddp",
+                logger=False,
+                enable_checkpointing=False,
+                enable_progress_bar=False,
+                enable_model_summary=False,
+            )
 
     def barrier(self) -> None:
         if self.world_size > 1:
@@ -88,7 +125,19 @@ def launch_processes(trainer: dict[str, Any]) -> Processes:
     if fabric.world_size == 1 and not SLURMEnvironment.detect():
         return Processes()
     fabric.launch()
-    return Processes(fabric)
+    return Processes(fabric, dict(trainer))
+
+
+@contextlib.contextmanager
+def _quiet_lightning() -> Iterator[None]:
+    """Lightning's rank-0 banner (devices, tips) at ``Trainer`` creation: not the evaluation's business."""
+    logger = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 class Preempted(Exception):

@@ -6,14 +6,18 @@ Layout of ``evaluation.output_dir``::
     predictions/<variant>.meta.json   the settings the answers depend on (a rerun with others is refused)
     scores/<variant>.jsonl        one line of per-row metric scores per answered question
     results.md, results.csv       the table (means, 95% intervals, paired tests vs the best baseline)
+    timings.json                  the last run's seconds per stage, per process (``stage_seconds``)
     {predictions,scores}/shards/  while a multi-process run goes on: one file per variant and rank
 
 Answers are decoded, and scored, in a fixed plan of length-sorted batches over the whole split
 (:mod:`graphctx.evaluation.shards`); a rerun skips every batch whose rows are already written, so a resumed
-run computes exactly what an uninterrupted one would, and so does a run on any number of processes: rank 0
-retrieves and enhances once and hands the contexts to the others, the pending batches are dealt over the
-ranks, each answers and scores its own into its shards, and rank 0 merges them into the files a single
-process writes, rows in plan order.
+run computes exactly what an uninterrupted one would, and so does a run on any number of processes. The
+contexts are built once, shared by the ranks (:class:`~graphctx.evaluation.contexts.ContextBuilder`): rank
+0 builds or reads the pool index and the KG store first, then each rank retrieves its share of the
+questions (through ``predict_hits``) and enhances its share (or reads it from the knowledge cache), and the
+shares are gathered so that every rank has every context. The pending batches are dealt over the ranks,
+each answers and scores its own into its shards, and rank 0 merges them into the files a single process
+writes, rows in plan order.
 """
 
 from __future__ import annotations
@@ -471,13 +475,15 @@ class EvaluationRun:
                 self.cache_dir,
                 generation_model=GenerationModel(base, self.tokenizer) if base is not None else None,
                 tokenizer=self.tokenizer,
+                processes=self.processes,
             )
-            # retrieval and enhancement once, on rank 0; the other ranks get their result
-            queries = [row["question"] for row in rows]
-            contexts = self.processes.broadcast(
-                builder.for_variants(self.variants, queries) if zero else None
+            # retrieval and enhancement once, shared by the processes; each ends with every context
+            contexts = builder.for_variants(self.variants, [row["question"] for row in rows])
+            summary = builder.knowledge_summary()  # every rank's KG requests (a collective)
+            self.log(
+                f"contexts ready: retrieved {builder.retrieved} and enhanced {builder.enhanced} queries "
+                f"here{summary if zero else ''}"
             )
-            self.log(f"contexts ready{builder.knowledge_summary() if zero else ''}")
             encoded = {v.name: self.encode(v, rows, contexts[v.name]) for v in self.variants}
             shares = balance(self.pending_units(rows, encoded), self.processes.world_size) if zero else None
             mine = self.processes.broadcast(shares)[self.processes.rank]
@@ -487,6 +493,7 @@ class EvaluationRun:
         with self.stage("scores"):
             self.score(rows, mine, builder)
         self.log("stage seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in self.timings.items()))
+        timings = self.processes.gather(self.timings)
         if self.processes.any(self.stop.requested):
             raise Preempted("stopped on request; rerun (or requeue) to continue")
         if not zero:
@@ -501,6 +508,7 @@ class EvaluationRun:
             results, self.settings.bootstrap_samples, self.settings.seed, self.plan.model_descriptions()
         )
         paths = write_table(table, self.output_dir)
+        write_json_atomic(self.output_dir / "timings.json", {"stage_seconds": timings})
         self.log(f"results: {paths['markdown']} and {paths['csv']}")
         files = {v.name: (self.predictions_file(v), self.scores_file(v)) for v in self.variants}
         log_results(self.settings, self.config.path, table, files, self.output_dir, self.plan.to_json())

@@ -5,6 +5,11 @@ Shapes: ``label`` (surface → linked ids), ``gazetteer`` (surface → nameable 
 per-entity cap → its edges). A rerun, or a second variant over other pairs, asks the endpoint only for what
 is missing. Writes happen in the calling thread, one transaction per answered request, so a killed run
 keeps every answer it had; entities whose requests failed are never written, hence retried.
+
+Several processes (the ranks of a multi-process evaluation) may read and write one file at once: SQLite's
+file locks keep each transaction whole, and a writer that finds the file locked waits up to
+:data:`BUSY_TIMEOUT_S` for the other's transaction to end instead of failing. The default rollback journal
+is kept (WAL needs shared memory, which network filesystems of clusters do not give).
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ CREATE TABLE IF NOT EXISTS edges (shape TEXT, head TEXT, fact TEXT, PRIMARY KEY 
     WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS one_hop_done (head TEXT, cap INTEGER, PRIMARY KEY (head, cap)) WITHOUT ROWID;
 """
+BUSY_TIMEOUT_S = 300.0
+"""How long a write waits for another process's transaction on the same file (SQLite's default: 5 s)."""
 _BATCH = 500
 """Parameters per SQL ``IN (...)`` (SQLite allows 32,766)."""
 
@@ -44,7 +51,7 @@ class KGCache:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self.db = sqlite3.connect(path)
+        self.db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)
         self.db.executescript(SCHEMA)
 
     def _select(self, sql: str, keys: Sequence[str], *prefix: object) -> list[tuple]:

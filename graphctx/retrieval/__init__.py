@@ -11,7 +11,7 @@ Modules (imported directly, so that reading the settings stays cheap):
 - ``index``: :class:`RetrievalIndex` (ids, embeddings, graph) built once and cached.
 - ``retriever``: :class:`Hit`, the ``Retriever`` protocol, graph and dense retrievers.
 - ``module``: :class:`RetrievalModule`, a LightningModule so ``trainer.predict`` shards queries over DDP
-  processes (process ``r`` of ``W`` ranks queries ``r, r + W, ...``; plain ``trainer.predict`` returns only
-  that share), and ``predict_hits(trainer, module, queries)``, which gathers the shares back: one hit list
-  per query, in query order, on every process, equal to a single-process run.
+  processes (plain ``trainer.predict`` returns only this process's share), and ``predict_hits(trainer,
+  module, queries)``, which deals whole query batches to the processes and gathers the shares back: one hit
+  list per query, in query order, on every process, equal to a single-process run bit for bit.
 """

@@ -2,24 +2,26 @@
 
 With ``Trainer(strategy="ddp", devices=..., num_nodes=...)`` Lightning shards the query DataLoader across
 processes, so many GPUs and nodes are used with the same launcher as training. Each process holds the whole
-pool index. Lightning's predict sampler (``UnrepeatedDistributedSampler``) gives process ``r`` of ``W`` the
-queries ``r, r + W, r + 2W, ...`` (no repeats; the counts may differ by one), and ``trainer.predict`` returns
-only that process's own batches.
+pool index. Lightning's own predict sampler (``UnrepeatedDistributedSampler``) gives process ``r`` of ``W``
+the queries ``r, r + W, r + 2W, ...``, and ``trainer.predict`` returns only that process's own batches.
 
-:func:`predict_hits` is the one call to use: it runs ``trainer.predict`` with a :class:`GatherPredictions`
-callback and returns one hit list per query, in the order of the queries, on every process: the same list
-a single-process run gives.
+:func:`predict_hits` is the one call to use: its loader's :class:`WholeBatches` sampler (kept by Lightning,
+being a ``DistributedSampler``) gives each process a contiguous run of the very batches a single process
+ranks, so that every query is embedded and ranked with the same queries, whatever the number of processes;
+it runs ``trainer.predict`` with a :class:`GatherPredictions` callback and returns one hit list per query,
+in the order of the queries, on every process: the list a single-process run gives, scores bit for bit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import lightning as L
 import torch.distributed as dist
 from lightning.pytorch.callbacks import BasePredictionWriter
 from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
 
 from graphctx.retrieval.embeddings import load_encoder
 from graphctx.retrieval.encoder import SentenceEncoder
@@ -94,25 +96,66 @@ class GatherPredictions(BasePredictionWriter):
         self.predictions = [by_position[position] for position in sorted(by_position)]
 
 
+def batch_count(rows: int, batch_size: int) -> int:
+    """How many batches of ``batch_size`` the rows make (the last one may be short)."""
+    return -(-rows // batch_size)
+
+
+class WholeBatches(DistributedSampler):
+    """Process ``r`` of ``W`` gets the positions of batches ``r·B // W`` up to ``(r + 1)·B // W`` of the
+    ``B`` batches of ``batch_size`` a single process makes: whole batches, in order, each once.
+
+    The ranks are read from the process group when the sampler is iterated (``trainer.predict`` starts the
+    group), not when it is made."""
+
+    def __init__(self, rows: int, batch_size: int) -> None:  # no super().__init__: it needs the group
+        self.rows = rows
+        self.batch_size = batch_size
+
+    def positions(self) -> range:
+        rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
+        batches = batch_count(self.rows, self.batch_size)
+        first, end = rank * batches // world, (rank + 1) * batches // world
+        return range(first * self.batch_size, min(end * self.batch_size, self.rows))
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.positions())
+
+    def __len__(self) -> int:
+        return len(self.positions())
+
+    def set_epoch(self, epoch: int) -> None:
+        """Every epoch the same batches (Lightning calls this on a ``DistributedSampler``)."""
+
+
 def query_loader(queries: Sequence[str], settings: RetrievalSettings) -> DataLoader:
-    """Batches of ``settings.query_batch_size`` query strings, in order."""
-    return DataLoader(list(queries), batch_size=settings.query_batch_size, shuffle=False, collate_fn=list)
+    """Batches of ``settings.query_batch_size`` query strings, in order; over several processes, each
+    process gets whole batches of them (:class:`WholeBatches`)."""
+    return DataLoader(
+        list(queries),
+        batch_size=settings.query_batch_size,
+        sampler=WholeBatches(len(queries), settings.query_batch_size),
+        collate_fn=list,
+    )
 
 
 def predict_hits(trainer: L.Trainer, module: RetrievalModule, queries: Sequence[str]) -> list[list[Hit]]:
     """Ranked hits for every query, in query order, on every process: ``trainer.predict`` shards the
-    queries over the trainer's processes (DDP: ``strategy="ddp"``, torchrun or SLURM launched) and
-    :class:`GatherPredictions` puts the shares back together.
+    queries over the trainer's processes in whole batches (:class:`WholeBatches`; DDP: ``strategy="ddp"``,
+    torchrun or SLURM launched) and :class:`GatherPredictions` puts the shares back together. Each process
+    needs at least one batch of ``settings.query_batch_size`` queries.
 
     Strategies that spawn or fork worker processes from this one (``ddp_spawn``, ``ddp_fork``) predict in
     the children and cannot hand the hits back, nor can a ``limit_predict_batches`` run rank every query:
     both raise ``RuntimeError``.
     """
     processes = trainer.num_devices * trainer.num_nodes
-    if 0 < len(queries) < processes:
+    batches = batch_count(len(queries), module.settings.query_batch_size)
+    if 0 < batches < processes:
         raise ValueError(
-            f"{len(queries)} queries for {processes} processes: Lightning's predict sampler needs at least "
-            "one query per process; use fewer devices (or build_retriever(...).retrieve) for so few queries"
+            f"{len(queries)} queries make {batches} batch(es) of retrieval.query_batch_size "
+            f"{module.settings.query_batch_size} for {processes} processes: each process needs a batch; use "
+            "fewer devices or smaller batches (or build_retriever(...).retrieve) for so few queries"
         )
     gather = GatherPredictions()
     trainer.callbacks.append(gather)
