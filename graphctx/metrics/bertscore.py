@@ -132,9 +132,27 @@ class BertScoreF1(RowScoreMetric):
         """Score each generated answer in ``preds`` against its gold answer in ``targets``."""
         if len(preds) != len(targets):
             raise ValueError(f"BertScoreF1: {len(preds)} predictions but {len(targets)} targets")
-        _, _, f1 = self.scorer.score(list(preds), list(targets), batch_size=self.settings.batch_size)
-        self._append_rows(bertscore_f1=f1.double())
+        self._append_rows(bertscore_f1=self._f1(preds, targets))
         self._add_counts(bertscore_truncated=self._count_truncated(preds, targets))
+
+    def _f1(self, preds: Sequence[str], targets: Sequence[str]) -> torch.Tensor:
+        """Per-row F1. A row whose answer or gold is empty (after strip) gets bert-score's raw 0 (rescaled
+        like any other score) without going through bert-score, whose empty-text path calls a tokenizer
+        method transformers 5 removed."""
+        empty = torch.tensor([not (p.strip() and t.strip()) for p, t in zip(preds, targets, strict=True)])
+        f1 = torch.zeros(len(preds), dtype=torch.float64)
+        if self.scorer.rescale_with_baseline:
+            baseline = float(self.scorer.baseline_vals[2])
+            f1[:] = (0.0 - baseline) / (1.0 - baseline)
+        scored = (~empty).nonzero().flatten().tolist()
+        if scored:
+            _, _, values = self.scorer.score(
+                [preds[row] for row in scored],
+                [targets[row] for row in scored],
+                batch_size=self.settings.batch_size,
+            )
+            f1[scored] = values.double()
+        return f1
 
     def _count_truncated(self, preds: Sequence[str], targets: Sequence[str]) -> int:
         """Rows where the prediction or the target exceeds the encoder's maximum input length."""
