@@ -4,8 +4,12 @@ Both runs evaluate the same slice of a config (default: ``configs/tiny.yaml``, `
 ``--variants``, batches of ``--batch-size``, answers of at most ``--max-new-tokens``), each into a fresh
 output folder, as ``python evaluate.py`` subprocesses: the competitor is the same command with
 ``--trainer.devices 2 --trainer.strategy ddp --trainer.accelerator cpu``, started by Lightning's launcher
-(which gives each process ``cpu_count / 2`` threads). The retrieval index, embeddings and knowledge-graph
-enhancement are cached by a warm-up before either run is timed, so both read them from the cache.
+(which gives each process ``cpu_count / 2`` threads). A third run, one process held to one thread
+(``OMP_NUM_THREADS=1``, what each of the two processes gets), shows how the processes themselves scale:
+its stage time over the two processes' is the speed-up the second process brings, 2× at best, while the
+first comparison also counts what a second thread already gives one process. The retrieval index,
+embeddings and knowledge-graph enhancement are cached by a warm-up before any run is timed, so every run
+reads them from the cache.
 
 Wall time is the whole command (start-up, model loading, contexts, answers, scores, table); rows/s is
 (questions × variants) / wall time. The runner writes each rank's seconds per stage to
@@ -58,8 +62,16 @@ def stage_seconds(output: Path) -> dict[str, float]:
     return {stage: round(max(rank.get(stage, 0.0) for rank in ranks), 2) for stage in ranks[0]}
 
 
-def evaluate(args: argparse.Namespace, output: Path, processes: int) -> dict[str, object]:
-    """One timed ``evaluate.py`` run on ``processes`` processes."""
+def answer_seconds_per_rank(output: Path) -> list[float]:
+    """Each rank's seconds in the answers stage (how evenly the work was dealt)."""
+    ranks = json.loads((output / "timings.json").read_text())["stage_seconds"]
+    return [round(rank.get("answers", 0.0), 2) for rank in ranks]
+
+
+def evaluate(
+    args: argparse.Namespace, output: Path, processes: int, threads: int | None = None
+) -> dict[str, object]:
+    """One timed ``evaluate.py`` run on ``processes`` processes (each with ``threads`` threads if set)."""
     command = [sys.executable, "evaluate.py", "--config", args.config, "--output-dir", str(output)]
     command += ["--limit", str(args.limit), "--variants", *args.variants]
     command += [
@@ -73,9 +85,13 @@ def evaluate(args: argparse.Namespace, output: Path, processes: int) -> dict[str
     if processes > 1:
         command += ["--trainer.devices", str(processes), "--trainer.strategy", "ddp"]
         command += ["--trainer.accelerator", "cpu"]
-    print(f"evaluate_scaling: {processes} process(es): {' '.join(command[1:])}", file=sys.stderr)
+    env = {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
+    print(
+        f"evaluate_scaling: {processes} process(es), threads {threads or 'default'}: {' '.join(command[1:])}",
+        file=sys.stderr,
+    )
     started = time.perf_counter()
-    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True)
+    done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"evaluate.py on {processes} process(es) failed:\n{done.stderr[-3000:]}")
@@ -84,6 +100,7 @@ def evaluate(args: argparse.Namespace, output: Path, processes: int) -> dict[str
         "wall_s": round(wall, 2),
         "rows_per_s": round(rows / wall, 3),
         "stages_s": stage_seconds(output),
+        "answers_s_per_rank": answer_seconds_per_rank(output),
     }
 
 
@@ -116,8 +133,12 @@ def main() -> None:
     warm_caches(args.config, args.variants, args.limit)
     with tempfile.TemporaryDirectory(prefix="evaluate-scaling-") as folder:
         one = evaluate(args, Path(folder) / "one", 1)
+        one_thread = evaluate(args, Path(folder) / "one-thread", 1, threads=1)
         two = evaluate(args, Path(folder) / "two", 2)
-        identical = same_outputs(Path(folder) / "one", Path(folder) / "two", args.variants)
+        identical = all(
+            same_outputs(Path(folder) / name, Path(folder) / "two", args.variants)
+            for name in ("one", "one-thread")
+        )
     result = {
         "benchmark": "evaluate_scaling",
         "config": args.config,
@@ -127,9 +148,11 @@ def main() -> None:
         "max_new_tokens": args.max_new_tokens,
         "cpu_count": os.cpu_count(),
         "one_process": one,
+        "one_process_one_thread": one_thread,
         "two_processes": two,
         "speedup_wall": round(one["wall_s"] / two["wall_s"], 3),
         **{f"speedup_{stage}": speedup(one, two, stage) for stage in ("contexts", "answers", "scores")},
+        "speedup_answers_vs_one_thread": speedup(one_thread, two, "answers"),
         "identical_outputs": identical,
     }
     print(json.dumps(result))
