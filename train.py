@@ -30,7 +30,6 @@ from graphctx.config import (
     check_devices,
     check_mapping,
     check_settings,
-    field_docstrings,
 )
 from graphctx.data.build import EmptySplitError
 from graphctx.data.datamodule import InstructionDataModule
@@ -42,6 +41,7 @@ from graphctx.model import InstructionTuner, load_tokenizer
 from graphctx.model.guards import FiniteLossGuard
 from graphctx.model.preemption import RequeueAtStepBoundary, finish_wandb_runs
 from graphctx.quiet import quiet_third_party
+from graphctx.settings_docs import field_docstrings
 
 DUMP_HINT = (
     "hint: Stack Exchange dumps (askubuntu.com.7z, unix.stackexchange.com.7z, serverfault.com.7z) are at "

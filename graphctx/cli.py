@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from graphctx.errors import debug_enabled, report
 from graphctx.quiet import quiet_third_party
-from graphctx.settings_help import add_settings_help
+from graphctx.settings_help import add_settings_help, every_setting
 
 COMMANDS: tuple[str, ...] = ("data", "index", "retrieve", "enhance", "answer", "plan")
 
@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub = subparsers.add_parser(name, help=module.__doc__.strip().splitlines()[0], add_help=False)
         module.add_arguments(sub)
         if "--config" in sub._option_string_actions:  # its --help lists the config's settings too
-            add_settings_help(sub)
+            add_settings_help(sub, getattr(module, "settings_help", every_setting))
         else:
             sub.add_argument("-h", "--help", action="help", help="show this help message and exit")
         sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)

@@ -11,14 +11,13 @@ against those signatures, so a typo or a wrong type fails with the key's dotted 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 import yaml
-from jsonargparse import ActionConfigFile, ArgumentParser, Namespace, set_parsing_settings
+from jsonargparse import ActionConfigFile, ArgumentParser, Namespace
 
 from graphctx.checks import fields_of, problems
 from graphctx.data.build import split_ranges
@@ -30,6 +29,7 @@ from graphctx.evaluation.settings import EvaluationSettings
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.model import InstructionTuner
 from graphctx.retrieval.settings import RetrievalSettings
+from graphctx.settings_docs import field_docstrings, settings_text
 
 PIPELINE_SECTIONS: dict[str, type] = {
     "retrieval": RetrievalSettings,
@@ -117,26 +117,11 @@ def config_parser() -> ArgumentParser:
     return parser
 
 
-@contextmanager
-def field_docstrings() -> Iterator[None]:
-    """Parsers built inside take each settings field's help from its attribute docstring.
-
-    Only for ``--help``: reading the docstrings from the source costs about a second per parser
-    (``benchmarks/help_docstrings.py``), which a run that loads a config need not pay.
-    """
-    set_parsing_settings(docstring_parse_attribute_docstrings=True)
-    try:
-        yield
-    finally:
-        set_parsing_settings(docstring_parse_attribute_docstrings=False)  # jsonargparse's default
-
-
 def settings_help() -> str:
     """Every config setting (``section.key``) with its type, default and docstring, as ``--help`` lists
     them: the sections of :func:`config_parser`."""
     with field_docstrings():
-        text = config_parser().format_help()
-    sections = text[text.index("\n\n", text.index("options:")) + 2 :]  # after usage, --config, --trainer
+        sections = settings_text(config_parser())
     return "Config settings (YAML keys; train.py also takes them as --section.key VALUE):\n\n" + sections
 
 

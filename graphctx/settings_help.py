@@ -4,29 +4,43 @@ documentation (imported only when help is asked for, so the commands still start
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
-class HelpWithSettings(argparse.Action):
-    """Print the parser's help and :func:`graphctx.config.settings_help`, then exit."""
+def every_setting() -> str:
+    """:func:`graphctx.config.settings_help`: every section of the config."""
+    from graphctx.config import settings_help
 
-    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+    return settings_help()
+
+
+class HelpWithSettings(argparse.Action):
+    """Print the parser's help and what ``describe()`` says of the config settings, then exit."""
+
+    def __init__(
+        self,
+        option_strings: Sequence[str],
+        describe: Callable[[], str],
+        dest: str = argparse.SUPPRESS,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(option_strings, dest, default=argparse.SUPPRESS, nargs=0, **kwargs)
+        self.describe = describe
 
     def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
-        from graphctx.config import settings_help
-
         parser.print_help()
-        print("\n" + settings_help())
+        print("\n" + self.describe())
         parser.exit()
 
 
-def add_settings_help(parser: argparse.ArgumentParser) -> None:
-    """Give ``parser`` (made with ``add_help=False``) a ``-h/--help`` of :class:`HelpWithSettings`."""
+def add_settings_help(parser: argparse.ArgumentParser, describe: Callable[[], str] = every_setting) -> None:
+    """Give ``parser`` (made with ``add_help=False``) a ``-h/--help`` of :class:`HelpWithSettings`;
+    ``describe``: the settings the command reads (default: every config setting)."""
     parser.add_argument(
         "-h",
         "--help",
         action=HelpWithSettings,
-        help="show this help and every config setting with its documentation, then exit",
+        describe=describe,
+        help="show this help and the config settings it reads with their documentation, then exit",
     )

@@ -157,3 +157,21 @@ def test_help_imports_no_heavy_library():
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.stdout.strip() == "[]", done.stderr[-2000:]
+
+
+def test_data_help_documents_its_settings_without_heavy_imports():
+    """``graphctx data --help`` lists the ``data.dataset`` settings it reads, documented, and stays quick:
+    no torch, transformers, lightning or datasets (the full config's help imports them all)."""
+    probe = (
+        "import contextlib, io, sys; from graphctx.cli import main; out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit): main(['data', '--help'])\n"
+        "heavy = sorted(m for m in ('torch', 'transformers', 'lightning', 'datasets') if m in sys.modules)\n"
+        "print(heavy, ' '.join(out.getvalue().split()))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.stdout.startswith("[] "), done.stdout[:200] + done.stderr[-2000:]
+    assert "--data.dataset.source SOURCE A Stack Exchange site folder" in done.stdout
+    assert "--data.dataset.split.train_fraction TRAIN_FRACTION" in done.stdout

@@ -9,7 +9,7 @@ import networkx as nx
 
 PACKAGE = Path(__file__).resolve().parents[1] / "graphctx"
 LAYERS = {
-    **dict.fromkeys(("errors", "cache", "quiet", "paper", "checks"), 0),  # shared by all
+    **dict.fromkeys(("errors", "cache", "quiet", "paper", "checks", "settings_docs"), 0),  # shared by all
     "data": 1,
     "retrieval": 2,
     "knowledge": 3,

@@ -42,6 +42,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def settings_help() -> str:
+    """What ``--config`` gives this command: the ``data.dataset`` section (plus the tokenizer of
+    ``model.spec`` and ``data.cache_dir``), without importing the config layer."""
+    from graphctx.data.settings import DatasetSettings
+    from graphctx.settings_docs import section_help
+
+    return (
+        "Config settings graphctx data reads with --config: the data.dataset section below, the tokenizer\n"
+        "of model.spec and data.cache_dir (graphctx index --help lists every setting):\n\n"
+        + section_help(DatasetSettings, "data.dataset")
+    )
+
+
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from dataclasses import replace
 
