@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import ast
+import importlib.metadata
+import sys
+import tomllib
 from pathlib import Path
 
 import networkx as nx
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 PACKAGE = Path(__file__).resolve().parents[1] / "graphctx"
 LAYERS = {
@@ -56,3 +61,47 @@ def test_imports_point_down_the_layers():
 def test_no_import_cycle():
     cycles = [sorted(c) for c in nx.strongly_connected_components(imports()) if len(c) > 1]
     assert not cycles, cycles
+
+
+NOT_INSTALLED = {"faiss": ["faiss-cpu"]}
+"""Distributions of optional imports the test environment lacks, where the name differs from the import's."""
+
+
+def third_party_imports() -> dict[str, set[str]]:
+    """Per top-level package outside graphctx and the standard library, the graphctx modules importing it
+    (anywhere in their code: deferred imports count, as a user's run reaches them)."""
+    found: dict[str, set[str]] = {}
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top != "graphctx" and top not in sys.stdlib_module_names:
+                    found.setdefault(top, set()).add(module_name(path))
+    return found
+
+
+def test_every_imported_package_is_a_declared_runtime_dependency():
+    """What graphctx imports is in pyproject's dependencies or a runtime extra, never only in ``dev``: a
+    user's install has no dev extra (sentence-transformers, for one, is only the encoder's test reference)."""
+    project = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    runtime = [*project["dependencies"], *(r for name, reqs in extras.items() if name != "dev" for r in reqs)]
+    declared = {canonicalize_name(Requirement(r).name) for r in runtime}
+    installed = importlib.metadata.packages_distributions()
+
+    def distributions(package: str) -> set[str]:
+        names = installed.get(package, NOT_INSTALLED.get(package, [package]))
+        return {canonicalize_name(name) for name in names}
+
+    undeclared = {
+        package: sorted(modules)
+        for package, modules in third_party_imports().items()
+        if not declared & distributions(package)
+    }
+    assert not undeclared, undeclared

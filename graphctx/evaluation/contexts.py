@@ -21,7 +21,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sentence_transformers import SentenceTransformer
 from transformers import PreTrainedTokenizerBase
 
 from graphctx.evaluation.processes import Processes
@@ -31,6 +30,7 @@ from graphctx.knowledge.llm import GenerationModel
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.knowledge.verbalise import Sentence
 from graphctx.prompts import Variant
+from graphctx.retrieval.encoder import SentenceEncoder
 from graphctx.retrieval.index import RetrievalIndex, build_index
 from graphctx.retrieval.module import RetrievalModule, WholeBatches, batch_count, predict_hits
 from graphctx.retrieval.retriever import EmbeddingRetriever, Hit, build_retriever
@@ -95,7 +95,7 @@ class ContextBuilder:
         self.processes = processes or Processes()
         self._indexes: dict[str, RetrievalIndex] = {}
         self._retrievers: dict[str, EmbeddingRetriever] = {}
-        self._encoder: SentenceTransformer | None = None
+        self._encoder: SentenceEncoder | None = None
         self.count_tokens = build_token_counter(self.knowledge.tokenizer or tokenizer)
         self.retrieved = 0
         """Queries this process ranked (summed over the methods)."""
