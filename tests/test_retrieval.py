@@ -4,7 +4,6 @@ fallback, dense/FAISS, the LightningModule's predict, and the index/retrieve com
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -24,6 +23,7 @@ from graphctx.retrieval.index import RetrievalIndex, build_index
 from graphctx.retrieval.module import GatherPredictions, RetrievalModule, predict_hits, query_loader
 from graphctx.retrieval.retriever import DenseRetriever, GraphRetriever, Hit, build_retriever
 from graphctx.retrieval.settings import RetrievalSettings
+from tests.forked_ranks import run_forked_ranks
 
 # MiniLM's cosines are lower than bge's: 0.5 gives this pool a real graph (0.8 links almost nothing).
 SETTINGS = RetrievalSettings(threshold=0.5, max_seq_length=128, device="cpu", top_k=3)
@@ -207,18 +207,8 @@ def test_predict_hits_under_two_process_ddp_equals_one_process(index, questions,
     assert expected == GraphRetriever(index, settings, encoder=encoder).retrieve(queries)
 
     port = find_free_network_port()
-    context = multiprocessing.get_context("fork")
-    ranks = [
-        context.Process(target=_ddp_rank, args=(rank, port, index, encoder, queries, tmp_path))
-        for rank in (0, 1)
-    ]
-    for process in ranks:
-        process.start()
-    for process in ranks:
-        process.join(timeout=120)
-        if process.is_alive():
-            process.kill()
-    assert [process.exitcode for process in ranks] == [0, 0]
+    rank_args = [(rank, port, index, encoder, queries, tmp_path) for rank in (0, 1)]
+    assert run_forked_ranks(_ddp_rank, rank_args, timeout_s=120) == [0, 0]
 
     for rank in (0, 1):
         result = json.loads((tmp_path / f"rank{rank}.json").read_text())

@@ -1,6 +1,7 @@
 """graphctx's SentenceEncoder gives sentence-transformers' ``encode(..., normalize_embeddings=True)``:
 on the packaged MiniLM (mean pooling) with real cardano questions, and on tiny random BERTs saved by
-sentence-transformers itself with cls / max / lasttoken pooling; unsupported layouts are one-line errors."""
+sentence-transformers itself with cls / max / lasttoken pooling, and on a plain transformers folder (mean
+pooling, as sentence-transformers builds for one); unsupported layouts are one-line errors."""
 
 from __future__ import annotations
 
@@ -117,5 +118,11 @@ def test_missing_model_names_the_setting(tmp_path) -> None:
     with pytest.raises(ConfigError, match=r"^retrieval\.embedding_model='graphctx-tests/no-such") as e:
         load_encoder(settings)
     assert "\n" not in str(e.value)
-    with pytest.raises(ConfigError, match=r"no modules\.json"):
-        SentenceEncoder.load(str(tiny_bert(tmp_path / "plain")))
+
+
+def test_plain_transformers_folder_gets_mean_pooling_as_in_sentence_transformers(bert_folder, texts) -> None:
+    """No modules.json: sentence-transformers builds Transformer + mean Pooling; so does the encoder."""
+    ours = SentenceEncoder.load(str(bert_folder))
+    assert ours.pooling == "mean" and ours.max_length == 512  # the tokenizer's limit, within the positions
+    expected = reference(bert_folder, texts[:12], batch_size=5)
+    torch.testing.assert_close(ours.encode(texts[:12], 5), expected, atol=ATOL, rtol=0)

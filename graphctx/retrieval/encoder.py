@@ -76,12 +76,14 @@ def _read_json(path: Path) -> Any:
         raise ConfigError(f"{path}: not valid JSON ({error})") from None
 
 
-def read_pipeline(folder: Path) -> tuple[Path, Path]:
+def read_pipeline(folder: Path) -> tuple[Path, Path | None]:
     """The Transformer and Pooling module folders of ``folder/modules.json`` (a Normalize may follow);
-    any other layout is a one-line error naming the file and the module."""
+    any other layout is a one-line error naming the file and the module. A plain transformers folder (no
+    ``modules.json``) is its own Transformer with no Pooling folder: mean pooling, as sentence-transformers
+    builds for it."""
     modules_file = folder / "modules.json"
     if not modules_file.is_file():
-        raise ConfigError(f"{folder}: no modules.json (not a sentence-transformers model folder)")
+        return folder, None
     modules = _read_json(modules_file)
     for position, module in enumerate(modules):
         expected = ("Transformer", "Pooling", "Normalize")[position] if position < 3 else None
@@ -95,8 +97,11 @@ def read_pipeline(folder: Path) -> tuple[Path, Path]:
     return folder / modules[0]["path"], folder / modules[1]["path"]
 
 
-def read_pooling_mode(pooling_folder: Path) -> str:
-    """The single pooling mode of a Pooling module's ``config.json`` (new or legacy keys)."""
+def read_pooling_mode(pooling_folder: Path | None) -> str:
+    """The single pooling mode of a Pooling module's ``config.json`` (new or legacy keys); ``mean``
+    without a Pooling module."""
+    if pooling_folder is None:
+        return "mean"
     config_file = pooling_folder / "config.json"
     config = _read_json(config_file)
     mode = config.get("pooling_mode")
