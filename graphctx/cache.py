@@ -55,26 +55,54 @@ def fingerprint(*parts: Any) -> str:
 
 
 @contextlib.contextmanager
-def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary path beside ``target``; on success rename it onto ``target``.
-
-    Works for files and folders alike. On any exception the temporary is removed and ``target`` is left
-    as it was (absent or the previous complete version).
-    """
-    target = Path(target)
+def _sibling(target: Path) -> Iterator[Path]:
+    """A fresh temporary path beside ``target`` (not created), removed afterwards if still there."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     shutil.rmtree(tmp)
     try:
         yield tmp
-        if target.is_dir() and not target.is_symlink():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
     finally:
         if tmp.is_dir():
             shutil.rmtree(tmp, ignore_errors=True)
         elif tmp.exists():
             tmp.unlink()
+
+
+@contextlib.contextmanager
+def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path beside ``target``; on success rename it onto ``target``.
+
+    Works for files and folders alike. On any exception the temporary is removed and ``target`` is left
+    as it was (absent or the previous complete version). One writer at a time: for a cache entry that
+    several processes may build at once, use :func:`publish_once`.
+    """
+    target = Path(target)
+    with _sibling(target) as tmp:
+        yield tmp
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+
+
+@contextlib.contextmanager
+def publish_once(target: str | os.PathLike[str]) -> Iterator[Path]:
+    """:func:`atomic_path` for a content-addressed cache entry that several processes may build at once
+    (the ranks of one run, nodes sharing the cache folder): the first complete entry published stays, and
+    a later one, equal by its key, is dropped. An entry is never replaced under a process reading it, and
+    two publishers never collide (replacing a folder is not atomic: remove, then rename)."""
+    target = Path(target)
+    with _sibling(target) as tmp:
+        yield tmp
+        try:
+            if tmp.is_dir():
+                os.rename(tmp, target)  # refuses a target folder that has files
+            else:
+                os.link(tmp, target)  # refuses any existing target
+        except OSError:
+            if not target.exists():
+                raise
+            # another process published this entry first: keep it
 
 
 def write_json_atomic(target: str | os.PathLike[str], payload: Any) -> None:

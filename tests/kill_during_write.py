@@ -43,7 +43,7 @@ def install_kill_hook(kind_folder: str, moment: str) -> None:
 
 
 def build(artefact: str, cache: str, shared: Path) -> None:
-    """The same calls the pipeline makes; each writes its entry through graphctx.cache.atomic_path."""
+    """The same calls the pipeline makes; each writes its entry through atomic_path or publish_once."""
     if artefact == "dataset":
         from graphctx.data.build import load_qa_dataset
         from graphctx.data.settings import DatasetSettings, FilterSettings

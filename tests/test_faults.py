@@ -149,3 +149,33 @@ def test_nan_loss_stops_training_and_keeps_the_last_good_checkpoint(tmp_path, ca
     assert all(torch.isfinite(tensor).all() for tensor in checkpoint["state_dict"].values())
     # Training stopped: no adapter was exported from the diverged weights.
     assert not (root / "adapter").exists()
+
+
+def _publish_rounds(rank: int, barrier, folder: Path, rounds: int) -> None:
+    """One of several processes building the same cache entries at the same moment, round after round;
+    each then reads the entry back whole (its two files from one writer)."""
+    from graphctx.cache import publish_once
+
+    for round_ in range(rounds):
+        target = folder / f"entry-{round_}"
+        barrier.wait(timeout=60)  # a rank that failed breaks the barrier for the others
+        with publish_once(target) as tmp:
+            tmp.mkdir()
+            for name in ("a", "b"):
+                (tmp / name).write_text(str(rank) * 10_000)
+        assert (target / "a").read_text() == (target / "b").read_text()
+
+
+def test_ranks_building_one_cache_entry_at_once_all_succeed_and_read_it_whole(tmp_path) -> None:
+    """DDP ranks (or nodes sharing the cache) build a dataset, KG store or model entry at the same moment:
+    the first published entry stays and every process goes on with it (replacing a folder under the others
+    crashed a rank of a 2-process training run in CI: 'Directory not empty')."""
+    import multiprocessing
+
+    from tests.forked_ranks import run_forked_ranks
+
+    barrier = multiprocessing.get_context("fork").Barrier(4)
+    rank_args = [(rank, barrier, tmp_path, 40) for rank in range(4)]
+    assert run_forked_ranks(_publish_rounds, rank_args, timeout_s=120) == [0, 0, 0, 0]
+    leftovers = sorted(p.name for p in tmp_path.iterdir())  # no temporary folder stays behind
+    assert leftovers == sorted(f"entry-{r}" for r in range(40))

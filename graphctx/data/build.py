@@ -18,7 +18,7 @@ from typing import Any
 import datasets
 from transformers import PreTrainedTokenizerBase
 
-from graphctx.cache import atomic_path, cache_root, file_digest, fingerprint, read_entry
+from graphctx.cache import cache_root, file_digest, fingerprint, publish_once, read_entry
 from graphctx.data.arrow import ArrowRowWriter, write_rows
 from graphctx.data.cleaning import Cleaned, Screened, clean_screened
 from graphctx.data.dates import canonical, parse_created
@@ -81,7 +81,7 @@ def prepare_qa_dataset(
     cached = read_entry(folder, _read_built)
     if cached is not None:
         return cached
-    with atomic_path(folder) as tmp:
+    with publish_once(folder) as tmp:
         _build(settings, tokenizer, tmp, workers)
     return _read_built(folder)
 

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import pyoxigraph
 
-from graphctx.cache import atomic_path, cache_root, file_digest, fingerprint, read_entry, write_json_atomic
+from graphctx.cache import cache_root, file_digest, fingerprint, publish_once, read_entry, write_json_atomic
 from graphctx.knowledge.entities import normalise_entity
 from graphctx.knowledge.kg import SparqlKnowledgeGraph
 from graphctx.knowledge.settings import KnowledgeSettings
@@ -317,7 +317,7 @@ def build_store(settings: KnowledgeSettings) -> Path:
     if settings.kg_dir:
         _software_triples(Path(settings.kg_dir) / SOFTWARE_SQL, writer)
         _debian_triples(Path(settings.kg_dir) / DEBIAN_JSONL, writer)
-    with atomic_path(target) as tmp:
+    with publish_once(target) as tmp:
         tmp.mkdir()
         store = pyoxigraph.Store(str(tmp / "oxigraph"))
         store.bulk_load(writer.ntriples(), format=pyoxigraph.RdfFormat.N_TRIPLES)

@@ -28,7 +28,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from graphctx.cache import atomic_path, cache_root, file_digest, fingerprint, read_entry
+from graphctx.cache import cache_root, file_digest, fingerprint, publish_once, read_entry
 from graphctx.errors import ConfigError
 from graphctx.model.attention import resolve_attention
 from graphctx.model.settings import SMOLLM2_GGUF, TINY_RANDOM, LoraSettings, ModelSpec
@@ -117,7 +117,7 @@ def convert_gguf(gguf_file: Path, cache_dir: str | None = None) -> Path:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    with atomic_path(target) as tmp:
+    with publish_once(target) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
     return target
@@ -134,7 +134,7 @@ def build_tiny_random(spec: ModelSpec) -> Path:
     )
     if read_entry(target, check_model_folder) is not None:
         return target
-    with atomic_path(target) as tmp:
+    with publish_once(target) as tmp:
         tmp.mkdir()
         shutil.copy(sentencepiece, tmp / "tokenizer.model")
         tokenizer = AutoTokenizer.from_pretrained(tmp, tokenizer_class="LlamaTokenizer")

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 from torch_geometric.data import Data
 
-from graphctx.cache import atomic_path, cache_root, fingerprint, read_entry
+from graphctx.cache import cache_root, fingerprint, publish_once, read_entry
 from graphctx.retrieval.embeddings import embed_texts, resolve_device, texts_digest
 from graphctx.retrieval.graph import build_question_graph, degree_stats, load_graph, save_graph
 from graphctx.retrieval.settings import RetrievalSettings
@@ -39,7 +39,7 @@ class RetrievalIndex:
 
     def save(self, folder: str | os.PathLike[str]) -> None:
         """Write ``ids.pt``, ``embeddings.pt``, ``graph.pt`` and ``stats.json`` into ``folder`` atomically."""
-        with atomic_path(folder) as tmp:
+        with publish_once(folder) as tmp:
             tmp.mkdir(parents=True)
             torch.save(self.ids.cpu(), tmp / "ids.pt")
             torch.save(self.embeddings.cpu(), tmp / "embeddings.pt")
