@@ -87,18 +87,15 @@ def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
 
 @contextlib.contextmanager
 def publish_once(target: str | os.PathLike[str]) -> Iterator[Path]:
-    """:func:`atomic_path` for a content-addressed cache entry that several processes may build at once
-    (the ranks of one run, nodes sharing the cache folder): the first complete entry published stays, and
+    """:func:`atomic_path` for a content-addressed cache folder that several processes may build at once
+    (the ranks of one run, nodes sharing the cache folder): the first complete folder published stays, and
     a later one, equal by its key, is dropped. An entry is never replaced under a process reading it, and
     two publishers never collide (replacing a folder is not atomic: remove, then rename)."""
     target = Path(target)
     with _sibling(target) as tmp:
         yield tmp
         try:
-            if tmp.is_dir():
-                os.rename(tmp, target)  # refuses a target folder that has files
-            else:
-                os.link(tmp, target)  # refuses any existing target
+            os.rename(tmp, target)  # refuses a target folder that has files
         except OSError:
             if not target.exists():
                 raise
