@@ -65,7 +65,7 @@ def test_paper_configs_run_the_papers_model_in_every_stage(path, capsys):
     assert plan["stand_ins"] == []
     assert plan["generation"]["model"].startswith("meta-llama/Llama-2-")
     assert plan["retrieval"]["embedding_model"] == "BAAI/bge-large-en"
-    assert plan["retrieval"]["query_instruction"].startswith("Represent this sentence")
+    assert plan["retrieval"]["instruction"] == ""  # the paper states none: pool and queries alike
     assert [e["name"] for e in plan["knowledge"]["extractors"]] == ["rebel", "llm"]
     assert plan["knowledge"]["extractors"][1]["shares_generation_model"] is True
     assert plan["knowledge"]["backend"] == "wikidata"

@@ -284,7 +284,7 @@ def test_a_damaged_embedding_file_or_retrieval_index_is_moved_aside_and_rebuilt(
     ids = list(range(len(POOL)))
     expected = build_index(ids, POOL, settings, cache_dir=tmp_path)
     if damage == "embeddings":
-        damaged = embedding_cache_path(POOL, settings, is_query=False, cache_dir=tmp_path)
+        damaged = embedding_cache_path(POOL, settings, cache_dir=tmp_path)
         truncate(damaged)
         torch.testing.assert_close(embed_texts(POOL, settings, cache_dir=tmp_path), expected.embeddings)
     else:

@@ -18,8 +18,9 @@ from torch.utils.data.distributed import DistributedSampler
 
 import graphctx.retrieval.embeddings as embeddings_module
 from graphctx.data import DatasetSettings, load_qa_dataset
-from graphctx.retrieval.embeddings import embed_texts, load_encoder
-from graphctx.retrieval.index import RetrievalIndex, build_index
+from graphctx.retrieval.embeddings import embed_texts, embedding_cache_path, load_encoder
+from graphctx.retrieval.graph import build_question_graph, query_edges
+from graphctx.retrieval.index import RetrievalIndex, build_index, index_key
 from graphctx.retrieval.module import GatherPredictions, RetrievalModule, predict_hits, query_loader
 from graphctx.retrieval.retriever import DenseRetriever, GraphRetriever, Hit, build_retriever
 from graphctx.retrieval.settings import RetrievalSettings
@@ -65,16 +66,38 @@ def test_embeddings_are_cached_by_model_and_texts(questions, encoder, tmp_path, 
         embed_texts(texts[:5], SETTINGS, cache_dir=tmp_path)  # other texts: a miss
 
 
-def test_query_instruction_applies_to_queries_only(questions, encoder, tmp_path) -> None:
+def test_instruction_goes_before_pool_questions_and_queries_alike(questions, encoder, tmp_path) -> None:
+    """One embedding per question (the paper's symmetric similarity): a query that is a pool question has
+    the pool question's embedding, so its edge to it has cosine 1, with an instruction or without."""
     texts = questions["train"]["question"][:4]
-    settings = replace(
-        SETTINGS, query_instruction="Represent this sentence for searching relevant passages: "
-    )
-    as_pool = embed_texts(texts, settings, cache_dir=tmp_path, model=encoder)
-    as_query = embed_texts(texts, settings, cache_dir=tmp_path, model=encoder, is_query=True)
-    assert torch.allclose(as_pool, embed_texts(texts, SETTINGS, cache_dir=tmp_path, model=encoder))
-    assert not torch.allclose(as_pool, as_query, atol=1e-3)
-    assert len(list((tmp_path / "embeddings").iterdir())) == 2
+    for instruction in ("", "Represent this sentence for searching relevant passages: "):
+        settings = replace(SETTINGS, instruction=instruction)
+        pool = embed_texts(texts, settings, cache_dir=tmp_path, model=encoder)
+        index = RetrievalIndex(torch.arange(4), pool, build_question_graph(pool, settings), {})
+        queries = GraphRetriever(index, settings, encoder=encoder).embed(texts)
+        torch.testing.assert_close(queries, pool, atol=1e-6, rtol=0)
+        edges = query_edges(queries, pool, settings)
+        self_edges = edges.weight[edges.query == edges.node]
+        assert len(self_edges) == 4 and bool((self_edges > 1 - 1e-5).all())
+    assert len(list((tmp_path / "embeddings").iterdir())) == 2  # the instruction is in the key
+
+
+def test_embedding_and_index_keys_name_device_dtype_and_threads(questions) -> None:
+    """Numbers change with the device type, the embedding dtype and the CPU threads: so do the keys."""
+    ids, texts = [1, 2], questions["train"]["question"][:2]
+    variants = [
+        SETTINGS,
+        replace(SETTINGS, embedding_dtype="bfloat16"),
+        replace(SETTINGS, cpu_threads=2),
+        replace(SETTINGS, device="cuda"),  # auto dtype: bfloat16 there (no GPU needed to name it)
+        replace(SETTINGS, device="cuda", embedding_dtype="float32"),
+    ]
+    embedding_keys = {embedding_cache_path(texts, s, cache_dir="c") for s in variants}
+    assert len(embedding_keys) == len(variants)
+    assert len({index_key(ids, texts, s) for s in variants}) == len(variants)
+    # on CUDA the CPU thread count changes nothing, and names nothing
+    cuda = replace(SETTINGS, device="cuda")
+    assert index_key(ids, texts, cuda) == index_key(ids, texts, replace(cuda, cpu_threads=3))
 
 
 def test_index_is_cached_and_reloaded(index, questions, tmp_path) -> None:

@@ -54,14 +54,14 @@ def test_packaged_minilm_equals_sentence_transformers(minilm: SentenceEncoder, t
     torch.testing.assert_close(minilm.encode(texts[::-1], batch_size=7), ours.flip(0), atol=ATOL, rtol=0)
 
 
-def test_max_seq_length_override_and_query_prefix(texts: list[str]) -> None:
-    settings = RetrievalSettings(device="cpu", max_seq_length=32, query_instruction="Represent this: ")
+def test_max_seq_length_override_and_instruction(texts: list[str]) -> None:
+    settings = RetrievalSettings(device="cpu", max_seq_length=32, instruction="Represent this: ")
     model = load_encoder(settings)
     assert model.max_length == 32
     long = texts[:4]
     expected = reference(MINILM, ["Represent this: " + text for text in long], max_seq_length=32)
-    torch.testing.assert_close(encode(model, long, settings, is_query=True), expected, atol=ATOL, rtol=0)
-    pool = encode(model, long, settings, is_query=False)
+    torch.testing.assert_close(encode(model, long, settings), expected, atol=ATOL, rtol=0)
+    pool = encode(model, long, replace(settings, instruction=""))
     torch.testing.assert_close(pool, reference(MINILM, long, max_seq_length=32), atol=ATOL, rtol=0)
     assert not torch.allclose(pool, reference(MINILM, long), atol=1e-3)  # the override truncates
 

@@ -265,7 +265,7 @@ class Plan:
                 "embedding_model": retrieval.embedding_model,
                 "available": self.embedder.available,
                 "paper": self.embedder.is_paper,
-                "query_instruction": retrieval.query_instruction,
+                "instruction": retrieval.instruction,
                 "threshold": retrieval.threshold,
                 "top_k": retrieval.top_k,
                 "alpha": retrieval.alpha,
@@ -392,7 +392,7 @@ class Plan:
             f"prompts ≤ {gen['max_prompt_tokens']} tokens, answers ≤ {gen['max_new_tokens']}",
             f"  retrieval    {ret['method']} (T={ret['threshold']}, k={ret['top_k']}, "
             f"alpha={ret['alpha']}) on {ret['embedding_model']} [{ret['available']}], {ret['device']}"
-            + (f", query instruction {ret['query_instruction']!r}" if ret["query_instruction"] else "")
+            + (f", instruction {ret['instruction']!r} (pool and queries)" if ret["instruction"] else "")
             + mark("retrieval.embedding_model"),
             f"  extractors   {extractors}" + mark("knowledge.extractors"),
             f"  knowledge    {kno['backend']} {kno['source']}; "

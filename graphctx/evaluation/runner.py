@@ -59,6 +59,7 @@ from graphctx.generation import Answer, Generator, length_sorted_batches, load_g
 from graphctx.knowledge.llm import GenerationModel
 from graphctx.model import load_tokenizer
 from graphctx.prompts import EncodedPrompt, Variant, build_prompt, encode_prompt, get_variants
+from graphctx.retrieval.numerics import numerics
 
 ANSWER_FORMAT = 2
 """Bump when the same settings start making other answers (prompt encoding, the weights decoded, stopping);
@@ -84,7 +85,7 @@ SPEED_ONLY: dict[str, set[str]] = {
     },
     "generation": {"batch_size", "device", "static_cache", "cache_bucket_tokens"},
     "retrieval": {
-        "device",
+        "device",  # its type (cpu/cuda), which changes the numbers, is in the fingerprint's numerics
         "embedding_batch_size",
         "query_batch_size",
         "similarity_chunk_size",
@@ -191,6 +192,7 @@ class EvaluationRun:
             parts["adapter"] = _adapter_digest(self.adapter_dir)
         if variant.retrieval != "none":
             parts["retrieval"] = _settings(self.config.retrieval, SPEED_ONLY["retrieval"])
+            parts["retrieval"]["numerics"] = numerics(self.config.retrieval)  # auto resolved
             parts["knowledge"] = _settings(self.config.knowledge, SPEED_ONLY["knowledge"])
         return parts
 

@@ -1,15 +1,20 @@
-"""Dense cosine top-k over the pool (the paper's TextGen baseline), in torch or with a FAISS index."""
+"""Dense cosine top-k over the pool (the paper's TextGen baseline), in torch or with a FAISS index; near-ties
+ranked by :mod:`graphctx.retrieval.ranking`'s rule."""
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
+from graphctx.retrieval.ranking import top_k_with_ties
 from graphctx.retrieval.settings import RetrievalSettings
 
 
-def cosine_top_k(queries: Tensor, pool: Tensor, k: int, chunk_size: int = 4096) -> tuple[Tensor, Tensor]:
-    """Exact top-k pool rows by cosine for each query (inputs L2-normalised): (scores [B, k], ids [B, k]).
+def cosine_top_k(
+    queries: Tensor, pool: Tensor, k: int, chunk_size: int = 4096, tolerance: float = 0.0
+) -> tuple[Tensor, Tensor]:
+    """Exact top-k pool rows by cosine for each query (inputs L2-normalised): (scores [B, k], ids [B, k]),
+    cosines within ``tolerance`` tied and ranked by pool row (:func:`top_k_with_ties`).
 
     Queries go ``chunk_size`` at a time, so memory is ``chunk_size × pool``.
     """
@@ -17,9 +22,14 @@ def cosine_top_k(queries: Tensor, pool: Tensor, k: int, chunk_size: int = 4096) 
     scores, ids = [], []
     for start in range(0, len(queries), chunk_size):
         similarity = queries[start : start + chunk_size] @ pool.T
-        best = similarity.topk(k, dim=1)
-        scores.append(best.values)
-        ids.append(best.indices)
+
+        def search(n: int, similarity: Tensor = similarity) -> tuple[Tensor, Tensor]:
+            best = similarity.topk(n, dim=1)
+            return best.values, best.indices
+
+        best_scores, best_ids = top_k_with_ties(search, k, len(pool), tolerance)
+        scores.append(best_scores)
+        ids.append(best_ids)
     if not scores:
         return queries.new_zeros(0, k), torch.zeros(0, k, dtype=torch.long, device=queries.device)
     return torch.cat(scores), torch.cat(ids)
@@ -38,16 +48,24 @@ class FaissIndex:
         self.index = faiss.IndexFlatIP(pool.shape[1])
         self.index.add(pool.float().cpu().contiguous().numpy())
 
-    def search(self, queries: Tensor, k: int) -> tuple[Tensor, Tensor]:
-        """(scores [B, k], ids [B, k]) on the queries' device."""
-        scores, ids = self.index.search(queries.float().cpu().contiguous().numpy(), min(k, self.index.ntotal))
-        return torch.from_numpy(scores).to(queries.device), torch.from_numpy(ids).long().to(queries.device)
+    def search(self, queries: Tensor, k: int, tolerance: float = 0.0) -> tuple[Tensor, Tensor]:
+        """(scores [B, k], ids [B, k]) on the queries' device, near-ties as :func:`top_k_with_ties`."""
+        array = queries.float().cpu().contiguous().numpy()
+
+        def search(n: int) -> tuple[Tensor, Tensor]:
+            scores, ids = self.index.search(array, n)
+            return torch.from_numpy(scores), torch.from_numpy(ids).long()
+
+        scores, ids = top_k_with_ties(search, k, self.index.ntotal, tolerance)
+        return scores.to(queries.device), ids.to(queries.device)
 
 
 def dense_top_k(
     queries: Tensor, pool: Tensor, settings: RetrievalSettings, faiss_index: FaissIndex | None = None
 ) -> tuple[Tensor, Tensor]:
-    """Cosine top ``settings.top_k``: FAISS when an index is given, else chunked torch products."""
+    """Cosine top ``settings.top_k`` (near-ties within ``settings.tie_tolerance`` in pool order): FAISS when
+    an index is given, else chunked torch products."""
     if faiss_index is not None:
-        return faiss_index.search(queries, settings.top_k)
-    return cosine_top_k(queries, pool.to(queries.dtype), settings.top_k, settings.similarity_chunk_size)
+        return faiss_index.search(queries, settings.top_k, settings.tie_tolerance)
+    chunk, tolerance = settings.similarity_chunk_size, settings.tie_tolerance
+    return cosine_top_k(queries, pool.to(queries.dtype), settings.top_k, chunk, tolerance)

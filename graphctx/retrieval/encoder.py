@@ -180,7 +180,7 @@ class SentenceEncoder(torch.nn.Module):
         if prompts.get("default_prompt_name"):
             raise ConfigError(
                 f"{folder / 'config_sentence_transformers.json'}: default_prompt_name is not supported "
-                "(set retrieval.query_instruction instead)"
+                "(set retrieval.instruction instead)"
             )
         config = AutoConfig.from_pretrained(transformer_folder, **settings["config"])
         if getattr(config, "is_encoder_decoder", False):

@@ -13,8 +13,9 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from graphctx.cache import cache_root, fingerprint, publish_once, read_entry
-from graphctx.retrieval.embeddings import embed_texts, resolve_device, texts_digest
+from graphctx.retrieval.embeddings import embed_texts, texts_digest
 from graphctx.retrieval.graph import build_question_graph, degree_stats, load_graph, save_graph
+from graphctx.retrieval.numerics import numerics, pinned_threads, resolve_device
 from graphctx.retrieval.settings import RetrievalSettings
 
 
@@ -68,8 +69,9 @@ class RetrievalIndex:
 
 
 def index_key(ids: Sequence[int], texts: Sequence[str], settings: RetrievalSettings) -> str:
-    """Hash of everything the index depends on: pool ids and texts, model, length limit, graph settings
-    (threshold, neighbour cap, product dtype)."""
+    """Hash of everything the index depends on: pool ids and texts, model, instruction, length limit, graph
+    settings (threshold, neighbour cap, product dtype) and the embeddings' device type, dtype and CPU
+    threads (:func:`~graphctx.retrieval.numerics.numerics`)."""
     device = resolve_device(settings)
     similarity = settings.similarity_dtype
     if similarity == "auto":
@@ -78,10 +80,12 @@ def index_key(ids: Sequence[int], texts: Sequence[str], settings: RetrievalSetti
         list(map(int, ids)),
         texts_digest(texts),
         settings.embedding_model,
+        settings.instruction,
         settings.max_seq_length,
         settings.threshold,
         settings.max_neighbors,
         similarity,
+        numerics(settings, device),
     )
 
 
@@ -102,7 +106,8 @@ def build_index(
         return cached
     device = resolve_device(settings)
     embeddings = embed_texts(texts, settings, cache_dir=cache_dir)
-    graph = build_question_graph(embeddings.to(device), settings).cpu()
+    with pinned_threads(settings, device):
+        graph = build_question_graph(embeddings.to(device), settings).cpu()
     index = RetrievalIndex(torch.tensor(list(map(int, ids)), dtype=torch.long), embeddings, graph, {})
     index.stats = degree_stats(graph)
     index.save(folder)

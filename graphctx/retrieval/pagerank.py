@@ -34,6 +34,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.utils import coalesce, cumsum, scatter, to_torch_csr_tensor
 
+from graphctx.retrieval.ranking import rank_in_group, tie_order
 from graphctx.retrieval.settings import RetrievalSettings
 
 
@@ -426,7 +427,8 @@ class PoolPageRank:
         return x, xq, iterations, ~active
 
     def _top_k(self, layout: _Layout, x: Tensor, num_queries: int, k: int) -> tuple[Tensor, Tensor]:
-        """Best ``k`` pool nodes per query (padded with -1 / 0)."""
+        """Best ``k`` pool nodes per query (padded with -1 / 0), near-ties within
+        ``settings.tie_tolerance`` in pool order (:func:`~graphctx.retrieval.ranking.tie_order`)."""
         ids = torch.full((num_queries, k), -1, dtype=torch.long, device=self.device)
         best = torch.zeros(num_queries, k, dtype=x.dtype, device=self.device)
         if layout.slot_query is None:
@@ -434,20 +436,14 @@ class PoolPageRank:
             num_copies = int(layout.slot_copy.max()) + 1
             touched = torch.zeros(num_copies, x.shape[1], dtype=torch.bool, device=self.device)
             touched[layout.edge_copy, layout.edge_col] = True
-            reachable = touched[layout.slot_copy]
-            take = min(k, x.shape[0])
-            values, slots = x.masked_fill(~reachable, -1).topk(take, dim=0)
-            found = values.T >= 0
-            ids[:, :take] = torch.where(found, layout.slot_node[slots].T, -1)
-            best[:, :take] = torch.where(found, values.T, 0)
-            return ids, best
-        scores = x[:, 0]
-        order = torch.argsort(scores, descending=True, stable=True)
-        order = order[torch.argsort(layout.slot_query[order], stable=True)]
-        owner = layout.slot_query[order]
-        first = cumsum(torch.bincount(owner, minlength=num_queries))[:-1]
-        rank = torch.arange(len(order), device=self.device) - first[owner]
+            slot, owner = touched[layout.slot_copy].nonzero(as_tuple=True)
+            scores, nodes = x[slot, owner], layout.slot_node[slot]
+        else:
+            owner, scores, nodes = layout.slot_query, x[:, 0], layout.slot_node
+        order = tie_order(owner, scores, nodes, self.settings.tie_tolerance)
+        owner = owner[order]
+        rank = rank_in_group(owner)
         keep = rank < k
-        ids[owner[keep], rank[keep]] = layout.slot_node[order[keep]]
+        ids[owner[keep], rank[keep]] = nodes[order[keep]]
         best[owner[keep], rank[keep]] = scores[order[keep]]
         return ids, best

