@@ -20,7 +20,13 @@ from torch.utils.data.distributed import DistributedSampler
 import graphctx.retrieval.embeddings as embeddings_module
 from graphctx.data import DatasetSettings, load_qa_dataset
 from graphctx.retrieval.embeddings import embed_texts, embedding_cache_path, load_encoder
-from graphctx.retrieval.graph import build_question_graph, query_edges
+from graphctx.retrieval.graph import (
+    build_question_graph,
+    degree_stats,
+    graph_fallbacks,
+    linkage_stats,
+    query_edges,
+)
 from graphctx.retrieval.index import RetrievalIndex, build_index, index_key
 from graphctx.retrieval.module import GatherPredictions, RetrievalModule, predict_hits, query_loader
 from graphctx.retrieval.retriever import DenseRetriever, GraphRetriever, Hit, build_retriever
@@ -143,6 +149,30 @@ def test_graph_retriever_equals_networkx_on_real_questions(index, questions, enc
         assert [hit.id for hit in graph_hits] == [int(index.ids[node]) for node in expected]
         assert [hit.score for hit in graph_hits] == pytest.approx([scores[n] for n in expected], abs=1e-6)
     assert linked >= 3
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.7])
+def test_linkage_counted_from_edges_equals_the_retrievers_fallbacks(index, questions, encoder, threshold):
+    """graph_fallbacks (no PageRank run) gives each query the fallback flags the graph retriever's hits
+    carry; linkage_stats counts the queries without an edge and those topped up by cosine."""
+    settings = replace(SETTINGS, threshold=threshold, top_k=4)
+    retriever = GraphRetriever(build_index_at(index, settings), settings, encoder=encoder)
+    queries = questions["test"]["question"][:40]
+    hits = retriever.retrieve(queries)
+    flags = [[hit.fallback for hit in ranked] for ranked in hits]
+    edges = query_edges(retriever.embed(queries), retriever.index.embeddings, settings)
+    assert graph_fallbacks(retriever.index.graph, edges, settings.top_k) == flags
+    stats = linkage_stats(flags, degree_stats(retriever.index.graph))
+    no_edge = int((torch.bincount(edges.query, minlength=len(queries)) == 0).sum())
+    assert stats["no_edge"] == no_edge and stats["linked"] == len(queries) - no_edge
+    assert stats["topped_up"] == sum(any(f) and not all(f) for f in flags)
+    assert stats["topped_up"] > 0 and stats["linked"] > 0  # both cases occur at these thresholds
+    assert 0 < stats["density"] < 1
+
+
+def build_index_at(index: RetrievalIndex, settings: RetrievalSettings) -> RetrievalIndex:
+    """The index's pool with the question graph of ``settings`` (another threshold)."""
+    return RetrievalIndex(index.ids, index.embeddings, build_question_graph(index.embeddings, settings), {})
 
 
 def test_unlinked_query_falls_back_to_cosine(index, encoder) -> None:
@@ -282,6 +312,10 @@ def test_index_and_retrieve_commands(cardano_dir: Path, tmp_path: Path, capsys) 
     assert stats["pool"] == stats["nodes"] > 100 and stats["edges"] > 0
     assert f"degree min {stats['min_degree']}, mean {stats['mean_degree']:.1f}," in printed.err
     assert ("graph is dense" in printed.err) == (stats["mean_degree"] > 50)
+    linkage = stats["linkage"]
+    assert linkage["split"] == "test" and linkage["queries"] > 10
+    assert linkage["linked"] + linkage["no_edge"] == linkage["queries"] and 0 < stats["density"] < 1
+    assert f"test questions: {linkage['linked']} of {linkage['queries']} queries" in printed.err
     question = "How do I delegate my ADA to a stake pool from Daedalus?"
     assert (
         cli_main(["retrieve", "--config", str(config), "--question", question, "--top-k", "4", "--json"]) == 0

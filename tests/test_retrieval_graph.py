@@ -87,6 +87,7 @@ def test_degree_stats_on_a_known_graph() -> None:
     assert stats["mean_degree"] == pytest.approx(1.0)
     assert stats["min_degree"] == 0 and stats["median_degree"] == 1
     assert stats["isolated_share"] == pytest.approx(1 / 6)
+    assert stats["density"] == pytest.approx(3 / 15)
 
 
 def test_density_warning_only_above_mean_degree_50() -> None:

@@ -1,4 +1,5 @@
-"""Embed the pool (training questions) and build its question graph, cached for `graphctx retrieve`."""
+"""Embed the pool (training questions) and build its question graph, cached for `graphctx retrieve`; say
+how the evaluated split's questions link to it (no edge above T, topped up by cosine)."""
 
 from __future__ import annotations
 
@@ -16,16 +17,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.config import load_config
     from graphctx.evaluation.pool import cache_dir_of, load_config_dataset
-    from graphctx.retrieval.graph import density_warning, describe_degrees
+    from graphctx.retrieval.embeddings import embed_texts
+    from graphctx.retrieval.graph import (
+        density_warning,
+        describe_degrees,
+        describe_linkage,
+        graph_fallbacks,
+        linkage_stats,
+        query_edges,
+    )
     from graphctx.retrieval.index import build_index
+    from graphctx.retrieval.numerics import pinned_threads
 
     config = load_config(args.config)
     cache_dir = cache_dir_of(config, args.cache_dir)
-    train = load_config_dataset(config)["train"]
+    dataset = load_config_dataset(config)
+    train, split = dataset["train"], config.evaluation.split
     index = build_index(train["id"], train["question"], config.retrieval, cache_dir)
     print(f"question graph: {describe_degrees(index.stats)}", file=sys.stderr)
     warning = density_warning(index.stats, config.retrieval)
     if warning:
         print(warning, file=sys.stderr)
-    print(json.dumps({"pool": len(index.ids), "dim": index.embeddings.shape[1], **index.stats}), file=out)
+    report = {"pool": len(index.ids), "dim": index.embeddings.shape[1], **index.stats}
+    if split in dataset and split != "train":
+        queries = embed_texts(dataset[split]["question"], config.retrieval, cache_dir=cache_dir)
+        with pinned_threads(config.retrieval, "cpu"):
+            edges = query_edges(queries, index.embeddings, config.retrieval)
+        fallbacks = graph_fallbacks(index.graph, edges, config.retrieval.top_k)
+        report["linkage"] = {"split": split, **linkage_stats(fallbacks, index.stats)}
+        print(f"{split} questions: {describe_linkage(report['linkage'])}", file=sys.stderr)
+    print(json.dumps(report), file=out)
     return 0

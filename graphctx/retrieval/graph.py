@@ -7,6 +7,7 @@ Cosines come from chunked matrix products of L2-normalised embeddings (``chunk Ã
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import torch
@@ -158,7 +159,8 @@ def query_edges(queries: Tensor, pool: Tensor, settings: RetrievalSettings) -> Q
 
 
 def degree_stats(graph: Data) -> dict[str, float]:
-    """Edges, min/mean/median/max degree, isolated nodes (count and share) and connected components."""
+    """Edges, density (edges / possible pairs), min/mean/median/max degree, isolated nodes (count and
+    share) and connected components."""
     num_nodes = int(graph.num_nodes)
     degrees = degree(graph.edge_index[0], num_nodes=num_nodes)
     components = connected_components(graph.edge_index, num_nodes)
@@ -166,6 +168,7 @@ def degree_stats(graph: Data) -> dict[str, float]:
     return {
         "nodes": num_nodes,
         "edges": graph.edge_index.shape[1] // 2,
+        "density": graph.edge_index.shape[1] / (num_nodes * (num_nodes - 1)) if num_nodes > 1 else 0.0,
         "min_degree": int(degrees.min()) if num_nodes else 0,
         "mean_degree": float(degrees.mean()) if num_nodes else 0.0,
         "median_degree": float(degrees.median()) if num_nodes else 0.0,
@@ -175,6 +178,51 @@ def degree_stats(graph: Data) -> dict[str, float]:
         "components": len(sizes),
         "largest_component": int(sizes.max()),
     }
+
+
+def linkage_stats(fallbacks: Sequence[Sequence[bool]], graph: Mapping[str, float] | None = None) -> dict:
+    """How queries linked to the question graph, from each query's hits' ``fallback`` flags (as every
+    prediction records them): ``queries``; ``no_edge``, those without any edge above T (every hit by
+    cosine); ``topped_up``, those with edges that reached fewer than k pool questions (some hits by
+    cosine); ``linked`` = queries - no_edge; the shares of each; and, given :func:`degree_stats` of the
+    graph, its ``density`` and ``mean_degree``."""
+    queries = len(fallbacks)
+    no_edge = sum(bool(flags) and all(flags) for flags in fallbacks)
+    topped_up = sum(any(flags) and not all(flags) for flags in fallbacks)
+    stats: dict[str, float] = {"queries": queries, "linked": queries - no_edge, "no_edge": no_edge}
+    stats["topped_up"] = topped_up
+    for name in ("linked", "no_edge", "topped_up"):
+        stats[f"{name}_share"] = stats[name] / queries if queries else 0.0
+    if graph is not None:
+        stats["density"], stats["mean_degree"] = graph["density"], graph["mean_degree"]
+    return stats
+
+
+def describe_linkage(stats: Mapping[str, float]) -> str:
+    """One line of :func:`linkage_stats`."""
+    line = (
+        f"{stats['linked']} of {stats['queries']} queries ({100 * stats['linked_share']:.1f}%) link to the "
+        f"graph; {stats['no_edge']} with no edge above T (all hits by cosine), {stats['topped_up']} topped "
+        "up by cosine (fewer than k pool questions reached)"
+    )
+    if "density" in stats:
+        line += f"; graph density {stats['density']:.2e}, mean degree {stats['mean_degree']:.1f}"
+    return line
+
+
+def graph_fallbacks(graph: Data, edges: QueryEdges, top_k: int) -> list[list[bool]]:
+    """The ``fallback`` flags :class:`~graphctx.retrieval.retriever.GraphRetriever` gives each query,
+    without running PageRank: a query's graph hits are the ``min(k, reach)`` best of the pool nodes in the
+    components its edges touch (``reach`` of them); the rest of its k hits are cosine's."""
+    num_nodes = int(graph.num_nodes)
+    components = connected_components(graph.edge_index, num_nodes)
+    sizes = torch.bincount(components, minlength=1)
+    count = len(sizes)
+    touched = torch.unique(edges.query * count + components[edges.node])
+    reach = torch.zeros(edges.num_queries, dtype=torch.long, device=sizes.device)
+    reach.index_add_(0, touched // count, sizes[touched % count])
+    k = min(top_k, num_nodes)
+    return [[False] * hits + [True] * (k - hits) for hits in reach.clamp(max=k).tolist()]
 
 
 DENSE_MEAN_DEGREE = 50.0
