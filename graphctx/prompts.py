@@ -64,8 +64,6 @@ class Variant:
     """Add the verbalised knowledge-graph sentences S to the context."""
     pairs: bool
     """Show the retrieved Q&A pairs in the context."""
-    baseline: bool
-    """A baseline of the paper (no graph retrieval, no KG): the paired test compares against the best one."""
 
     @property
     def has_context(self) -> bool:
@@ -80,8 +78,7 @@ class Variant:
 
 
 def _variant(name: str, label: str, model: ModelKind, retrieval: RetrievalKind, knowledge: bool, pairs: bool):
-    baseline = retrieval != "graph" and not knowledge
-    return Variant(name, label, model, retrieval, knowledge, pairs, baseline)
+    return Variant(name, label, model, retrieval, knowledge, pairs)
 
 
 VARIANTS: dict[str, Variant] = {

@@ -1,4 +1,4 @@
-"""Resumable JSONL records and the results table (intervals, best baseline, paired tests)."""
+"""Resumable JSONL records and the results table (intervals, fixed baselines, Holm-corrected paired tests)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from graphctx.evaluation.records import RecordFile, read_records
 from graphctx.evaluation.settings import EvaluationSettings
 from graphctx.evaluation.table import VariantScores, build_table, to_csv, to_markdown, write_table
 from graphctx.evaluation.tracking import log_results, prediction_rows
-from graphctx.metrics.stats import bootstrap_interval, paired_test
+from graphctx.metrics.stats import bootstrap_interval, holm, paired_test
 from graphctx.prompts import VARIANTS
 
 
@@ -47,38 +47,55 @@ def _scores(name: str, ids: list[int], **columns: list[float]) -> VariantScores:
     )
 
 
-def test_table_compares_every_variant_with_the_best_baseline_of_each_metric(tmp_path):
+def test_table_compares_each_graph_variant_with_its_text_twin_holm_corrected(tmp_path):
+    """The baselines are fixed before scoring (evaluation.comparisons, default: text twins), never the
+    best-scoring baseline picked afterwards: GraphContextGen is compared with TextContextGen even though
+    TextGen scores higher; the p-values are Holm-corrected across the table's tests."""
     ids = list(range(8))
     zero = [0.1, 0.2, 0.1, 0.3, 0.2, 0.1, 0.2, 0.3]
     textgen = [0.4, 0.5, 0.3, 0.6, 0.5, 0.4, 0.4, 0.5]
+    text_context = [0.3, 0.4, 0.3, 0.5, 0.3, 0.4, 0.3, 0.4]
     graph = [0.6, 0.7, 0.6, 0.8, 0.6, 0.7, 0.5, 0.7]
     judged = [1, 0, 1, 1, 0, 1, 1, np.nan]
+    fallbacks = [[True, True], [False, True], *([[False, False]] * 6)]
     results = [
         _scores("ZeroShot", ids, rouge1=zero, **{"autoais[causal-lm-judge]": [np.nan] * 8}),
         _scores("TextGen", ids, rouge1=textgen, **{"autoais[causal-lm-judge]": [0, 0, 1, 0, 0, 1, 0, 0]}),
+        _scores("TextContextGen", ids, rouge1=text_context, **{"autoais[causal-lm-judge]": [0] * 8}),
         _scores("GraphContextGen", ids, rouge1=graph, **{"autoais[causal-lm-judge]": judged}),
     ]
-    table = build_table(results, n_resamples=200, seed=0)
+    results[3].retrieval_fallbacks = fallbacks
+    table = build_table(results, n_resamples=200, seed=0, n_permutations=500)
     assert table.keys == ["rouge1", "autoais[causal-lm-judge]"]
-    assert table.best_baseline == {"rouge1": "TextGen", "autoais[causal-lm-judge]": "TextGen"}
-    graph_row = table.rows[2]
+    graph_row = table.rows[3]
+    assert graph_row.baseline == "TextContextGen"
+    assert [row.baseline for row in table.rows[:3]] == [None, None, None]
     assert graph_row.intervals["rouge1"] == bootstrap_interval(graph, n_resamples=200, seed=0)
     assert graph_row.intervals["autoais[causal-lm-judge]"].n == 7  # the NaN row is left out
-    assert graph_row.comparisons["rouge1"] == paired_test(graph, textgen, n_resamples=200, seed=0)
-    assert graph_row.comparisons["rouge1"].mean_difference == pytest.approx(np.mean(graph) - np.mean(textgen))
-    assert table.rows[1].comparisons["rouge1"] is None  # the best baseline is not compared with itself
-    assert table.rows[0].comparisons["autoais[causal-lm-judge]"] is None  # no context: no AutoAIS
+    expected = paired_test(graph, text_context, n_resamples=200, seed=0, n_permutations=500)
+    assert graph_row.comparisons["rouge1"].p_value == expected.p_value
+    assert graph_row.comparisons["rouge1"].mean_difference == pytest.approx(np.mean(graph) - 0.3625)
+    assert table.comparisons == 2
+    raw = [graph_row.comparisons[key].p_value for key in table.keys]
+    assert [graph_row.comparisons[key].p_holm for key in table.keys] == list(holm(raw))
+    assert all(row.comparisons["rouge1"] is None for row in table.rows[:3])
+    assert graph_row.linkage["no_edge"] == 1 and graph_row.linkage["topped_up"] == 1
+    assert table.rows[1].linkage is None  # a dense variant
 
     markdown = to_markdown(table)
     assert "| Variant | ROUGE-1 | AutoAIS [causal-lm-judge] |" in markdown
     assert "| Zero-shot | 0.1875 [" in markdown and "| n/a |" in markdown
-    assert "| *best baseline* | TextGen | TextGen |" in markdown
+    assert "Holm-corrected across the table's 2 tests" in markdown
+    assert "| GraphContextGen | TextContextGen | +0.2875 (p=" in markdown
+    assert "- GraphContextGen: 7 of 8 queries (87.5%) link to the graph; 1 with no edge above T" in markdown
     csv_lines = to_csv(table).splitlines()
-    header = "variant,label,model,retrieval,knowledge,pairs,baseline,answered,prompts_truncated,"
+    header = "variant,label,model,retrieval,knowledge,pairs,compared_with,answered,prompts_truncated,"
     assert csv_lines[0].startswith(header + "prompts_over_limit,autoais_judged,autoais_over_limit,rouge1,")
-    assert csv_lines[3].startswith(
-        "GraphContextGen,GraphContextGen,adapter,graph,True,True,False,8,0,0,7,0,0.65"
+    assert csv_lines[0].endswith(",kg_lost_entities,graph_linked,graph_no_edge,graph_topped_up")
+    assert csv_lines[4].startswith(
+        "GraphContextGen,GraphContextGen,adapter,graph,True,True,TextContextGen,8,0,0,7,0,0.65"
     )
+    assert csv_lines[4].endswith(",0,7,1,1") and csv_lines[1].endswith(",0,,,")
     paths = write_table(table, tmp_path)
     assert paths["markdown"].read_text() == markdown
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.csv", "results.md"]  # no temporaries left

@@ -9,6 +9,7 @@ import pytest
 from scipy import stats
 
 from graphctx.metrics import bootstrap_interval, paired_test
+from graphctx.metrics.stats import holm
 
 
 def test_bootstrap_interval_brackets_the_mean_and_matches_scipy():
@@ -59,3 +60,22 @@ def test_paired_test_finds_nothing_in_noise_and_drops_unpaired_rows():
 def test_paired_test_rejects_unaligned_inputs():
     with pytest.raises(ValueError, match="pair them by row id"):
         paired_test([0.1, 0.2, 0.3], [0.1, 0.2])
+
+
+def test_holm_adjusts_step_down_and_leaves_nan_out():
+    # sorted 0.005, 0.01, 0.03, 0.04 → ×4, ×3, ×2, ×1 = 0.02, 0.03, 0.06, 0.04 → running max 0.06 for the last
+    assert holm([0.01, 0.04, 0.03, 0.005]).tolist() == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    adjusted = holm([np.nan, 0.5, 0.6])
+    assert np.isnan(adjusted[0]) and adjusted[1:].tolist() == [1.0, 1.0]  # m = 2, capped at 1
+    assert holm([]).size == 0
+
+
+def test_permutation_count_is_its_own_setting():
+    """The bootstrap count sets the interval only; the sign flips set the p-value (and its floor)."""
+    rng = np.random.default_rng(3)
+    a = rng.normal(0.6, 0.1, 20)
+    b = a - 0.05 - rng.normal(0, 0.01, 20)  # every difference positive: p sits at its floor
+    few = paired_test(a, b, n_resamples=200, n_permutations=99)
+    assert paired_test(a, b, n_resamples=999, n_permutations=99).p_value == few.p_value
+    many = paired_test(a, b, n_resamples=200, n_permutations=9999)
+    assert few.p_value == pytest.approx(2 / 100) and many.p_value == pytest.approx(2 / 10000)

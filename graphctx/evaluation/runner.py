@@ -5,7 +5,7 @@ Layout of ``evaluation.output_dir``::
     predictions/<variant>.jsonl   one line per answered question (prompt, context, answer, gold, hits)
     predictions/<variant>.meta.json   the settings the answers depend on (a rerun with others is refused)
     scores/<variant>.jsonl        one line of per-row metric scores per answered question
-    results.md, results.csv       the table (means, 95% intervals, paired tests vs the best baseline)
+    results.md, results.csv       the table (means, 95% intervals, paired tests vs fixed baselines)
     timings.json                  the last run's seconds per stage, per process (``stage_seconds``)
     {predictions,scores}/shards/  while a multi-process run goes on: one file per variant and rank
 
@@ -411,6 +411,7 @@ class EvaluationRun:
                     prompts_truncated=sum(bool(predictions[i].get("prompt_truncated")) for i in scored),
                     prompts_over_limit=sum(bool(predictions[i].get("prompt_over_limit")) for i in scored),
                     kg_lost_entities=sum(len(predictions[i].get("kg_lost_entities", ())) for i in scored),
+                    retrieval_fallbacks=[predictions[i].get("retrieval_fallback", []) for i in scored],
                 )
             )
         return results
@@ -507,7 +508,12 @@ class EvaluationRun:
             write_in_order(self.scores_file(variant), order)
         results = self.collect(rows)
         table = build_table(
-            results, self.settings.bootstrap_samples, self.settings.seed, self.plan.model_descriptions()
+            results,
+            self.settings.bootstrap_samples,
+            self.settings.seed,
+            self.plan.model_descriptions(),
+            comparisons=self.settings.comparisons,
+            n_permutations=self.settings.permutation_samples,
         )
         paths = write_table(table, self.output_dir)
         write_json_atomic(self.output_dir / "timings.json", {"stage_seconds": timings})

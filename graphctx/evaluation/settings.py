@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, Range, check_own_fields
 from graphctx.metrics.settings import MetricSettings
 from graphctx.model.settings import GenerationSettings
+from graphctx.prompts import VARIANTS
+
+TEXT_TWINS: dict[str, str] = {
+    "Base-GraphGen": "Base-TextGen",
+    "Base-GraphContextGen": "Base-TextContextGen",
+    "GraphGen": "TextGen",
+    "GraphContextGen": "TextContextGen",
+    "OnlyContextGen-Graph": "OnlyContextGen-Text",
+}
+"""Each graph variant and its text twin: the same prompt with cosine instead of graph retrieval."""
 
 
 @dataclass
@@ -17,12 +27,23 @@ class EvaluationSettings:
     RANGES: ClassVar[dict[str, Range]] = {
         "limit": AT_LEAST_ONE,
         "bootstrap_samples": AT_LEAST_ONE,
+        "permutation_samples": AT_LEAST_ONE,
         "callback_every_n_validations": NON_NEGATIVE,
         "callback_examples": AT_LEAST_ONE,
     }
 
     def __post_init__(self) -> None:
         check_own_fields(self)
+
+    @staticmethod
+    def consistency(value: Any) -> list[tuple[str, str]]:
+        """A comparison naming an unknown variant, or a variant compared with itself."""
+        pairs = dict(value.comparisons or {})
+        unknown = sorted({name for pair in pairs.items() for name in pair if name not in VARIANTS})
+        if unknown:
+            return [("comparisons", f"unknown variant(s) {unknown}; choose from {list(VARIANTS)}")]
+        same = sorted(name for name, baseline in pairs.items() if name == baseline)
+        return [("comparisons", f"{same} compared with itself")] if same else []
 
     variants: list[str] | None = None
     """Variants to run (names in ``graphctx.prompts.VARIANTS``); null = all of them."""
@@ -36,7 +57,14 @@ class EvaluationSettings:
     """Predictions JSONL per variant and the results tables go here; null =
     ``<trainer.default_root_dir>/eval``."""
     bootstrap_samples: int = 1000
-    """Resamples for the 95% bootstrap intervals and the paired test."""
+    """Resamples for the 95% bootstrap intervals (of each mean and of each paired difference)."""
+    permutation_samples: int = 10000
+    """Random sign flips of each paired permutation test (exact when the rows allow fewer): its p-value
+    cannot go below about 1 / (this + 1)."""
+    comparisons: dict[str, str] = field(default_factory=lambda: dict(TEXT_TWINS))
+    """The paired tests of the table, fixed before scoring: variant -> the baseline it is compared with
+    (default: each graph variant with its text twin). A pair with a variant not run is left out; the
+    p-values are Holm-corrected across the table's comparisons (pairs × metrics)."""
     seed: int = 0
     """Seed of the bootstrap."""
     generation: GenerationSettings = field(default_factory=GenerationSettings)

@@ -1,9 +1,11 @@
 """The results table: one row per variant, each metric's mean with its bootstrap 95% interval, and a
-paired permutation test of every variant against the best baseline on that metric."""
+paired permutation test of each variant against the baseline fixed for it before scoring
+(``evaluation.comparisons``: each graph variant against its text twin), Holm-corrected across the table."""
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import math
 from collections.abc import Mapping, Sequence
@@ -13,8 +15,10 @@ from pathlib import Path
 import numpy as np
 
 from graphctx.cache import atomic_path
-from graphctx.metrics.stats import Interval, PairedComparison, bootstrap_interval, paired_test
+from graphctx.evaluation.settings import TEXT_TWINS
+from graphctx.metrics.stats import Interval, PairedComparison, bootstrap_interval, holm, paired_test
 from graphctx.prompts import Variant
+from graphctx.retrieval.graph import describe_linkage, linkage_stats
 
 METRIC_COLUMNS: dict[str, str] = {
     "bertscore_f1": "BERTScore",
@@ -54,6 +58,12 @@ class VariantScores:
     """Answered rows whose question and top pair alone exceed ``max_prompt_tokens`` (kept whole)."""
     kg_lost_entities: int = 0
     """KG entities whose lookups failed, summed over answered rows (their facts are missing)."""
+    retrieval_fallbacks: list[list[bool]] = field(default_factory=list)
+    """Per scored row, its hits' ``retrieval_fallback`` flags (graph variants: cosine top-ups)."""
+
+    def linkage(self) -> dict[str, float] | None:
+        """:func:`~graphctx.retrieval.graph.linkage_stats` of a graph variant's rows; None otherwise."""
+        return linkage_stats(self.retrieval_fallbacks) if self.variant.retrieval == "graph" else None
 
     def autoais_coverage(self) -> tuple[int, int]:
         """(rows judged by AutoAIS, rows over the judge's input limit); (0, 0) without AutoAIS scores."""
@@ -75,17 +85,21 @@ class VariantScores:
 
 @dataclass
 class TableRow:
-    """One variant's line: intervals per metric key, its comparison with the best baseline, and coverage."""
+    """One variant's line: intervals per metric key, its comparison with its baseline, and coverage."""
 
     variant: Variant
     intervals: dict[str, Interval]
     comparisons: dict[str, PairedComparison | None] = field(default_factory=dict)
+    baseline: str | None = None
+    """The variant this one is compared with (``evaluation.comparisons``); None: not compared."""
     answered: int = 0
     prompts_truncated: int = 0
     prompts_over_limit: int = 0
     autoais_judged: int = 0
     autoais_over_limit: int = 0
     kg_lost_entities: int = 0
+    linkage: dict[str, float] | None = None
+    """Graph variants: rows whose query had no edge above T, and rows topped up by cosine."""
 
 
 @dataclass
@@ -93,11 +107,11 @@ class ResultsTable:
     rows: list[TableRow]
     keys: list[str]
     """Score keys shown, in column order."""
-    best_baseline: dict[str, str | None]
-    """Per key, the name of the baseline variant with the highest mean (None: no baseline scored)."""
     models: dict[str, str] = field(default_factory=dict)
     """Per stage (answers, retrieval, knowledge) and per metric, the model and settings behind the numbers,
     stand-ins named (from ``graphctx plan``)."""
+    comparisons: int = 0
+    """Paired tests in the table (variant pairs × metrics with a p-value): the family Holm corrects."""
 
 
 def build_table(
@@ -105,15 +119,19 @@ def build_table(
     n_resamples: int = 1000,
     seed: int = 0,
     models: Mapping[str, str] | None = None,
+    comparisons: Mapping[str, str] = TEXT_TWINS,
+    n_permutations: int = 10000,
 ) -> ResultsTable:
-    """Intervals of every metric and paired tests against the best baseline of each metric.
+    """Intervals of every metric and the paired tests fixed by ``comparisons`` (variant -> baseline).
 
-    The best baseline of a metric is the baseline variant (``Variant.baseline``) with the highest mean on it;
-    each other variant is compared with it on the rows both scored (mean difference, its bootstrap
-    interval, two-sided paired permutation p-value).
+    Each variant named in ``comparisons`` whose baseline was also run is compared with it on the rows both
+    scored (mean difference, its bootstrap interval with ``n_resamples``, two-sided paired permutation
+    p-value with ``n_permutations`` sign flips); the p-values of all the table's tests are then
+    Holm-corrected together (:func:`~graphctx.metrics.stats.holm`).
     """
     all_keys = sorted({key for result in results for key in result.scores})
     keys = [key for base in METRIC_COLUMNS if (key := metric_key(all_keys, base)) is not None]
+    by_name = {result.variant.name: result for result in results}
     rows = [
         TableRow(
             result.variant,
@@ -121,33 +139,37 @@ def build_table(
                 key: bootstrap_interval(result.scores.get(key, []), n_resamples=n_resamples, seed=seed)
                 for key in keys
             },
+            baseline=baseline if (baseline := comparisons.get(result.variant.name)) in by_name else None,
             answered=len(result.ids),
             prompts_truncated=result.prompts_truncated,
             prompts_over_limit=result.prompts_over_limit,
             autoais_judged=result.autoais_coverage()[0],
             autoais_over_limit=result.autoais_coverage()[1],
             kg_lost_entities=result.kg_lost_entities,
+            linkage=result.linkage(),
         )
         for result in results
     ]
-    best: dict[str, str | None] = {}
-    for key in keys:
-        scored = [(row.intervals[key].mean, i) for i, row in enumerate(rows) if row.variant.baseline]
-        scored = [(mean, i) for mean, i in scored if not math.isnan(mean)]
-        best_index = max(scored)[1] if scored else None
-        best[key] = rows[best_index].variant.name if best_index is not None else None
-        for i, row in enumerate(rows):
-            if best_index is None or i == best_index or math.isnan(row.intervals[key].mean):
+    tests: list[tuple[TableRow, str]] = []
+    for result, row in zip(results, rows, strict=True):
+        for key in keys:
+            if row.baseline is None or math.isnan(row.intervals[key].mean):
                 row.comparisons[key] = None
                 continue
-            ids = results[i].ids
+            ids = result.ids
             row.comparisons[key] = paired_test(
-                results[i].aligned(key, ids),
-                results[best_index].aligned(key, ids),
+                result.aligned(key, ids),
+                by_name[row.baseline].aligned(key, ids),
                 n_resamples=n_resamples,
                 seed=seed,
+                n_permutations=n_permutations,
             )
-    return ResultsTable(rows, keys, best, dict(models or {}))
+            tests.append((row, key))
+    adjusted = holm([row.comparisons[key].p_value for row, key in tests])
+    for (row, key), p_holm in zip(tests, adjusted, strict=True):
+        row.comparisons[key] = dataclasses.replace(row.comparisons[key], p_holm=float(p_holm))
+    family = int(sum(~np.isnan(adjusted)))
+    return ResultsTable(rows, keys, dict(models or {}), family)
 
 
 def _number(value: float, digits: int = 4) -> str:
@@ -155,34 +177,49 @@ def _number(value: float, digits: int = 4) -> str:
 
 
 def to_csv(table: ResultsTable) -> str:
-    """One line per variant: for each metric mean, low, high, n, and difference / p vs the best baseline."""
-    header = ["variant", "label", "model", "retrieval", "knowledge", "pairs", "baseline", "answered"]
+    """One line per variant: for each metric mean, low, high, n, and difference / p / Holm-corrected p vs
+    the variant's baseline (``compared_with``)."""
+    header = ["variant", "label", "model", "retrieval", "knowledge", "pairs", "compared_with", "answered"]
     header += ["prompts_truncated", "prompts_over_limit", "autoais_judged", "autoais_over_limit"]
     for key in table.keys:
-        header += [key, f"{key}_low", f"{key}_high", f"{key}_n", f"{key}_vs_best_baseline", f"{key}_p"]
-    header.append("kg_lost_entities")
+        header += [key, f"{key}_low", f"{key}_high", f"{key}_n", f"{key}_vs_baseline", f"{key}_p"]
+        header.append(f"{key}_p_holm")
+    header += ["kg_lost_entities", "graph_linked", "graph_no_edge", "graph_topped_up"]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
     for row in table.rows:
         v = row.variant
-        line: list[str | int] = [v.name, v.label, v.model, v.retrieval, v.knowledge, v.pairs, v.baseline]
+        line: list[str | int] = [
+            v.name,
+            v.label,
+            v.model,
+            v.retrieval,
+            v.knowledge,
+            v.pairs,
+            row.baseline or "",
+        ]
         line += [row.answered, row.prompts_truncated, row.prompts_over_limit]
         line += [row.autoais_judged, row.autoais_over_limit]
         for key in table.keys:
             interval, comparison = row.intervals[key], row.comparisons.get(key)
             line += [_number(interval.mean), _number(interval.low), _number(interval.high), interval.n]
             line += (
-                [_number(comparison.mean_difference), _number(comparison.p_value)] if comparison else ["", ""]
+                [_number(comparison.mean_difference), _number(comparison.p_value), _number(comparison.p_holm)]
+                if comparison
+                else ["", "", ""]
             )
         line.append(row.kg_lost_entities)
+        linkage = row.linkage
+        line += [linkage[k] for k in ("linked", "no_edge", "topped_up")] if linkage else ["", "", ""]
         writer.writerow(line)
     return buffer.getvalue()
 
 
 def to_markdown(table: ResultsTable, title: str = "Results") -> str:
-    """Markdown: means with 95% intervals, differences from the best baseline with p, coverage (prompts cut,
-    AutoAIS judged / rows with a context), and the model behind each metric."""
+    """Markdown: means with 95% intervals, differences from each variant's baseline with p and Holm's p,
+    coverage (prompts cut, AutoAIS judged / rows with a context), graph linkage, and the model behind each
+    metric."""
     names = [column_name(key) for key in table.keys]
     lines = [f"## {title}", "", "Mean [95% bootstrap interval] over the scored rows (n).", ""]
     lines += ["| Variant | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
@@ -196,25 +233,27 @@ def to_markdown(table: ResultsTable, title: str = "Results") -> str:
                 else f"{interval.mean:.4f} [{interval.low:.4f}, {interval.high:.4f}] (n={interval.n})"
             )
         lines.append(f"| {row.variant.label} | " + " | ".join(cells) + " |")
-    lines += ["", "Difference from the best baseline of each metric (paired permutation test, p).", ""]
-    lines += ["| Variant | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
-    lines.append(
-        "| *best baseline* | "
-        + " | ".join(_label_of(table, table.best_baseline[key]) for key in table.keys)
-        + " |"
-    )
+    lines += [
+        "",
+        "Difference from the baseline fixed for each variant (evaluation.comparisons; paired permutation "
+        f"test p, and p Holm-corrected across the table's {table.comparisons} tests).",
+        "",
+    ]
+    lines += ["| Variant | vs | " + " | ".join(names) + " |", "|---" * (len(names) + 2) + "|"]
     for row in table.rows:
+        if row.baseline is None:
+            continue
         cells = []
         for key in table.keys:
             comparison = row.comparisons.get(key)
-            if row.variant.name == table.best_baseline[key]:
-                cells.append("—")
-            elif comparison is None or comparison.n == 0:
+            if comparison is None or comparison.n == 0:
                 cells.append("n/a")
             else:
-                cells.append(f"{comparison.mean_difference:+.4f} (p={comparison.p_value:.3g})")
-        lines.append(f"| {row.variant.label} | " + " | ".join(cells) + " |")
-    lines += ["", *_coverage_lines(table)]
+                p, p_holm = comparison.p_value, comparison.p_holm
+                cells.append(f"{comparison.mean_difference:+.4f} (p={p:.3g}, Holm {p_holm:.3g})")
+        baseline = _label_of(table, row.baseline)
+        lines.append(f"| {row.variant.label} | {baseline} | " + " | ".join(cells) + " |")
+    lines += ["", *_coverage_lines(table), *_linkage_lines(table)]
     if table.models:
         lines += ["", "Models:", ""]
         lines += [f"- {name}: {description}" for name, description in table.models.items()]
@@ -240,6 +279,16 @@ def _coverage_lines(table: ResultsTable) -> list[str]:
             f"| {judged} | {row.autoais_over_limit} | {row.kg_lost_entities} |"
         )
     return lines
+
+
+def _linkage_lines(table: ResultsTable) -> list[str]:
+    """Per graph variant, how its rows' queries linked to the question graph (GraphGen rows topped up by
+    cosine are partly TextGen)."""
+    graph_rows = [row for row in table.rows if row.linkage is not None]
+    if not graph_rows:
+        return []
+    lines = ["", "Graph linkage of the scored rows (queries without an edge get cosine hits only):", ""]
+    return lines + [f"- {row.variant.label}: {describe_linkage(row.linkage)}" for row in graph_rows]
 
 
 def _label_of(table: ResultsTable, name: str | None) -> str:

@@ -14,18 +14,23 @@ PREDICTION_COLUMNS = ("id", "question", "context", "generated", "gold")
 
 
 def results_rows(table: ResultsTable) -> tuple[list[str], list[list[Any]]]:
-    """Columns and rows of the results table for a W&B table (mean, low, high, Δ, p per metric)."""
+    """Columns and rows of the results table for a W&B table (mean, low, high, Δ vs the variant's baseline,
+    p, Holm's p per metric)."""
     columns = ["variant"]
     for key in table.keys:
         name = column_name(key)
-        columns += [name, f"{name} low", f"{name} high", f"{name} Δ best baseline", f"{name} p"]
+        columns += [name, f"{name} low", f"{name} high", f"{name} Δ baseline", f"{name} p", f"{name} p Holm"]
     rows = []
     for row in table.rows:
         line: list[Any] = [row.variant.label]
         for key in table.keys:
             interval, comparison = row.intervals[key], row.comparisons.get(key)
             line += [interval.mean, interval.low, interval.high]
-            line += [comparison.mean_difference, comparison.p_value] if comparison else [None, None]
+            line += (
+                [comparison.mean_difference, comparison.p_value, comparison.p_holm]
+                if comparison
+                else [None, None, None]
+            )
         rows.append(line)
     return columns, rows
 

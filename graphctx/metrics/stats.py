@@ -1,4 +1,4 @@
-"""Bootstrap confidence intervals and a paired significance test for the results table."""
+"""Bootstrap confidence intervals, a paired significance test and Holm's correction for the results table."""
 
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ class PairedComparison:
     high: float
     p_value: float
     n: int
+    p_holm: float = float("nan")
+    """``p_value`` Holm-corrected across the table's comparisons (:func:`holm`); NaN until corrected."""
 
 
 def _finite(values: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -67,12 +69,14 @@ def paired_test(
     confidence: float = 0.95,
     n_resamples: int = 10000,
     seed: int = 0,
+    n_permutations: int | None = None,
 ) -> PairedComparison:
     """Two-sided paired permutation test of mean(A − B) = 0 over rows scored by both variants.
 
     Under the null each row's two scores are exchangeable, so the test flips the sign of each row's
-    difference d_i at random (scipy ``permutation_test`` with ``permutation_type="samples"``); the
-    interval is a percentile bootstrap of mean(d).
+    difference d_i at random, ``n_permutations`` times (default ``n_resamples``; scipy ``permutation_test``
+    with ``permutation_type="samples"``, exact when 2^n is fewer); the interval is a percentile bootstrap
+    of mean(d) with ``n_resamples`` resamples.
     """
     a = np.asarray(scores_a, dtype=np.float64)
     b = np.asarray(scores_b, dtype=np.float64)
@@ -92,8 +96,28 @@ def paired_test(
             lambda x, y, axis: np.mean(x - y, axis=axis),
             permutation_type="samples",
             vectorized=True,
-            n_resamples=n_resamples,
+            n_resamples=n_resamples if n_permutations is None else n_permutations,
             alternative="two-sided",
             rng=np.random.default_rng(seed),
         ).pvalue
     return PairedComparison(float(differences.mean()), low, high, float(p_value), int(a.size))
+
+
+def holm(p_values: Sequence[float] | np.ndarray) -> np.ndarray:
+    r"""Holm's step-down adjusted p-values (family-wise error control for m tests, NaN entries left out).
+
+    With the m finite p-values sorted ascending, :math:`p_{(1)} \le \dots \le p_{(m)}`,
+
+    .. math:: \tilde p_{(i)} = \min\Bigl(1,\ \max_{j \le i}\, (m - j + 1)\, p_{(j)}\Bigr),
+
+    returned in the input order (as ``statsmodels``' ``multipletests(method="holm")``); rejecting every
+    :math:`\tilde p \le \alpha` keeps the chance of any false rejection at most :math:`\alpha`.
+    """
+    values = np.asarray(p_values, dtype=np.float64)
+    adjusted = np.full(values.shape, np.nan)
+    finite = np.flatnonzero(~np.isnan(values))
+    order = finite[np.argsort(values[finite], kind="stable")]
+    m = len(order)
+    scaled = (m - np.arange(m)) * values[order]
+    adjusted[order] = np.minimum(1.0, np.maximum.accumulate(scaled))
+    return adjusted
