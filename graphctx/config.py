@@ -86,22 +86,35 @@ def check_mapping(path: Path) -> None:
         )
 
 
-def check_devices(config: dict[str, Any], prefix: str = "") -> None:
-    """Fail, naming the setting, when ``config`` asks for CUDA (``trainer.accelerator: gpu``/``cuda``, or any
-    ``...device: cuda[:n]``) on a machine without a usable CUDA device."""
-    if torch.cuda.is_available():
-        return
+def check_devices(config: dict[str, Any], prefix: str = "", present: int | None = None) -> None:
+    """Fail, naming the setting, when ``config`` asks for a CUDA device this machine lacks: any
+    ``device`` or ``*_device`` that is ``cuda`` or ``cuda:N``, or ``accelerator: gpu``/``cuda``, with no
+    CUDA device, or a ``cuda:N`` with N at or beyond the ``present`` devices (default: torch's count)."""
+    if present is None:
+        present = torch.cuda.device_count() if torch.cuda.is_available() else 0
     for key, value in config.items():
         name = f"{prefix}{key}"
         if isinstance(value, dict):
-            check_devices(value, f"{name}.")
-        elif isinstance(value, str) and (
-            (key == "accelerator" and value in ("gpu", "cuda"))
-            or (key == "device" and value.startswith("cuda"))
-        ):
+            check_devices(value, f"{name}.", present)
+            continue
+        if not isinstance(value, str):
+            continue
+        is_device = key == "device" or key.endswith("_device")
+        wants_cuda = (key == "accelerator" and value in ("gpu", "cuda")) or (
+            is_device and (value == "cuda" or value.startswith("cuda:"))
+        )
+        if not wants_cuda:
+            continue
+        if present == 0:
             raise ConfigError(
                 f"{name}: {value!r} asks for a GPU, but torch finds no CUDA device on this machine; "
                 "use cpu (or auto)"
+            )
+        number = value.partition(":")[2]
+        if number and (not number.isdigit() or int(number) >= present):
+            raise ConfigError(
+                f"{name}: {value!r} asks for a GPU this machine lacks: torch finds {present} CUDA "
+                f"device(s), cuda:0 to cuda:{present - 1}"
             )
 
 

@@ -17,7 +17,7 @@ import torch
 import yaml
 
 from graphctx.cli import main as cli_main
-from graphctx.config import load_config
+from graphctx.config import check_devices, load_config
 from graphctx.data import DatasetSettings, FilterSettings, SplitSettings, prepare_qa_dataset
 from graphctx.data.build import max_token_chars
 from graphctx.data.filters import QuestionFilter
@@ -427,7 +427,12 @@ def test_missing_model_path_names_the_setting(tmp_path):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
 @pytest.mark.parametrize(
     ("section", "key", "value"),
-    [("trainer", "accelerator", "gpu"), ("retrieval", "device", "cuda"), ("knowledge", "device", "cuda:1")],
+    [
+        ("trainer", "accelerator", "gpu"),
+        ("retrieval", "device", "cuda"),
+        ("knowledge", "device", "cuda:1"),
+        ("evaluation", "callback_device", "cuda"),  # every *_device, not only keys named device
+    ],
 )
 def test_gpu_requested_on_a_cpu_only_machine_names_the_setting(tmp_path, capsys, section, key, value):
     from train import main as train_main
@@ -437,6 +442,16 @@ def test_gpu_requested_on_a_cpu_only_machine_names_the_setting(tmp_path, capsys,
         load_config(path)
     assert train_main(["--config", str(path)]) == 1
     assert f"{section}.{key}: '{value}' asks for a GPU" in capsys.readouterr().err
+
+
+def test_a_cuda_device_beyond_those_present_names_the_setting():
+    config = {"evaluation": {"metrics": {"autoais": {"device": "cuda:1"}}, "callback_device": "cuda:2"}}
+    check_devices(config["evaluation"]["metrics"], "evaluation.metrics.", present=2)  # cuda:1 of 2: fine
+    with pytest.raises(ConfigError, match=r"^evaluation\.callback_device: 'cuda:2' asks for a GPU this "):
+        check_devices(config, present=2)
+    with pytest.raises(ConfigError, match=r"retrieval\.device: 'cuda:x' asks for a GPU this machine lacks"):
+        check_devices({"retrieval": {"device": "cuda:x"}}, present=1)
+    check_devices({"retrieval": {"device": "cpu"}, "trainer": {"accelerator": "cpu"}}, present=0)
 
 
 @pytest.mark.parametrize("text", ["- trainer\n- model\n", "just a string\n", ""])
