@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from graphctx.data.instruct import IGNORE_INDEX, TEMPLATES, encode_example, prompt_ids, with_context
+from graphctx.evaluation.settings import TEXT_TWINS
 from graphctx.knowledge.budget import KNOWLEDGE_HEADER, QAPair
 from graphctx.knowledge.triplets import Triplet
 from graphctx.knowledge.verbalise import verbalise
@@ -34,8 +37,14 @@ def test_matrix_has_the_papers_rows():
         "OnlyContextGen-Text": ("adapter", "dense", True, False),
         "OnlyContextGen-Graph": ("adapter", "graph", True, False),
     }
-    baselines = {name for name, v in VARIANTS.items() if v.baseline}
-    assert baselines == {"ZeroShot", "Base-TextGen", "FineTuned", "TextGen"}
+    # the default comparisons: every graph variant against the same prompt with cosine retrieval
+    graph_variants = {name for name, v in VARIANTS.items() if v.retrieval == "graph"}
+    assert set(TEXT_TWINS) == graph_variants
+    for graph, text in TEXT_TWINS.items():
+        assert (
+            dataclasses.replace(VARIANTS[graph], name=text, label=VARIANTS[text].label, retrieval="dense")
+            == (VARIANTS[text])
+        )
     assert [v.name for v in get_variants(["GraphGen", "ZeroShot"])] == ["ZeroShot", "GraphGen"]
     with pytest.raises(ValueError, match="choose from"):
         get_variants(["GraphRAG"])
