@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--overwrite",
         action="store_true",
-        help="discard answers made with other settings (else: fail)",
+        help="move answers made with other settings aside into OUTPUT_DIR/stale/ (else: fail)",
     )
     return parser
 

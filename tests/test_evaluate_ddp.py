@@ -29,6 +29,7 @@ from graphctx.evaluation.processes import Processes, launch_processes
 from graphctx.evaluation.records import read_records
 from graphctx.evaluation.runner import EvaluationRun
 from graphctx.evaluation.shards import Unit, balance, shard_path, shards_of
+from graphctx.metrics.settings import METRIC_NAMES
 from graphctx.prompts import get_variants
 from tests.forked_ranks import run_forked_ranks
 
@@ -101,6 +102,7 @@ def finish(processes: list[subprocess.Popen], output: Path, timeout_s: float = 6
 def output_files(folder: Path) -> list[Path]:
     return [
         *(folder / kind / f"{name}.jsonl" for name in VARIANTS for kind in ("predictions", "scores")),
+        *(folder / "scores" / name / f"{metric}.jsonl" for name in VARIANTS for metric in METRIC_NAMES),
         folder / "results.csv",
         folder / "results.md",
     ]
@@ -113,7 +115,7 @@ def assert_same_outputs(folder: Path, reference: Path) -> None:
         assert ours.read_bytes() == path.read_bytes(), f"{ours} differs from {path}"
     for name in VARIANTS:
         assert not shards_of(folder / "predictions" / f"{name}.jsonl", name)
-        assert not shards_of(folder / "scores" / f"{name}.jsonl", name)
+    assert not list((folder / "scores").rglob("shards/*.jsonl"))
 
 
 @pytest.mark.slow
@@ -272,8 +274,10 @@ def test_a_shard_made_with_other_settings_is_refused_with_its_path(workspace):
     with pytest.raises(ConfigError, match=rf"^{foreign}: a shard of ZeroShot made with other settings"):
         run.run()
     assert foreign.is_file() and not (output / "predictions" / "ZeroShot.jsonl").exists()
-    run.merge(overwrite=True)  # --overwrite drops it
+    run.merge(overwrite=True)  # --overwrite moves it aside, never deletes it
     assert not foreign.exists()
+    (aside,) = (output / "stale").glob(f"*/predictions/shards/{foreign.name}")
+    assert aside.read_text() == '{"id": 1, "generated": "from another config"}\n'
 
 
 @pytest.mark.parametrize("world_size", [1, 2, 3, 4, 7])

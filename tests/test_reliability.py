@@ -110,8 +110,11 @@ def test_a_run_that_crashed_before_any_prediction_does_not_refuse_a_rerun_with_o
     lora_adapter(adapter, tmp_path / "cache", seed=2)
     with pytest.raises(ConfigError, match="FineTuned were made with other settings"):
         rerun.check_settings(rerun.variants[0], overwrite=False)
+    made = predictions.read_bytes()
     rerun.check_settings(rerun.variants[0], overwrite=True)
-    assert not predictions.exists()
+    assert not predictions.exists()  # moved aside, never deleted
+    (aside,) = (tmp_path / "out" / "stale").glob("*/predictions/FineTuned.jsonl")
+    assert aside.read_bytes() == made
 
 
 def training_config(tmp_path: Path, cardano_dir: Path) -> tuple[Path, Path]:

@@ -4,10 +4,13 @@ Layout of ``evaluation.output_dir``::
 
     predictions/<variant>.jsonl   one line per answered question (prompt, context, answer, gold, hits)
     predictions/<variant>.meta.json   the settings the answers depend on (a rerun with others is refused)
-    scores/<variant>.jsonl        one line of per-row metric scores per answered question
+    scores/<variant>/<metric>.jsonl   one line of that metric's scores per scored question
+    scores/<variant>/<metric>.meta.json   what computed them (:mod:`graphctx.evaluation.score_keys`)
+    scores/<variant>.jsonl        every metric's scores of each row, joined (rewritten at the end of a run)
+    stale/<time>/                 rows and files that no longer match their settings, moved aside
     results.md, results.csv       the table (means, 95% intervals, paired tests vs fixed baselines)
     timings.json                  the last run's seconds per stage, per process (``stage_seconds``)
-    {predictions,scores}/shards/  while a multi-process run goes on: one file per variant and rank
+    {predictions,scores/<variant>}/shards/  while a multi-process run goes on: one file per rank
 
 Answers are decoded, and scored, in a fixed plan of length-sorted batches over the whole split
 (:mod:`graphctx.evaluation.shards`); a rerun skips every batch whose rows are already written, so a resumed
@@ -18,6 +21,12 @@ questions (through ``predict_hits``) and enhances its share (or reads it from th
 shares are gathered so that every rank has every context. The pending batches are dealt over the ranks,
 each answers and scores its own into its shards, and rank 0 merges them into the files a single process
 writes, rows in plan order.
+
+A rerun never deletes a row: a metric whose settings changed is re-scored (its old scores moved aside into
+``stale/``, :mod:`graphctx.evaluation.stale`), the other metrics and the answers are kept; answers made with
+other settings are refused, or moved aside with ``--overwrite``; rows outside the requested ``--limit`` or
+variants stay in place (the table shows the requested rows); a row whose id is not in the split is moved
+aside.
 """
 
 from __future__ import annotations
@@ -35,28 +44,31 @@ from typing import Any
 import numpy as np
 from transformers import PreTrainedModel
 
-from graphctx.cache import file_digest, fingerprint, write_json_atomic
+from graphctx.cache import atomic_path, file_digest, fingerprint, write_json_atomic
 from graphctx.errors import ConfigError
 from graphctx.evaluation.contexts import ContextBuilder, RetrievedContext
 from graphctx.evaluation.pipeline import PipelineConfig
 from graphctx.evaluation.plan import Plan, check_models
 from graphctx.evaluation.pool import load_config_dataset
 from graphctx.evaluation.processes import Preempted, Processes, StopRequest
-from graphctx.evaluation.records import RecordFile, check_unique_ids
+from graphctx.evaluation.records import RecordFile, check_unique_ids, dump_line, read_records
+from graphctx.evaluation.score_keys import changed, metric_parts
 from graphctx.evaluation.scoring import Scorer
 from graphctx.evaluation.settings import EvaluationSettings
 from graphctx.evaluation.shards import (
     Unit,
     balance,
-    check_shards,
+    foreign_shards,
     merge_shards,
     shard_path,
     write_in_order,
 )
+from graphctx.evaluation.stale import StaleArea
 from graphctx.evaluation.table import ResultsTable, VariantScores, build_table, write_table
 from graphctx.evaluation.tracking import log_results
 from graphctx.generation import Answer, Generator, length_sorted_batches, load_generator
 from graphctx.knowledge.llm import GenerationModel
+from graphctx.metrics.settings import METRIC_NAMES
 from graphctx.model import load_tokenizer
 from graphctx.prompts import EncodedPrompt, Variant, build_prompt, encode_prompt, get_variants
 from graphctx.retrieval.numerics import numerics
@@ -109,6 +121,11 @@ def _adapter_digest(adapter_dir: Path) -> str:
     return file_digest(weights[0])
 
 
+def _as_json(parts: dict[str, Any]) -> Any:
+    """``parts`` as a meta file stores them (tuples as lists), to compare with a stored copy."""
+    return json.loads(json.dumps(parts, default=str))
+
+
 def _stderr_logger(processes: Processes) -> Callable[[str], None]:
     """Progress lines on stderr, stamped with the seconds since the run started (and the rank, if many)."""
     started = time.perf_counter()
@@ -148,6 +165,11 @@ class EvaluationRun:
         self.stop = stop or StopRequest()
         self.files: dict[str, VariantFiles] = {}
         self._fingerprints: dict[str, str] = {}
+        self._metric_parts: dict[str, dict[str, Any]] | None = None
+        self.split_ids: set[int] = set()
+        """Every id of the evaluated split (before ``limit``): a row with another id is foreign."""
+        self.stale = StaleArea(self.output_dir, self.log)
+        """Where this run moves rows and files that no longer match (``stale/<time>/``)."""
         self.timings: dict[str, float] = {}
         """Seconds this process spent per stage (contexts, answers, scores)."""
         self.plan = Plan(config)
@@ -163,6 +185,7 @@ class EvaluationRun:
             raise ConfigError(f"evaluation.split: no split {split!r}; the dataset has {list(dataset)}")
         rows = sorted(dataset[split], key=lambda row: int(row["id"]))
         check_unique_ids(rows, f"{self.config.data.dataset.source} (split {split!r})")
+        self.split_ids = {int(row["id"]) for row in rows}
         rows = rows[: self.limit]
         if not rows:
             raise ConfigError(f"evaluation.split: split {split!r} of {self.config.path} is empty")
@@ -173,7 +196,12 @@ class EvaluationRun:
         return self.output_dir / "predictions" / f"{variant.name}.jsonl"
 
     def scores_file(self, variant: Variant) -> Path:
+        """Every metric's scores of each row, joined: written from the metric files at the end of a run."""
         return self.output_dir / "scores" / f"{variant.name}.jsonl"
+
+    def metric_file(self, variant: Variant, metric: str) -> Path:
+        """One metric's scores of ``variant``, the file a run resumes from."""
+        return self.output_dir / "scores" / variant.name / f"{metric}.jsonl"
 
     def prediction_fingerprint(self, variant: Variant) -> dict[str, Any]:
         """Everything a variant's answers depend on; speed-only and training-only knobs are left out, so
@@ -202,25 +230,74 @@ class EvaluationRun:
             self._fingerprints[variant.name] = fingerprint(self.prediction_fingerprint(variant))
         return self._fingerprints[variant.name]
 
-    def check_settings(self, variant: Variant, overwrite: bool) -> None:
-        """Refuse to extend predictions made with other settings (or delete them when ``overwrite``).
+    def metric_fingerprint_parts(self, variant: Variant, metric: str) -> dict[str, Any]:
+        """Everything ``metric``'s scores of ``variant`` depend on: its settings, models and library
+        (:func:`~graphctx.evaluation.score_keys.metric_parts`), and the variant's answers."""
+        if self._metric_parts is None:
+            self._metric_parts = metric_parts(
+                self.settings.metrics, self.config.knowledge, self.config.model.spec, self.plan.fact_label
+            )
+        return {"metric": metric, "predictions": self.fingerprint(variant)} | self._metric_parts[metric]
 
-        A meta file without a single prediction (a run that failed before its first answer, e.g. loading the
+    def metric_fingerprint(self, variant: Variant, metric: str) -> str:
+        """The hash of :meth:`metric_fingerprint_parts` (computed once)."""
+        key = f"{variant.name}/{metric}"
+        if key not in self._fingerprints:
+            self._fingerprints[key] = fingerprint(self.metric_fingerprint_parts(variant, metric))
+        return self._fingerprints[key]
+
+    def variant_files(self, variant: Variant) -> list[Path]:
+        """Every file of ``variant`` a run writes (predictions, their meta, each metric's, the joined)."""
+        predictions = self.predictions_file(variant)
+        files = [predictions, predictions.with_suffix(".meta.json"), self.scores_file(variant)]
+        for metric in METRIC_NAMES:
+            path = self.metric_file(variant, metric)
+            files += [path, path.with_suffix(".meta.json")]
+        return files
+
+    def check_settings(self, variant: Variant, overwrite: bool) -> None:
+        """Refuse to extend predictions made with other settings (``overwrite``: move them, and every score
+        of the variant, aside into ``stale/``); move aside each metric's scores made with other metric
+        settings, so that only that metric is scored again. Nothing is deleted.
+
+        A meta file without a single row (a run that failed before its first answer, e.g. loading the
         adapter) binds nothing: it is replaced."""
         parts = self.prediction_fingerprint(variant)
         meta = {"fingerprint": fingerprint(parts), "settings": parts}
         meta_file = self.predictions_file(variant).with_suffix(".meta.json")
         if meta_file.is_file() and RecordFile(self.predictions_file(variant)).records:
-            previous = json.loads(meta_file.read_text())["fingerprint"]
-            if previous == meta["fingerprint"]:
-                return
-            if not overwrite:
-                raise ConfigError(
-                    f"{meta_file}: the predictions of {variant.name} were made with other settings; "
-                    "use another evaluation.output_dir or pass --overwrite"
-                )
-        for path in (self.predictions_file(variant), self.scores_file(variant)):
-            path.unlink(missing_ok=True)
+            previous = json.loads(meta_file.read_text())
+            if previous["fingerprint"] != meta["fingerprint"]:
+                if not overwrite:
+                    raise ConfigError(
+                        f"{meta_file}: the predictions of {variant.name} were made with other settings; "
+                        "use another evaluation.output_dir or pass --overwrite (the old answers are then "
+                        "moved into stale/)"
+                    )
+                differ = ", ".join(changed(previous.get("settings"), _as_json(parts))) or "fingerprint"
+                for path in self.variant_files(variant):
+                    self.stale.move_file(path, f"--overwrite: answers made with other settings ({differ})")
+        legacy = self.scores_file(variant)
+        if legacy.is_file() and not legacy.with_suffix("").is_dir():
+            self.stale.move_file(legacy, "scores without per-metric fingerprints (an older graphctx)")
+        write_json_atomic(meta_file, meta)
+        for metric in METRIC_NAMES:
+            self._check_metric(variant, metric)
+
+    def _check_metric(self, variant: Variant, metric: str) -> None:
+        """Move aside ``metric``'s scores of ``variant`` made with other settings; record this run's."""
+        path = self.metric_file(variant, metric)
+        parts = self.metric_fingerprint_parts(variant, metric)
+        meta = {"fingerprint": self.metric_fingerprint(variant, metric), "settings": parts}
+        meta_file = path.with_suffix(".meta.json")
+        previous = json.loads(meta_file.read_text()) if meta_file.is_file() else None
+        if previous is not None and previous["fingerprint"] == meta["fingerprint"]:
+            return
+        if path.is_file() and RecordFile(path).records:
+            differ = changed((previous or {}).get("settings"), _as_json(parts))
+            reason = f"{metric} scores made with other settings ({', '.join(differ) or 'no record'})"
+            self.stale.move_file(path, reason)
+            self.stale.move_file(meta_file, reason)
         write_json_atomic(meta_file, meta)
 
     # ---- the work plan -------------------------------------------------------------------------------
@@ -246,12 +323,13 @@ class EvaluationRun:
     def pending_units(
         self, rows: Sequence[dict[str, Any]], encoded: dict[str, list[EncodedPrompt]]
     ) -> list[Unit]:
-        """Every batch of every variant with a row still to answer or to score, in plan order."""
+        """Every batch of every variant with a row still to answer or to score (by any metric), in plan
+        order."""
         units = []
         new_tokens = self.settings.generation.max_new_tokens
         for variant in self.variants:
             answered = self.files[variant.name].predictions.done
-            scored = self.files[variant.name].scores.done
+            scored = set.intersection(*(f.done for f in self.files[variant.name].scores.values()))
             lengths = [len(e.ids) for e in encoded[variant.name]]
             for number, batch in enumerate(self.batches(encoded[variant.name])):
                 ids = {int(rows[i]["id"]) for i in batch}
@@ -357,45 +435,52 @@ class EvaluationRun:
     def score(
         self, rows: Sequence[dict[str, Any]], units: Sequence[Unit], extractor_source: ContextBuilder
     ) -> None:
-        """Score the answered, unscored rows of ``units``, one unit (a decoding batch) at a time, with the
-        scorers loaded once in this process (on its own device when launched on GPUs)."""
-        scorer: Scorer | None = None
-        for unit in units:
-            files = self.files[unit.variant]
-            answers, scored = files.all_predictions, files.all_scores
-            chunk = [i for i in (int(rows[r]["id"]) for r in unit.rows) if i in answers and i not in scored]
-            if not chunk:
-                continue
-            if self.stop.requested:
-                self.log("stop requested: no further scoring")
-                return
-            if scorer is None:
-                self.log("loading the metrics (BERTScore encoder, AutoAIS judge, extractors)")
-                scorer = Scorer(
-                    self.settings.metrics,
-                    extractor_source.enhancer.extractor,
-                    self.cache_dir,
-                    fact_label=self.plan.fact_label,
-                    device=self.processes.device,
+        """Score the answered rows of ``units`` that a metric has not scored yet, metric by metric (each
+        metric's models loaded once in this process, on its own device when launched on GPUs, and freed
+        before the next), one unit (a decoding batch) at a time."""
+        for metric in METRIC_NAMES:
+            scorer: Scorer | None = None
+            for unit in units:
+                files = self.files[unit.variant]
+                answers, scored = files.all_predictions, files.all_scores(metric)
+                ids = (int(rows[r]["id"]) for r in unit.rows)
+                chunk = [i for i in ids if i in answers and i not in scored]
+                if not chunk:
+                    continue
+                if self.stop.requested:
+                    self.log("stop requested: no further scoring")
+                    return
+                if scorer is None:
+                    self.log(f"loading the {metric} metric")
+                    scorer = Scorer(
+                        self.settings.metrics,
+                        extractor_source.enhancer.extractor if metric == "fact_score" else None,
+                        self.cache_dir,
+                        metrics=(metric,),
+                        fact_label=self.plan.fact_label,
+                        device=self.processes.device,
+                    )
+                chunk_rows = [answers[i] for i in chunk]
+                values = scorer.score(
+                    [r["question"] for r in chunk_rows],
+                    [r["generated"] for r in chunk_rows],
+                    [r["gold"] for r in chunk_rows],
+                    [r["context"] or None for r in chunk_rows],
                 )
-            chunk_rows = [answers[i] for i in chunk]
-            values = scorer.score(
-                [r["question"] for r in chunk_rows],
-                [r["generated"] for r in chunk_rows],
-                [r["gold"] for r in chunk_rows],
-                [r["context"] or None for r in chunk_rows],
-            )
-            files.mine_scores.append({"id": i, **v} for i, v in zip(chunk, values, strict=True))
-            self.log(f"{unit.variant}: batch {unit.number + 1} scored")
+                files.mine_scores[metric].append({"id": i, **v} for i, v in zip(chunk, values, strict=True))
+                self.log(f"{unit.variant}: batch {unit.number + 1} scored ({metric})")
+            del scorer
 
     def collect(self, rows: Sequence[dict[str, Any]]) -> list[VariantScores]:
-        """Every variant's scores, read from its (merged) files, rows in id order."""
+        """Every variant's scores of the requested ``rows`` (rows outside them stay in the files, left out
+        of the table), read from its (merged) metric files, rows in id order."""
         ids = [int(row["id"]) for row in rows]
         results = []
         for variant in self.variants:
             predictions = RecordFile(self.predictions_file(variant)).records
-            scores = RecordFile(self.scores_file(variant)).records
-            scored = [i for i in ids if i in scores]
+            by_metric = [RecordFile(self.metric_file(variant, m)).records for m in METRIC_NAMES]
+            scored = [i for i in ids if i in predictions and all(i in s for s in by_metric)]
+            scores = {i: {k: v for s in by_metric for k, v in s[i].items()} for i in scored}
             keys = sorted({key for i in scored for key in scores[i] if key != "id"})
             results.append(
                 VariantScores(
@@ -418,26 +503,68 @@ class EvaluationRun:
 
     # ---- shards --------------------------------------------------------------------------------------
     def merge(self, overwrite: bool = False) -> None:
-        """Rank 0: refuse shards made with other settings, and move the others into the variant files."""
+        """Rank 0: refuse prediction shards made with other settings (``overwrite``: move them aside), move
+        score shards of another metric fingerprint aside, and move the others into the variant's files."""
         for variant in self.variants:
+            predictions = self.predictions_file(variant)
             stamp = self.fingerprint(variant)
-            for main in (self.predictions_file(variant), self.scores_file(variant)):
-                check_shards(main, variant.name, stamp, overwrite)
-            for main in (self.predictions_file(variant), self.scores_file(variant)):
-                added = merge_shards(main, variant.name)
+            for path, found in foreign_shards(predictions, variant.name, stamp):
+                if not overwrite:
+                    raise ConfigError(
+                        f"{path}: a shard of {variant.name} made with other settings (fingerprint {found}, "
+                        f"this run {stamp}); use another evaluation.output_dir or pass --overwrite"
+                    )
+                self.stale.move_file(path, "--overwrite: a shard of answers made with other settings")
+            for metric in METRIC_NAMES:
+                main, stamp = self.metric_file(variant, metric), self.metric_fingerprint(variant, metric)
+                for path, _ in foreign_shards(main, metric, stamp):
+                    self.stale.move_file(path, f"a shard of {metric} scores made with other settings")
+            for main, name in ((predictions, variant.name), *self._metric_mains(variant)):
+                added = merge_shards(main, name)
                 if added:
                     self.log(f"{variant.name}: {added} rows merged from the shards into {main}")
 
+    def _metric_mains(self, variant: Variant) -> list[tuple[Path, str]]:
+        return [(self.metric_file(variant, metric), metric) for metric in METRIC_NAMES]
+
+    def tidy(self, rows: Sequence[dict[str, Any]], encoded: dict[str, list[EncodedPrompt]]) -> None:
+        """Rank 0, after the final merge: move aside rows whose id is not in the split (and scores without
+        an answer), put every file's rows in plan order (rows outside this run's ``limit`` after them, in
+        id order: kept, never dropped), and write each variant's joined scores file."""
+        split = self.config.data.dataset.source
+        for variant in self.variants:
+            predictions = self.predictions_file(variant)
+            foreign = RecordFile(predictions).done - self.split_ids
+            self.stale.move_rows(predictions, foreign, f"ids not in split {self.settings.split!r} of {split}")
+            answered = RecordFile(predictions).done
+            order = [int(rows[i]["id"]) for batch in self.batches(encoded[variant.name]) for i in batch]
+            write_in_order(predictions, order)
+            metric_rows = []
+            for main, metric in self._metric_mains(variant):
+                orphans = RecordFile(main).done - answered
+                self.stale.move_rows(main, orphans, f"{metric} scores of rows without an answer")
+                write_in_order(main, order)
+                metric_rows.append(RecordFile(main).records)
+            joined = [
+                {k: v for records in metric_rows for k, v in records.get(i, {}).items()} | {"id": i}
+                for i in (r["id"] for r in read_records(predictions))
+                if any(i in records for records in metric_rows)
+            ]
+            data = "".join(dump_line(r) for r in joined)
+            with atomic_path(self.scores_file(variant)) as tmp:
+                tmp.write_text(data)
+        if self.stale.moved:
+            self.log(self.stale.summary())
+
     def open_files(self) -> None:
         """This process's view of every variant's files: the merged ones and its own shards."""
+        rank, world = self.processes.rank, self.processes.world_size
         self.files = {
             v.name: VariantFiles.open(
-                self.predictions_file(v),
-                self.scores_file(v),
-                v.name,
-                self.fingerprint(v),
-                self.processes.rank,
-                self.processes.world_size,
+                (self.predictions_file(v), v.name, self.fingerprint(v)),
+                [(path, name, self.metric_fingerprint(v, name)) for path, name in self._metric_mains(v)],
+                rank,
+                world,
             )
             for v in self.variants
         }
@@ -502,10 +629,7 @@ class EvaluationRun:
         if not zero:
             return None
         self.merge()
-        for variant in self.variants:
-            order = [int(rows[i]["id"]) for batch in self.batches(encoded[variant.name]) for i in batch]
-            write_in_order(self.predictions_file(variant), order)
-            write_in_order(self.scores_file(variant), order)
+        self.tidy(rows, encoded)
         results = self.collect(rows)
         table = build_table(
             results,
@@ -525,28 +649,35 @@ class EvaluationRun:
 
 @dataclass
 class VariantFiles:
-    """One variant's predictions and scores as this process sees them: the merged files, and the files it
-    appends to (its own shards; the merged files themselves in a single process)."""
+    """One variant's predictions and per-metric scores as this process sees them: the merged files, and
+    the files it appends to (its own shards; the merged files themselves in a single process)."""
 
     predictions: RecordFile
-    scores: RecordFile
+    scores: dict[str, RecordFile]
     mine_predictions: RecordFile
-    mine_scores: RecordFile
+    mine_scores: dict[str, RecordFile]
 
     @classmethod
     def open(
-        cls, predictions: Path, scores: Path, variant: str, stamp: str, rank: int, world_size: int
+        cls,
+        predictions: tuple[Path, str, str],
+        scores: Sequence[tuple[Path, str, str]],
+        rank: int,
+        world_size: int,
     ) -> VariantFiles:
-        merged = RecordFile(predictions), RecordFile(scores)
-        if world_size == 1:
-            return cls(*merged, *merged)
-        shards = (RecordFile(shard_path(path, variant, stamp, rank)) for path in (predictions, scores))
-        return cls(*merged, *shards)
+        """Each file given as (merged path, name in its shards, fingerprint)."""
+
+        def mine(path: Path, name: str, stamp: str) -> RecordFile:
+            return RecordFile(path if world_size == 1 else shard_path(path, name, stamp, rank))
+
+        merged = {name: RecordFile(path) for path, name, _ in scores}
+        own = merged if world_size == 1 else {name: mine(path, name, fp) for path, name, fp in scores}
+        main = RecordFile(predictions[0])
+        return cls(main, merged, main if world_size == 1 else mine(*predictions), own)
 
     @property
     def all_predictions(self) -> dict[int, dict[str, Any]]:
         return self.predictions.records | self.mine_predictions.records
 
-    @property
-    def all_scores(self) -> dict[int, dict[str, Any]]:
-        return self.scores.records | self.mine_scores.records
+    def all_scores(self, metric: str) -> dict[int, dict[str, Any]]:
+        return self.scores[metric].records | self.mine_scores[metric].records

@@ -8,11 +8,12 @@ costliest first, goes to the process with the least work so far, the cost of a u
 tokens plus the tokens it may generate, ``rows · (longest prompt + max_new_tokens)`` (a batch with only
 scoring left: the sum of its prompt lengths).
 
-With more than one process, rank ``r`` appends to ``<folder>/shards/<variant>.<fingerprint>.rank<r>.jsonl``
-(the folder being ``predictions/`` or ``scores/``); the fingerprint is that of the variant's settings
-(:meth:`EvaluationRun.prediction_fingerprint`). Rank 0 moves the shards into the variant's files at the
-start of a run (what a killed or requeued run left) and at its end; a shard with another fingerprint is
-refused, never merged.
+With more than one process, rank ``r`` appends to ``<folder>/shards/<name>.<fingerprint>.rank<r>.jsonl``
+beside each file it writes: ``predictions/shards/<variant>...`` with the fingerprint of the variant's
+answer settings (:meth:`EvaluationRun.prediction_fingerprint`), ``scores/<variant>/shards/<metric>...`` with
+that of the metric's (:meth:`EvaluationRun.metric_fingerprint`). Rank 0 moves the shards into the files at
+the start of a run (what a killed or requeued run left) and at its end; a shard with another fingerprint is
+never merged (moved aside, :mod:`graphctx.evaluation.stale`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graphctx.cache import atomic_path
-from graphctx.errors import ConfigError
 from graphctx.evaluation.records import RecordFile, dump_line, read_records
 
 
@@ -61,19 +61,10 @@ def shards_of(main: Path, variant: str) -> list[Path]:
     return sorted(folder.glob(f"{variant}.*.rank*.jsonl")) if folder.is_dir() else []
 
 
-def check_shards(main: Path, variant: str, fingerprint: str, overwrite: bool) -> None:
-    """Refuse a shard of ``variant`` made with other settings (``overwrite``: delete it)."""
-    for path in shards_of(main, variant):
-        found = path.name[len(variant) + 1 :].split(".")[0]
-        if found == fingerprint:
-            continue
-        if overwrite:
-            path.unlink()
-            continue
-        raise ConfigError(
-            f"{path}: a shard of {variant} made with other settings (fingerprint {found}, this run "
-            f"{fingerprint}); use another evaluation.output_dir or pass --overwrite"
-        )
+def foreign_shards(main: Path, name: str, fingerprint: str) -> list[tuple[Path, str]]:
+    """Every shard of ``main`` made with another fingerprint than ``fingerprint``, with the one it has."""
+    found = [(path, path.name[len(name) + 1 :].split(".")[0]) for path in shards_of(main, name)]
+    return [(path, stamp) for path, stamp in found if stamp != fingerprint]
 
 
 def merge_shards(main: Path, variant: str) -> int:
@@ -88,12 +79,14 @@ def merge_shards(main: Path, variant: str) -> int:
 
 
 def write_in_order(main: Path, ids: Iterable[int]) -> None:
-    """Rewrite ``main`` with its rows in the order of ``ids`` (those it has), atomically; unchanged when
-    already in that order."""
+    """Rewrite ``main`` with its rows in the order of ``ids`` (those it has), then its other rows in id
+    order (kept: a smaller ``limit`` never drops a row), atomically; unchanged when already in that order."""
     if not main.is_file():
         return
     by_id = {int(record["id"]): record for record in read_records(main)}
-    data = "".join(dump_line(by_id[i]) for i in ids if i in by_id)
+    first = [i for i in dict.fromkeys(ids) if i in by_id]
+    rest = sorted(set(by_id) - set(first))
+    data = "".join(dump_line(by_id[i]) for i in first + rest)
     if main.read_text() == data:
         return
     with atomic_path(main) as tmp:
