@@ -14,7 +14,7 @@ from packaging.utils import canonicalize_name
 
 PACKAGE = Path(__file__).resolve().parents[1] / "graphctx"
 LAYERS = {
-    **dict.fromkeys(("errors", "cache", "quiet", "paper", "checks", "settings_docs"), 0),  # shared by all
+    **dict.fromkeys(("errors", "cache", "quiet", "paper", "paper_figures", "checks", "settings_docs"), 0),
     "data": 1,
     "retrieval": 2,
     "knowledge": 3,

@@ -37,6 +37,7 @@ from transformers import PreTrainedModel
 
 from graphctx.cache import file_digest, fingerprint, write_json_atomic
 from graphctx.errors import ConfigError
+from graphctx.evaluation.beside_paper import paper_section
 from graphctx.evaluation.contexts import ContextBuilder, RetrievedContext
 from graphctx.evaluation.pipeline import PipelineConfig
 from graphctx.evaluation.plan import Plan, check_models
@@ -507,7 +508,8 @@ class EvaluationRun:
         table = build_table(
             results, self.settings.bootstrap_samples, self.settings.seed, self.plan.model_descriptions()
         )
-        paths = write_table(table, self.output_dir)
+        beside = paper_section(table, rows[0].get("site"), self.config.model.spec.source)
+        paths = write_table(table, self.output_dir, appendix=beside)
         write_json_atomic(self.output_dir / "timings.json", {"stage_seconds": timings})
         self.log(f"results: {paths['markdown']} and {paths['csv']}")
         files = {v.name: (self.predictions_file(v), self.scores_file(v)) for v in self.variants}
