@@ -19,7 +19,7 @@ LAYERS = {
     "retrieval": 2,
     "knowledge": 3,
     **dict.fromkeys(("model", "prompts", "generation"), 4),
-    "metrics": 5,
+    **dict.fromkeys(("metrics", "baselines"), 5),
     "evaluation": 6,
     "config": 7,  # parses a YAML config into the sections' settings (evaluation.pipeline.PipelineConfig)
     **dict.fromkeys(("commands", "cli", "settings_help"), 8),  # entry points, with train.py and evaluate.py

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from graphctx.baselines import STAND_INS
 from graphctx.data.instruct import TEMPLATES
 from graphctx.errors import ConfigError
 from graphctx.evaluation.pipeline import PipelineConfig
@@ -37,7 +38,7 @@ from graphctx.paper import (
     how_to_get,
     is_reference,
 )
-from graphctx.prompts import VARIANTS, Variant, get_variants
+from graphctx.prompts import BASELINE_VARIANTS, VARIANTS, Variant, get_variants
 from graphctx.retrieval.embeddings import PACKAGED_MINILM
 
 AUTO_DEVICE = "auto (CUDA when available, else CPU)"
@@ -314,8 +315,22 @@ class Plan:
                 "device": evaluation.callback_device,
                 "metrics": list(evaluation.callback_metrics),
             },
+            "baselines": self.baselines(),
             "stand_ins": self.stand_ins(),
             "missing": self.missing(),
+        }
+
+    def baselines(self) -> dict[str, dict[str, Any]]:
+        """Per baseline variant (chosen by name in ``--variants``): its retriever's model and what runs in
+        place of its authors' components (``graphctx.baselines``)."""
+        return {
+            name: {
+                "retrieval": variant.retrieval,
+                "embedding_model": self.embedder.source,
+                "available": self.embedder.available,
+                "stand_ins": STAND_INS[name],
+            }
+            for name, variant in BASELINE_VARIANTS.items()
         }
 
     def _extractor_json(self, name: str) -> dict[str, Any]:
@@ -415,6 +430,15 @@ class Plan:
             f"{cb['variant']}, on {cb['device']}: {', '.join(cb['metrics'])}",
             f"  stand-ins    {len(plan['stand_ins'])}"
             + (": " + ", ".join(item["stage"] for item in plan["stand_ins"]) if plan["stand_ins"] else ""),
+        ]
+        lines += [
+            f"  baseline     {name}: retrieval {item['retrieval']} on {item['embedding_model']}"
+            + (
+                f"; in place of the authors' {'; '.join(f'{k}: {v}' for k, v in item['stand_ins'].items())}"
+                if item["stand_ins"]
+                else ""
+            )
+            for name, item in plan["baselines"].items()
         ]
         lines += [f"  missing      {item['key']}: {item['model']}" for item in plan["missing"]]
         if plan["missing"]:

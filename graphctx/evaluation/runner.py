@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 from transformers import PreTrainedModel
 
+from graphctx.baselines import ANSWER_MAKERS, candidates_for
 from graphctx.cache import file_digest, fingerprint, write_json_atomic
 from graphctx.errors import ConfigError
 from graphctx.evaluation.beside_paper import paper_section
@@ -148,6 +149,8 @@ class EvaluationRun:
         self.stop = stop or StopRequest()
         self.files: dict[str, VariantFiles] = {}
         self._fingerprints: dict[str, str] = {}
+        self.pool: dict[int, dict[str, Any]] = {}
+        """The training split by id (the retrieval pool), once :meth:`load_rows` has read it."""
         self.timings: dict[str, float] = {}
         """Seconds this process spent per stage (contexts, answers, scores)."""
         self.plan = Plan(config)
@@ -166,6 +169,7 @@ class EvaluationRun:
         rows = rows[: self.limit]
         if not rows:
             raise ConfigError(f"evaluation.split: split {split!r} of {self.config.path} is empty")
+        self.pool = {int(row["id"]): row for row in dataset["train"]}
         return rows, list(dataset["train"])
 
     # ---- file layout and settings guard --------------------------------------------------------------
@@ -290,13 +294,16 @@ class EvaluationRun:
             self.open_files()
             units = self.pending_units(rows, encoded)
         by_name = {v.name: v for v in self.variants}
-        for kind in ("base", "adapter"):
+        for kind in ("none", "base", "adapter"):
             todo = [
                 (unit, missing)
                 for unit in units
                 if by_name[unit.variant].model == kind and (missing := self._unanswered(unit, rows))
             ]
             if not todo:
+                continue
+            if kind == "none":  # the baselines: answers without the LLM
+                self.answer_without_llm(todo, rows, contexts, encoded)
                 continue
             model = base if kind == "base" and base is not None else self.load_model(kind)
             generator = Generator(model, self.tokenizer, self.settings.generation)
@@ -316,6 +323,39 @@ class EvaluationRun:
                 )
                 self.log(f"{variant.name}: batch {unit.number + 1} answered ({number}/{len(todo)} {kind})")
             del model, generator
+
+    def answer_without_llm(
+        self,
+        todo: Sequence[tuple[Unit, list[int]]],
+        rows: Sequence[dict[str, Any]],
+        contexts: dict[str, list[RetrievedContext]],
+        encoded: dict[str, list[EncodedPrompt]],
+    ) -> None:
+        """The baseline variants' answers (:mod:`graphctx.baselines`) for ``todo``'s rows, a batch at a time;
+        every row's candidates are checked first (no retrieval pool: an error before any answer)."""
+        candidates = {
+            (unit.variant, i): candidates_for(unit.variant, contexts[unit.variant][i].pairs, self.pool)
+            for unit, missing in todo
+            for i in missing
+        }
+        for unit, missing in todo:
+            if self.stop.requested:
+                self.log("stop requested: no further batches")
+                return
+            make, variant = (
+                ANSWER_MAKERS[unit.variant],
+                next(v for v in self.variants if v.name == unit.variant),
+            )
+            answers = [
+                Answer(make(rows[i]["question"], candidates[unit.variant, i]), [], "no_llm") for i in missing
+            ]
+            self.files[variant.name].mine_predictions.append(
+                self._prediction(
+                    variant, rows[i], contexts[variant.name][i], encoded[variant.name][i], a, unit.number
+                )
+                for i, a in zip(missing, answers, strict=True)
+            )
+            self.log(f"{variant.name}: batch {unit.number + 1} answered (no LLM)")
 
     def _unanswered(self, unit: Unit, rows: Sequence[dict[str, Any]]) -> list[int]:
         """The unit's rows (positions) without an answer yet."""
