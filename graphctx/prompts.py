@@ -121,6 +121,7 @@ BASELINE_VARIANTS: dict[str, Variant] = {
         Variant("RetrievedAnswer-Graph", "RetrievedAnswer (graph)", "none", "graph", False, True, True),
         Variant("AnswerBot", "AnswerBot", "none", "dense", False, True, True),
         Variant("TechSumBot", "TechSumBot", "none", "dense", False, True, True),
+        Variant("GenQA", "GenQA", "none", "dense", False, True, True),
     )
 }
 """Answers made without the LLM (``graphctx.baselines``), from the retrieved pairs (shown as the context,

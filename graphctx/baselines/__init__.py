@@ -22,12 +22,18 @@ ANSWER_MAKERS: dict[str, AnswerMaker] = {
     "AnswerBot": answerbot.answer,
     "TechSumBot": techsumbot.answer,
 }
+"""The baselines that need no model of their own; GenQA answers with ``genqa.GenQAAnswerer``."""
 
 STAND_INS: dict[str, dict[str, str]] = {
     "RetrievedAnswer": retrieved_answer.STAND_INS,
     "RetrievedAnswer-Graph": retrieved_answer.STAND_INS,
     "AnswerBot": answerbot.STAND_INS,
     "TechSumBot": techsumbot.STAND_INS,
+    "GenQA": {  # graphctx.baselines.genqa (not imported here: it imports the training stack)
+        "answer selection": "the authors' AS2 model's top sentences → the retrieved accepted answers",
+        "generator": "the authors' fine-tuned T5/BART (not public) → evaluation.genqa_model, trained by "
+        "`graphctx genqa`",
+    },
 }
 """Per baseline: the authors' component → what runs here instead."""
 

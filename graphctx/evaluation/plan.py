@@ -88,6 +88,15 @@ def spacy_available(name: str) -> str:
     return "packaged" if importlib.util.find_spec(name) else "missing"
 
 
+GENQA = Reference("GenQA generator", ("the authors' GenQA model (not public)",), ())
+
+
+def genqa_dir_of(config: PipelineConfig) -> Path:
+    """``evaluation.genqa_model``, else ``<trainer.default_root_dir>/genqa``."""
+    chosen = config.evaluation.genqa_model
+    return Path(chosen) if chosen else config.root_dir / "genqa"
+
+
 class Plan:
     """The resolved stack of one config; :meth:`to_json` and :meth:`to_text` render it."""
 
@@ -109,6 +118,9 @@ class Plan:
         self.bertscore = model_use("evaluation.metrics.bertscore.model", metrics.bertscore.model, BERTSCORE)
         self.judge = choose_judge(metrics.autoais)
         self.autoais = model_use("evaluation.metrics.autoais.model", metrics.autoais.model, AUTOAIS)
+        genqa = genqa_dir_of(config)  # always a folder (graphctx genqa writes it), never a Hub id
+        found = "folder" if (genqa / "config.json").is_file() else "missing"
+        self.genqa = ModelUse("evaluation.genqa_model", str(genqa), GENQA.stage, GENQA.name, False, found)
 
     # ---- what runs ----------------------------------------------------------------------------------
     @property
@@ -175,6 +187,8 @@ class Plan:
             uses.append(self.bertscore)
         if "autoais" in metrics and any(v.has_context for v in variants):
             uses.append(self.autoais)
+        if any(v.name == "GenQA" for v in variants):
+            uses.append(self.genqa)
         return list(dict.fromkeys(uses))
 
     def needed_by(self, command: str, variants: Sequence[Variant] | None = None) -> list[ModelUse]:
@@ -208,6 +222,12 @@ class Plan:
             for use in uses
             if use.available == "missing"
         ]
+        for item in found:
+            if item["key"] == self.genqa.key:
+                item["hint"] = (
+                    f"evaluation.genqa_model: no trained GenQA model in {item['model']}; train one with "
+                    "`graphctx genqa --config CONFIG` (or point evaluation.genqa_model at one)"
+                )
         pipelines = [
             ("evaluation.metrics.facts.spacy_model", self.config.evaluation.metrics.facts.spacy_model)
         ]
@@ -329,6 +349,11 @@ class Plan:
                 "embedding_model": self.embedder.source,
                 "available": self.embedder.available,
                 "stand_ins": STAND_INS[name],
+                **(
+                    {"model": self.genqa.source, "model_available": self.genqa.available}
+                    if name == "GenQA"
+                    else {}
+                ),
             }
             for name, variant in BASELINE_VARIANTS.items()
         }

@@ -35,13 +35,13 @@ from typing import Any
 import numpy as np
 from transformers import PreTrainedModel
 
-from graphctx.baselines import ANSWER_MAKERS, candidates_for
+from graphctx.baselines import ANSWER_MAKERS, AnswerMaker, candidates_for
 from graphctx.cache import file_digest, fingerprint, write_json_atomic
 from graphctx.errors import ConfigError
 from graphctx.evaluation.beside_paper import paper_section
 from graphctx.evaluation.contexts import ContextBuilder, RetrievedContext
 from graphctx.evaluation.pipeline import PipelineConfig
-from graphctx.evaluation.plan import Plan, check_models
+from graphctx.evaluation.plan import Plan, check_models, genqa_dir_of
 from graphctx.evaluation.pool import load_config_dataset
 from graphctx.evaluation.processes import Preempted, Processes, StopRequest
 from graphctx.evaluation.records import RecordFile, check_unique_ids
@@ -333,6 +333,7 @@ class EvaluationRun:
     ) -> None:
         """The baseline variants' answers (:mod:`graphctx.baselines`) for ``todo``'s rows, a batch at a time;
         every row's candidates are checked first (no retrieval pool: an error before any answer)."""
+        makers = {unit.variant: self.answer_maker(unit.variant) for unit, _ in todo}  # GenQA loads once
         candidates = {
             (unit.variant, i): candidates_for(unit.variant, contexts[unit.variant][i].pairs, self.pool)
             for unit, missing in todo
@@ -342,10 +343,7 @@ class EvaluationRun:
             if self.stop.requested:
                 self.log("stop requested: no further batches")
                 return
-            make, variant = (
-                ANSWER_MAKERS[unit.variant],
-                next(v for v in self.variants if v.name == unit.variant),
-            )
+            make, variant = makers[unit.variant], next(v for v in self.variants if v.name == unit.variant)
             answers = [
                 Answer(make(rows[i]["question"], candidates[unit.variant, i]), [], "no_llm") for i in missing
             ]
@@ -356,6 +354,15 @@ class EvaluationRun:
                 for i, a in zip(missing, answers, strict=True)
             )
             self.log(f"{variant.name}: batch {unit.number + 1} answered (no LLM)")
+
+    def answer_maker(self, name: str) -> AnswerMaker:
+        """The answer function of baseline ``name``; GenQA's is its trained model, loaded here."""
+        if name != "GenQA":
+            return ANSWER_MAKERS[name]
+        from graphctx.baselines.genqa import GenQAAnswerer
+
+        max_new_tokens = self.settings.generation.max_new_tokens
+        return GenQAAnswerer(genqa_dir_of(self.config), max_new_tokens, self.processes.device or "cpu")
 
     def _unanswered(self, unit: Unit, rows: Sequence[dict[str, Any]]) -> list[int]:
         """The unit's rows (positions) without an answer yet."""

@@ -32,6 +32,9 @@ class EvaluationSettings:
     """Evaluate only the first N questions of the split (by id); null = all."""
     adapter: str | None = None
     """Folder of the trained peft adapter; null = ``<trainer.default_root_dir>/adapter``."""
+    genqa_model: str | None = None
+    """Folder of the trained GenQA baseline (``graphctx genqa`` writes it); null =
+    ``<trainer.default_root_dir>/genqa``."""
     output_dir: str | None = None
     """Predictions JSONL per variant and the results tables go here; null =
     ``<trainer.default_root_dir>/eval``."""
