@@ -25,7 +25,8 @@ class EvaluationSettings:
         check_own_fields(self)
 
     variants: list[str] | None = None
-    """Variants to run (names in ``graphctx.prompts.VARIANTS``); null = all of them."""
+    """Variants to run (names in ``graphctx.prompts.VARIANTS``, or the baselines of
+    ``graphctx.prompts.BASELINE_VARIANTS``, which run only when named); null = every ``VARIANTS`` one."""
     split: str = "test"
     """Dataset split that is evaluated."""
     limit: int | None = None
