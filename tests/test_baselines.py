@@ -22,6 +22,13 @@ def test_baselines_are_chosen_by_name_and_never_in_the_default_set():
     assert all(v.model == "none" and v.baseline for v in BASELINE_VARIANTS.values())
 
 
+def test_evaluate_py_accepts_the_baselines_by_name():
+    import evaluate
+
+    args, _ = evaluate.build_parser().parse_known_args(["--config", "x", "--variants", "AnswerBot", "GenQA"])
+    assert args.variants == ["AnswerBot", "GenQA"]
+
+
 def test_candidates_carry_votes_and_tags_and_no_pool_is_one_error():
     pool = {7: {"answer_score": 12, "tags": ["nginx", "ssl"]}}
     (candidate,) = candidates_for("AnswerBot", [QAPair("q?", "a.", 7)], pool)
@@ -133,9 +140,18 @@ def test_baseline_variants_answer_without_the_llm_and_are_scored(workspace):
 
     root, config_path = workspace
     names = ["RetrievedAnswer", "RetrievedAnswer-Graph", "AnswerBot", "TechSumBot"]
-    run = EvaluationRun(load_config(config_path), names)
+    # the site named askubuntu: results.md sets the baselines beside the paper's Table 3
+    run = EvaluationRun(load_config(config_path, ["--data.dataset.site", "askubuntu"]), names)
     table = run.run()
     assert [row.variant.name for row in table.rows] == names
+    results = (root / "out" / "results.md").read_text()
+    assert "## Beside the paper (Table 3, askubuntu)" in results
+    answerbot_row = next(
+        line for line in results.splitlines() if line.startswith("| AnswerBot | AnswerBot |")
+    )
+    assert "paper 0.236" in answerbot_row and "(not like for like: model)" not in answerbot_row  # no LLM
+    assert "stand-in scorer [tiny-bert@L2]" in answerbot_row  # the workspace's BERTScore encoder
+    assert "No published figures for: RetrievedAnswer, RetrievedAnswer (graph)." in results
     for name in names:
         predictions = read_records(root / "out" / "predictions" / f"{name}.jsonl")
         assert len(predictions) == 3 and {p["stop"] for p in predictions} == {"no_llm"}

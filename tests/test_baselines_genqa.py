@@ -110,3 +110,8 @@ def test_graphctx_genqa_trains_on_the_pool_and_evaluate_answers_with_it(tmp_path
     EvaluationRun(load_config(config), ["GenQA"]).run()
     predictions = read_records(tmp_path / "out" / "predictions" / "GenQA.jsonl")
     assert len(predictions) == 2 and {p["stop"] for p in predictions} == {"no_llm"}
+    assert cli_main([*args[:-4], "--max-steps", "1", "--limit", "4", "--batch-size", "2"]) == 0  # retrained
+    with pytest.raises(
+        ConfigError, match="GenQA were made with other settings"
+    ):  # never mixed with old answers
+        EvaluationRun(load_config(config), ["GenQA"]).run()

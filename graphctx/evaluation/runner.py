@@ -194,6 +194,10 @@ class EvaluationRun:
         }
         if variant.model == "adapter":
             parts["adapter"] = _adapter_digest(self.adapter_dir)
+        if variant.name == "GenQA":  # a retrained GenQA makes other answers
+            parts["genqa"] = [
+                file_digest(p) for p in sorted(genqa_dir_of(self.config).glob("model*.safetensors"))
+            ]
         if variant.retrieval != "none":
             parts["retrieval"] = _settings(self.config.retrieval, SPEED_ONLY["retrieval"])
             parts["knowledge"] = _settings(self.config.knowledge, SPEED_ONLY["knowledge"])
