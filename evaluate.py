@@ -22,7 +22,7 @@ import sys
 from typing import TYPE_CHECKING, TextIO
 
 from graphctx.errors import debug_enabled, report
-from graphctx.prompts import VARIANTS
+from graphctx.prompts import BASELINE_VARIANTS, VARIANTS
 from graphctx.quiet import quiet_third_party
 from graphctx.settings_help import add_settings_help
 
@@ -45,7 +45,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", required=True, help="YAML config (as for train.py)")
     add_settings_help(parser)
     parser.add_argument(
-        "--variants", nargs="+", choices=list(VARIANTS), help="variants to run (default: evaluation.variants)"
+        "--variants",
+        nargs="+",
+        choices=list(VARIANTS | BASELINE_VARIANTS),
+        help="variants to run (default: evaluation.variants); the baselines only by name",
+    )
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        help="a model sweep: each base model (Hub id or folder) runs the base variants into "
+        "<output_dir>/models/<name>/, one table in sweep.md / sweep.csv",
     )
     parser.add_argument(
         "--limit", type=positive_int, help="evaluate the first N questions of the split (by id)"
@@ -84,6 +93,22 @@ def evaluate(args: argparse.Namespace, overrides: list[str], stop: StopRequest, 
 
     config = load_config(args.config, overrides)
     processes = launch_processes(config.trainer)
+    if args.models:
+        from graphctx.evaluation.sweep import run_sweep
+
+        configs = {m: load_config(args.config, [*overrides, "--model.spec.source", m]) for m in args.models}
+        try:
+            markdown = run_sweep(
+                configs, args.variants, args.limit, args.output_dir, processes, stop, args.overwrite
+            )
+        except Preempted as stopped:
+            print(f"evaluate.py: {stopped}", file=sys.stderr)
+            if processes.is_zero:
+                requeue_slurm_job()
+            return 0
+        if markdown is not None:
+            print(markdown, file=out)
+        return 0
     run = EvaluationRun(config, args.variants, args.limit, args.output_dir, processes=processes, stop=stop)
     try:
         table = run.run(overwrite=args.overwrite)

@@ -141,7 +141,8 @@ def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[list[
     return [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
 
 
-StopReason = Literal["eos", "stop_string", "length"]
+StopReason = Literal["eos", "stop_string", "length", "no_llm"]
+"""How an answer ended; ``no_llm``: a baseline of ``graphctx.baselines`` made it, nothing was decoded."""
 """How an answer ended: EOS, one of the stop strings, or ``max_new_tokens``."""
 
 

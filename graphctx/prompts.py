@@ -41,7 +41,7 @@ from graphctx.knowledge.verbalise import Sentence
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-ModelKind = Literal["base", "adapter"]
+ModelKind = Literal["base", "adapter", "none"]
 RetrievalKind = Literal["none", "dense", "graph"]
 
 BASE_STOP_STRINGS = ("\nQuestion:", f"\n{KNOWLEDGE_HEADER}")
@@ -57,7 +57,8 @@ class Variant:
     label: str
     """Row name in the results table (the paper's name)."""
     model: ModelKind
-    """``base``: the model without training; ``adapter``: the base with the trained LoRA adapter."""
+    """``base``: the model without training; ``adapter``: the base with the trained LoRA adapter; ``none``:
+    no LLM, a pre-LLM baseline of ``graphctx.baselines`` makes the answer from the retrieved pairs."""
     retrieval: RetrievalKind
     """Which retriever picks the past Q&A pairs (``none``: no context at all)."""
     knowledge: bool
@@ -110,14 +111,30 @@ VARIANTS: dict[str, Variant] = {
 the fine-tuned model without and with context, and the KG-sentences-only ablations."""
 
 
+BASELINE_VARIANTS: dict[str, Variant] = {
+    v.name: v
+    for v in (
+        Variant("RetrievedAnswer", "RetrievedAnswer", "none", "dense", False, True, True),
+        Variant("RetrievedAnswer-Graph", "RetrievedAnswer (graph)", "none", "graph", False, True, True),
+        Variant("AnswerBot", "AnswerBot", "none", "dense", False, True, True),
+        Variant("TechSumBot", "TechSumBot", "none", "dense", False, True, True),
+        Variant("GenQA", "GenQA", "none", "dense", False, True, True),
+    )
+}
+"""Answers made without the LLM (``graphctx.baselines``), from the retrieved pairs (shown as the context,
+which AutoAIS attributes the answer to): chosen by name, never in the default set."""
+
+
 def get_variants(names: Sequence[str] | None) -> list[Variant]:
-    """The named variants in matrix order (all for ``None``); unknown names fail naming the valid ones."""
+    """The named variants in matrix order, then the baselines (``None``: the paper's LLM matrix,
+    :data:`VARIANTS`); unknown names fail naming the valid ones."""
     if names is None:
         return list(VARIANTS.values())
-    unknown = [name for name in names if name not in VARIANTS]
+    known = VARIANTS | BASELINE_VARIANTS
+    unknown = [name for name in names if name not in known]
     if unknown:
-        raise ValueError(f"unknown variant(s) {unknown}; choose from {list(VARIANTS)}")
-    return [variant for variant in VARIANTS.values() if variant.name in set(names)]
+        raise ValueError(f"unknown variant(s) {unknown}; choose from {list(known)}")
+    return [variant for variant in known.values() if variant.name in set(names)]
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ def bad_invocations(missing: Path) -> dict[str, tuple]:
         "enhance": (cli_main, ["enhance", *config, *QUESTION]),
         "answer": (cli_main, ["answer", *config, *QUESTION]),
         "plan": (cli_main, ["plan", *config]),
+        "genqa": (cli_main, ["genqa", *config]),
         "train.py": (train.main, config),
         "evaluate.py": (evaluate.main, config),
     }

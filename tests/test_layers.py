@@ -14,12 +14,12 @@ from packaging.utils import canonicalize_name
 
 PACKAGE = Path(__file__).resolve().parents[1] / "graphctx"
 LAYERS = {
-    **dict.fromkeys(("errors", "cache", "quiet", "paper", "checks", "settings_docs"), 0),  # shared by all
+    **dict.fromkeys(("errors", "cache", "quiet", "paper", "paper_figures", "checks", "settings_docs"), 0),
     "data": 1,
     "retrieval": 2,
     "knowledge": 3,
     **dict.fromkeys(("model", "prompts", "generation"), 4),
-    "metrics": 5,
+    **dict.fromkeys(("metrics", "baselines"), 5),
     "evaluation": 6,
     "config": 7,  # parses a YAML config into the sections' settings (evaluation.pipeline.PipelineConfig)
     **dict.fromkeys(("commands", "cli", "settings_help"), 8),  # entry points, with train.py and evaluate.py

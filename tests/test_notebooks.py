@@ -10,6 +10,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from graphctx.evaluation.records import read_records
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO_ROOT / "notebooks"
 
@@ -73,6 +75,15 @@ def test_results_notebook_runs_a_small_evaluation_and_reads_it_back(shared_data,
         summary["csv_means"]["autoais[causal-lm:tiny-random]"][0] is None
     )  # zero-shot: nothing to attribute to
     assert summary["answers_shown"] == 3
-    assert images_of(notebook) == 2  # metrics with intervals, entity Jaccard per variant
+    # Figure 2B: the per-row fact scores (triplet overlap) of every variant, those the scores files hold
+    assert summary["triplet_overlap_key"] == "fact_score[spacy]"
+    for name in variants:
+        scored = [
+            r
+            for r in read_records(run_dir / "scores" / f"{name}.jsonl")
+            if r["fact_score[spacy]"] is not None
+        ]
+        assert summary["triplet_overlap_rows"][name] == len(scored)
+    assert images_of(notebook) == 3  # metrics with intervals, entity Jaccard (2A), triplet overlap (2B)
     for name in variants:
         assert (run_dir / "predictions" / f"{name}.jsonl").is_file()

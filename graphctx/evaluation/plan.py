@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from graphctx.baselines import STAND_INS
 from graphctx.data.instruct import TEMPLATES
 from graphctx.errors import ConfigError
 from graphctx.evaluation.pipeline import PipelineConfig
@@ -37,7 +38,7 @@ from graphctx.paper import (
     how_to_get,
     is_reference,
 )
-from graphctx.prompts import VARIANTS, Variant, get_variants
+from graphctx.prompts import BASELINE_VARIANTS, VARIANTS, Variant, get_variants
 from graphctx.retrieval.embeddings import PACKAGED_MINILM
 
 AUTO_DEVICE = "auto (CUDA when available, else CPU)"
@@ -87,6 +88,15 @@ def spacy_available(name: str) -> str:
     return "packaged" if importlib.util.find_spec(name) else "missing"
 
 
+GENQA = Reference("GenQA generator", ("the authors' GenQA model (not public)",), ())
+
+
+def genqa_dir_of(config: PipelineConfig) -> Path:
+    """``evaluation.genqa_model``, else ``<trainer.default_root_dir>/genqa``."""
+    chosen = config.evaluation.genqa_model
+    return Path(chosen) if chosen else config.root_dir / "genqa"
+
+
 class Plan:
     """The resolved stack of one config; :meth:`to_json` and :meth:`to_text` render it."""
 
@@ -108,6 +118,9 @@ class Plan:
         self.bertscore = model_use("evaluation.metrics.bertscore.model", metrics.bertscore.model, BERTSCORE)
         self.judge = choose_judge(metrics.autoais)
         self.autoais = model_use("evaluation.metrics.autoais.model", metrics.autoais.model, AUTOAIS)
+        genqa = genqa_dir_of(config)  # always a folder (graphctx genqa writes it), never a Hub id
+        found = "folder" if (genqa / "config.json").is_file() else "missing"
+        self.genqa = ModelUse("evaluation.genqa_model", str(genqa), GENQA.stage, GENQA.name, False, found)
 
     # ---- what runs ----------------------------------------------------------------------------------
     @property
@@ -174,6 +187,8 @@ class Plan:
             uses.append(self.bertscore)
         if "autoais" in metrics and any(v.has_context for v in variants):
             uses.append(self.autoais)
+        if any(v.name == "GenQA" for v in variants):
+            uses.append(self.genqa)
         return list(dict.fromkeys(uses))
 
     def needed_by(self, command: str, variants: Sequence[Variant] | None = None) -> list[ModelUse]:
@@ -207,6 +222,12 @@ class Plan:
             for use in uses
             if use.available == "missing"
         ]
+        for item in found:
+            if item["key"] == self.genqa.key:
+                item["hint"] = (
+                    f"evaluation.genqa_model: no trained GenQA model in {item['model']}; train one with "
+                    "`graphctx genqa --config CONFIG` (or point evaluation.genqa_model at one)"
+                )
         pipelines = [
             ("evaluation.metrics.facts.spacy_model", self.config.evaluation.metrics.facts.spacy_model)
         ]
@@ -314,8 +335,27 @@ class Plan:
                 "device": evaluation.callback_device,
                 "metrics": list(evaluation.callback_metrics),
             },
+            "baselines": self.baselines(),
             "stand_ins": self.stand_ins(),
             "missing": self.missing(),
+        }
+
+    def baselines(self) -> dict[str, dict[str, Any]]:
+        """Per baseline variant (chosen by name in ``--variants``): its retriever's model and what runs in
+        place of its authors' components (``graphctx.baselines``)."""
+        return {
+            name: {
+                "retrieval": variant.retrieval,
+                "embedding_model": self.embedder.source,
+                "available": self.embedder.available,
+                "stand_ins": STAND_INS[name],
+                **(
+                    {"model": self.genqa.source, "model_available": self.genqa.available}
+                    if name == "GenQA"
+                    else {}
+                ),
+            }
+            for name, variant in BASELINE_VARIANTS.items()
         }
 
     def _extractor_json(self, name: str) -> dict[str, Any]:
@@ -415,6 +455,15 @@ class Plan:
             f"{cb['variant']}, on {cb['device']}: {', '.join(cb['metrics'])}",
             f"  stand-ins    {len(plan['stand_ins'])}"
             + (": " + ", ".join(item["stage"] for item in plan["stand_ins"]) if plan["stand_ins"] else ""),
+        ]
+        lines += [
+            f"  baseline     {name}: retrieval {item['retrieval']} on {item['embedding_model']}"
+            + (
+                f"; in place of the authors' {'; '.join(f'{k}: {v}' for k, v in item['stand_ins'].items())}"
+                if item["stand_ins"]
+                else ""
+            )
+            for name, item in plan["baselines"].items()
         ]
         lines += [f"  missing      {item['key']}: {item['model']}" for item in plan["missing"]]
         if plan["missing"]:

@@ -44,11 +44,13 @@ from typing import Any
 import numpy as np
 from transformers import PreTrainedModel
 
+from graphctx.baselines import ANSWER_MAKERS, AnswerMaker, candidates_for
 from graphctx.cache import atomic_path, file_digest, fingerprint, write_json_atomic
 from graphctx.errors import ConfigError
+from graphctx.evaluation.beside_paper import paper_section
 from graphctx.evaluation.contexts import ContextBuilder, RetrievedContext
 from graphctx.evaluation.pipeline import PipelineConfig
-from graphctx.evaluation.plan import Plan, check_models
+from graphctx.evaluation.plan import Plan, check_models, genqa_dir_of
 from graphctx.evaluation.pool import load_config_dataset
 from graphctx.evaluation.processes import Preempted, Processes, StopRequest
 from graphctx.evaluation.records import RecordFile, check_unique_ids, dump_line, read_records
@@ -170,6 +172,8 @@ class EvaluationRun:
         """Every id of the evaluated split (before ``limit``): a row with another id is foreign."""
         self.stale = StaleArea(self.output_dir, self.log)
         """Where this run moves rows and files that no longer match (``stale/<time>/``)."""
+        self.pool: dict[int, dict[str, Any]] = {}
+        """The training split by id (the retrieval pool), once :meth:`load_rows` has read it."""
         self.timings: dict[str, float] = {}
         """Seconds this process spent per stage (contexts, answers, scores)."""
         self.plan = Plan(config)
@@ -189,6 +193,7 @@ class EvaluationRun:
         rows = rows[: self.limit]
         if not rows:
             raise ConfigError(f"evaluation.split: split {split!r} of {self.config.path} is empty")
+        self.pool = {int(row["id"]): row for row in dataset["train"]}
         return rows, list(dataset["train"])
 
     # ---- file layout and settings guard --------------------------------------------------------------
@@ -218,6 +223,10 @@ class EvaluationRun:
         }
         if variant.model == "adapter":
             parts["adapter"] = _adapter_digest(self.adapter_dir)
+        if variant.name == "GenQA":  # a retrained GenQA makes other answers
+            parts["genqa"] = [
+                file_digest(p) for p in sorted(genqa_dir_of(self.config).glob("model*.safetensors"))
+            ]
         if variant.retrieval != "none":
             parts["retrieval"] = _settings(self.config.retrieval, SPEED_ONLY["retrieval"])
             parts["retrieval"]["numerics"] = numerics(self.config.retrieval)  # auto resolved
@@ -369,13 +378,16 @@ class EvaluationRun:
             self.open_files()
             units = self.pending_units(rows, encoded)
         by_name = {v.name: v for v in self.variants}
-        for kind in ("base", "adapter"):
+        for kind in ("none", "base", "adapter"):
             todo = [
                 (unit, missing)
                 for unit in units
                 if by_name[unit.variant].model == kind and (missing := self._unanswered(unit, rows))
             ]
             if not todo:
+                continue
+            if kind == "none":  # the baselines: answers without the LLM
+                self.answer_without_llm(todo, rows, contexts, encoded)
                 continue
             model = base if kind == "base" and base is not None else self.load_model(kind)
             generator = Generator(model, self.tokenizer, self.settings.generation)
@@ -395,6 +407,46 @@ class EvaluationRun:
                 )
                 self.log(f"{variant.name}: batch {unit.number + 1} answered ({number}/{len(todo)} {kind})")
             del model, generator
+
+    def answer_without_llm(
+        self,
+        todo: Sequence[tuple[Unit, list[int]]],
+        rows: Sequence[dict[str, Any]],
+        contexts: dict[str, list[RetrievedContext]],
+        encoded: dict[str, list[EncodedPrompt]],
+    ) -> None:
+        """The baseline variants' answers (:mod:`graphctx.baselines`) for ``todo``'s rows, a batch at a time;
+        every row's candidates are checked first (no retrieval pool: an error before any answer)."""
+        makers = {unit.variant: self.answer_maker(unit.variant) for unit, _ in todo}  # GenQA loads once
+        candidates = {
+            (unit.variant, i): candidates_for(unit.variant, contexts[unit.variant][i].pairs, self.pool)
+            for unit, missing in todo
+            for i in missing
+        }
+        for unit, missing in todo:
+            if self.stop.requested:
+                self.log("stop requested: no further batches")
+                return
+            make, variant = makers[unit.variant], next(v for v in self.variants if v.name == unit.variant)
+            answers = [
+                Answer(make(rows[i]["question"], candidates[unit.variant, i]), [], "no_llm") for i in missing
+            ]
+            self.files[variant.name].mine_predictions.append(
+                self._prediction(
+                    variant, rows[i], contexts[variant.name][i], encoded[variant.name][i], a, unit.number
+                )
+                for i, a in zip(missing, answers, strict=True)
+            )
+            self.log(f"{variant.name}: batch {unit.number + 1} answered (no LLM)")
+
+    def answer_maker(self, name: str) -> AnswerMaker:
+        """The answer function of baseline ``name``; GenQA's is its trained model, loaded here."""
+        if name != "GenQA":
+            return ANSWER_MAKERS[name]
+        from graphctx.baselines.genqa import GenQAAnswerer
+
+        max_new_tokens = self.settings.generation.max_new_tokens
+        return GenQAAnswerer(genqa_dir_of(self.config), max_new_tokens, self.processes.device or "cpu")
 
     def _unanswered(self, unit: Unit, rows: Sequence[dict[str, Any]]) -> list[int]:
         """The unit's rows (positions) without an answer yet."""
@@ -639,7 +691,8 @@ class EvaluationRun:
             comparisons=self.settings.comparisons,
             n_permutations=self.settings.permutation_samples,
         )
-        paths = write_table(table, self.output_dir)
+        beside = paper_section(table, rows[0].get("site"), self.config.model.spec.source)
+        paths = write_table(table, self.output_dir, appendix=beside)
         write_json_atomic(self.output_dir / "timings.json", {"stage_seconds": timings})
         self.log(f"results: {paths['markdown']} and {paths['csv']}")
         files = {v.name: (self.predictions_file(v), self.scores_file(v)) for v in self.variants}

@@ -46,13 +46,17 @@ class EvaluationSettings:
         return [("comparisons", f"{same} compared with itself")] if same else []
 
     variants: list[str] | None = None
-    """Variants to run (names in ``graphctx.prompts.VARIANTS``); null = all of them."""
+    """Variants to run (names in ``graphctx.prompts.VARIANTS``, or the baselines of
+    ``graphctx.prompts.BASELINE_VARIANTS``, which run only when named); null = every ``VARIANTS`` one."""
     split: str = "test"
     """Dataset split that is evaluated."""
     limit: int | None = None
     """Evaluate only the first N questions of the split (by id); null = all."""
     adapter: str | None = None
     """Folder of the trained peft adapter; null = ``<trainer.default_root_dir>/adapter``."""
+    genqa_model: str | None = None
+    """Folder of the trained GenQA baseline (``graphctx genqa`` writes it); null =
+    ``<trainer.default_root_dir>/genqa``."""
     output_dir: str | None = None
     """Predictions JSONL per variant and the results tables go here; null =
     ``<trainer.default_root_dir>/eval``."""

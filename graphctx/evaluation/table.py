@@ -296,10 +296,14 @@ def _label_of(table: ResultsTable, name: str | None) -> str:
     return labels.get(name, "n/a") if name else "n/a"
 
 
-def write_table(table: ResultsTable, output_dir: Path, stem: str = "results") -> Mapping[str, Path]:
-    """``<stem>.md`` and ``<stem>.csv`` in ``output_dir``, each written atomically."""
+def write_table(
+    table: ResultsTable, output_dir: Path, stem: str = "results", appendix: str = ""
+) -> Mapping[str, Path]:
+    """``<stem>.md`` (with ``appendix``, a Markdown section, after the table) and ``<stem>.csv`` in
+    ``output_dir``, each written atomically."""
     paths = {"markdown": output_dir / f"{stem}.md", "csv": output_dir / f"{stem}.csv"}
-    for path, text in ((paths["markdown"], to_markdown(table)), (paths["csv"], to_csv(table))):
+    markdown = to_markdown(table) + (f"\n{appendix}" if appendix else "")
+    for path, text in ((paths["markdown"], markdown), (paths["csv"], to_csv(table))):
         with atomic_path(path) as tmp:
             tmp.write_text(text)
     return paths

@@ -1,0 +1,69 @@
+"""Train the GenQA baseline: a seq2seq model that writes the answer from the retrieved answers.
+
+Each training question is paired with the accepted answers of its ``retrieval.top_k`` nearest training
+questions (dense retrieval, itself left out); the model learns to write its accepted answer from them
+(:mod:`graphctx.baselines.genqa`). The trained folder goes to ``evaluation.genqa_model`` (default
+``<trainer.default_root_dir>/genqa``), where ``evaluate.py --variants GenQA`` reads it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import TextIO
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config", required=True, help="YAML config (data, retrieval, evaluation.genqa_model)"
+    )
+    parser.add_argument(
+        "--base", help="seq2seq model to fine-tune (Hub id or folder; default facebook/bart-large)"
+    )
+    parser.add_argument("--epochs", type=int, default=3, help="training epochs (default 3)")
+    parser.add_argument(
+        "--max-steps", type=int, default=-1, help="stop after this many steps (default: no limit)"
+    )
+    parser.add_argument("--batch-size", type=int, default=8, help="examples per step (default 8)")
+    parser.add_argument(
+        "--learning-rate", type=float, default=3e-5, help="AdamW learning rate (default 3e-5)"
+    )
+    parser.add_argument("--limit", type=int, help="train on the first N training questions only")
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    from graphctx.baselines.genqa import DEFAULT_BASE, encode_examples, train
+    from graphctx.config import load_config
+    from graphctx.errors import ConfigError
+    from graphctx.evaluation.plan import genqa_dir_of
+    from graphctx.evaluation.pool import cache_dir_of, load_config_dataset
+    from graphctx.paper import availability, how_to_get
+    from graphctx.retrieval.index import build_index
+    from graphctx.retrieval.retriever import build_retriever
+
+    config = load_config(args.config)
+    base = args.base or DEFAULT_BASE
+    if availability(base) == "missing":
+        raise ConfigError(how_to_get("--base", base))
+    pool = load_config_dataset(config)["train"]
+    rows = sorted(pool, key=lambda row: int(row["id"]))[: args.limit]
+    settings = dataclasses.replace(config.retrieval, method="dense", top_k=config.retrieval.top_k + 1)
+    index = build_index(pool["id"], pool["question"], settings, cache_dir=cache_dir_of(config, None))
+    hits = build_retriever(index, settings).retrieve([row["question"] for row in rows])
+    by_id = {int(row["id"]): row for row in pool}
+    candidates = [
+        [by_id[h.id]["answer"] for h in found if h.id != int(row["id"])][: config.retrieval.top_k]
+        for row, found in zip(rows, hits, strict=True)
+    ]
+    from transformers import AutoTokenizer
+
+    examples = encode_examples(
+        AutoTokenizer.from_pretrained(base),
+        [row["question"] for row in rows],
+        candidates,
+        [row["answer"] for row in rows],
+    )
+    output = genqa_dir_of(config)
+    train(base, examples, output, args.epochs, args.batch_size, args.learning_rate, args.max_steps)
+    print(f"GenQA: trained {base} on {len(examples)} questions; saved to {output}", file=out)
+    return 0

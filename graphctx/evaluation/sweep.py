@@ -1,0 +1,140 @@
+"""A model sweep: several base models, each scored zero-shot and with context, in one table (Table 2's
+layout, the paper comparing Llama-2, Vicuna, Falcon, GPT-NeoX, ... zero-shot).
+
+``evaluate.py --models A B ...`` runs one :class:`~graphctx.evaluation.runner.EvaluationRun` per model,
+each into ``<output_dir>/models/<model name>/`` (resumable like any run: a rerun answers only what is
+missing), then writes ``<output_dir>/sweep.md`` and ``sweep.csv``: one row per (model, variant), the
+model in the ``Model`` / ``generation_model`` column. Only the base model's variants take part
+(``ZeroShot``, ``Base-*``; the adapter was trained on one base model). Every model is looked up before
+anything runs: one that cannot be found stops the sweep with one error line naming it, and nothing is
+written.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from graphctx.cache import atomic_path
+from graphctx.errors import ConfigError
+from graphctx.evaluation.pipeline import PipelineConfig
+from graphctx.evaluation.plan import Plan
+from graphctx.evaluation.processes import Processes, StopRequest
+from graphctx.evaluation.runner import EvaluationRun
+from graphctx.evaluation.table import METRIC_COLUMNS, ResultsTable, column_name, metric_key, to_csv
+from graphctx.paper import display_name
+from graphctx.prompts import VARIANTS, Variant, get_variants
+
+
+def sweep_variants(names: Sequence[str] | None) -> list[Variant]:
+    """The variants of a sweep: ``names`` (default: every base-model variant); others are refused."""
+    variants = get_variants(names) if names else [v for v in VARIANTS.values() if v.model == "base"]
+    other = [v.name for v in variants if v.model != "base"]
+    if other:
+        raise ConfigError(
+            f"--models: a sweep runs base-model variants only (ZeroShot, Base-*); {other} need the adapter "
+            "or a baseline, which belong to one model's run"
+        )
+    return variants
+
+
+def model_folders(models: Sequence[str]) -> dict[str, str]:
+    """Each model's folder name under ``models/`` (its last path or id part); two alike are refused."""
+    names = {model: display_name(model) for model in models}
+    taken: dict[str, str] = {}
+    for model, name in names.items():
+        if name in taken:
+            raise ConfigError(f"--models: {taken[name]!r} and {model!r} would share the folder models/{name}")
+        taken[name] = model
+    return names
+
+
+def check_sweep(configs: Mapping[str, PipelineConfig], variants: Sequence[Variant]) -> None:
+    """One ``ConfigError`` naming every model (or other model a run needs) that cannot be found."""
+    problems = []
+    for model, config in configs.items():
+        plan = Plan(config)
+        problems += [
+            f"sweep model {model}: {item['hint']}"
+            for item in plan.missing(plan.needed_by("evaluate", variants))
+        ]
+    if problems:
+        raise ConfigError("; ".join(problems))
+
+
+def run_sweep(
+    configs: Mapping[str, PipelineConfig],
+    variants: Sequence[str] | None,
+    limit: int | None,
+    output_dir: str | Path | None,
+    processes: Processes | None = None,
+    stop: StopRequest | None = None,
+    overwrite: bool = False,
+) -> str | None:
+    """Run every model of ``configs`` (model → its config) and write ``sweep.md`` / ``sweep.csv``; returns
+    the Markdown table (None on ranks other than 0)."""
+    chosen = sweep_variants(variants)
+    folders = model_folders(list(configs))
+    check_sweep(configs, chosen)
+    first = next(iter(configs.values()))
+    root = Path(output_dir or first.evaluation.output_dir or first.root_dir / "eval")
+    tables: dict[str, ResultsTable] = {}
+    for model, config in configs.items():
+        run = EvaluationRun(
+            config,
+            [v.name for v in chosen],
+            limit,
+            root / "models" / folders[model],
+            processes=processes,
+            stop=stop,
+        )
+        table = run.run(overwrite=overwrite)
+        if table is not None:
+            tables[model] = table
+    if not tables:
+        return None
+    markdown, text = sweep_markdown(tables), sweep_csv(tables)
+    for path, content in ((root / "sweep.md", markdown), (root / "sweep.csv", text)):
+        with atomic_path(path) as tmp:
+            tmp.write_text(content)
+    return markdown
+
+
+def _keys(tables: Mapping[str, ResultsTable]) -> list[str]:
+    every = sorted({key for table in tables.values() for key in table.keys})
+    return [key for base in METRIC_COLUMNS if (key := metric_key(every, base)) is not None]
+
+
+def sweep_markdown(tables: Mapping[str, ResultsTable]) -> str:
+    """One row per (model, variant): each metric's mean with its 95% bootstrap interval."""
+    keys = _keys(tables)
+    lines = ["## Model sweep", "", "Mean [95% bootstrap interval] over the scored rows (n), per model.", ""]
+    lines += ["| Model | Variant | " + " | ".join(column_name(k) for k in keys) + " |"]
+    lines.append("|---" * (len(keys) + 2) + "|")
+    for model, table in tables.items():
+        for row in table.rows:
+            cells = []
+            for key in keys:
+                interval = row.intervals.get(key)
+                cells.append(
+                    "n/a"
+                    if interval is None or interval.n == 0
+                    else f"{interval.mean:.4f} [{interval.low:.4f}, {interval.high:.4f}] (n={interval.n})"
+                )
+            lines.append(f"| {model} | {row.variant.label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def sweep_csv(tables: Mapping[str, ResultsTable]) -> str:
+    """Each model's ``results.csv`` lines after a ``generation_model`` column (``model`` is the variant's
+    kind there); the columns are the union of the models'."""
+    parts = [(model, list(csv.DictReader(io.StringIO(to_csv(table))))) for model, table in tables.items()]
+    header = ["generation_model", *dict.fromkeys(k for _, rows in parts for row in rows for k in row)]
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, header, lineterminator="\n")
+    writer.writeheader()
+    for model, rows in parts:
+        writer.writerows({"generation_model": model, **row} for row in rows)
+    return buffer.getvalue()

@@ -1,0 +1,117 @@
+"""GenQA: a Lightning training step of a tiny random BART (byte-level BPE trained here, BART's kind), its
+answers, the one-line error without a trained model, and `graphctx genqa` on the real cardano pool."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from tokenizers import ByteLevelBPETokenizer
+from transformers import BartConfig, BartForConditionalGeneration, BartTokenizerFast
+
+from graphctx.baselines import Candidate
+from graphctx.baselines.genqa import GenQAAnswerer, collate, encode_examples, source_text, train
+from graphctx.errors import ConfigError
+
+SENTENCES = [
+    "How do I restart nginx after changing the config?",
+    "Run sudo systemctl restart nginx and check the logs.",
+    "Mount the usb drive with mount and list it with lsblk.",
+    "Cardano stake pools need a relay node and a block producer.",
+]
+
+
+def tiny_bart(folder: Path) -> Path:
+    """A 1-layer random BART (width 16) with a byte-level BPE tokenizer, saved to ``folder``."""
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(SENTENCES * 20, vocab_size=300, special_tokens=["<s>", "<pad>", "</s>", "<unk>"])
+    folder.mkdir(parents=True)
+    bpe.save_model(str(folder))
+    tokenizer = BartTokenizerFast.from_pretrained(folder, model_max_length=1024)
+    torch.manual_seed(0)
+    config = BartConfig(
+        vocab_size=len(tokenizer), d_model=16, encoder_layers=1, decoder_layers=1,
+        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
+        max_position_embeddings=1100, pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.eos_token_id,
+    )  # fmt: skip
+    BartForConditionalGeneration(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_source_text_and_collate_mask_the_padding():
+    assert source_text(" q? ", ["a1 ", "a2"]) == "question: q? candidate: a1 candidate: a2"
+    batch = collate([{"input_ids": [5, 6, 7], "labels": [8]}, {"input_ids": [5], "labels": [8, 9]}], pad_id=1)
+    assert batch["input_ids"].tolist() == [[5, 6, 7], [5, 1, 1]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1], [1, 0, 0]]
+    assert batch["labels"].tolist() == [[8, -100], [8, 9]]
+
+
+def test_one_lightning_training_step_changes_the_weights_and_the_trained_folder_answers(tmp_path):
+    base = tiny_bart(tmp_path / "base")
+    tokenizer = BartTokenizerFast.from_pretrained(base)
+    examples = encode_examples(tokenizer, SENTENCES[:2], [[SENTENCES[2]], [SENTENCES[3]]], SENTENCES[1:3])
+    before = BartForConditionalGeneration.from_pretrained(base).state_dict()
+    module = train(
+        base, examples, tmp_path / "genqa", epochs=1, batch_size=2, learning_rate=1e-2, max_steps=1
+    )
+    assert module.trainer.global_step == 1
+    after = BartForConditionalGeneration.from_pretrained(tmp_path / "genqa").state_dict()
+    changed = [name for name in before if not torch.equal(before[name], after[name])]
+    assert changed and (tmp_path / "genqa" / "tokenizer.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["base", "genqa"]  # no temporary left
+    answer = GenQAAnswerer(tmp_path / "genqa", max_new_tokens=6)(SENTENCES[0], [Candidate("q", SENTENCES[1])])
+    assert isinstance(answer, str)
+    assert answer == GenQAAnswerer(tmp_path / "genqa", max_new_tokens=6)(
+        SENTENCES[0], [Candidate("q", SENTENCES[1])]
+    )
+
+
+def test_genqa_without_a_trained_model_is_one_error_line(tmp_path):
+    with pytest.raises(
+        ConfigError, match=r"^evaluation.genqa_model: no trained GenQA model in .*graphctx genqa"
+    ):
+        GenQAAnswerer(tmp_path / "nothing", max_new_tokens=4)
+
+
+def test_evaluate_with_genqa_but_no_trained_model_fails_before_anything(tmp_path):
+    from tiny_config import TINY
+
+    from graphctx.config import load_config
+    from graphctx.evaluation.plan import Plan, check_models
+    from graphctx.prompts import get_variants
+
+    config = load_config(TINY, ["--evaluation.genqa_model", str(tmp_path / "absent")])
+    assert Plan(config).to_json()["baselines"]["GenQA"]["model_available"] == "missing"
+    with pytest.raises(ConfigError, match=r"^evaluation.genqa_model: no trained GenQA model in .*absent"):
+        check_models(Plan(config), "evaluate", get_variants(["GenQA"]))
+    check_models(Plan(config), "evaluate", get_variants(["AnswerBot"]))  # the others need no GenQA model
+
+
+@pytest.mark.slow
+def test_graphctx_genqa_trains_on_the_pool_and_evaluate_answers_with_it(tmp_path, cardano_dir, tiny_bert):
+    from evaluation_workspace import write_workspace
+
+    from graphctx.cli import main as cli_main
+    from graphctx.config import load_config
+    from graphctx.evaluation.records import read_records
+    from graphctx.evaluation.runner import EvaluationRun
+
+    evaluation = {"output_dir": str(tmp_path / "out"), "limit": 2, "bootstrap_samples": 20}
+    evaluation["genqa_model"] = str(tmp_path / "genqa")
+    config = write_workspace(tmp_path, cardano_dir, tiny_bert, "tiny.yaml", evaluation)
+    base = tiny_bart(tmp_path / "bart")
+    args = ["genqa", "--config", str(config), "--base", str(base), "--max-steps", "2", "--limit", "4"]
+    assert cli_main([*args, "--batch-size", "2"]) == 0
+    assert (tmp_path / "genqa" / "config.json").is_file()
+    EvaluationRun(load_config(config), ["GenQA"]).run()
+    predictions = read_records(tmp_path / "out" / "predictions" / "GenQA.jsonl")
+    assert len(predictions) == 2 and {p["stop"] for p in predictions} == {"no_llm"}
+    assert cli_main([*args[:-4], "--max-steps", "1", "--limit", "4", "--batch-size", "2"]) == 0  # retrained
+    with pytest.raises(
+        ConfigError, match="GenQA were made with other settings"
+    ):  # never mixed with old answers
+        EvaluationRun(load_config(config), ["GenQA"]).run()
