@@ -234,11 +234,17 @@ class Plan:
             generation.dtype if generation.dtype != "auto" else "auto (bfloat16 on CUDA, float32 on CPU)"
         )
         base_weights = "NF4 base dequantised" if spec.quantization == "nf4" else f"{spec.compute_dtype} base"
-        weights = (
+        tuned = (
             f"{base_weights} to {gen_dtype}, adapter merged"
             if generation.merge_adapter
             else f"{spec.quantization} base as trained, adapter applied on the fly"
         )
+        if generation.base_weights == "released":
+            base = f"released weights in {gen_dtype}"
+        else:
+            merged = generation.merge_adapter
+            base = f"{base_weights} to {gen_dtype}" if merged else f"{spec.quantization} base"
+        weights = f"fine-tuned rows: {tuned}; base rows and LLM extractor: {base}"
         budget_tokenizer = knowledge.tokenizer or spec.source
         judge_device = metrics.autoais.device or AUTO_DEVICE
         encoder_device = metrics.bertscore.device or AUTO_DEVICE
@@ -251,6 +257,7 @@ class Plan:
                 "compute_dtype": spec.compute_dtype,
                 "template": next(name for name, t in TEMPLATES.items() if t == config.data.template),
                 "evaluate_weights": weights,
+                "weights": {"base": base, "adapter": tuned},
                 "device": gen_device,
                 "dtype": gen_dtype,
                 "max_prompt_tokens": generation.max_prompt_tokens,
