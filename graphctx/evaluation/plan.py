@@ -12,11 +12,13 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from graphctx.data.instruct import TEMPLATES
 from graphctx.errors import ConfigError
+from graphctx.evaluation.memory import MemoryEstimate
 from graphctx.evaluation.pipeline import PipelineConfig
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics.bertscore import choose_encoder
@@ -108,6 +110,11 @@ class Plan:
         self.bertscore = model_use("evaluation.metrics.bertscore.model", metrics.bertscore.model, BERTSCORE)
         self.judge = choose_judge(metrics.autoais)
         self.autoais = model_use("evaluation.metrics.autoais.model", metrics.autoais.model, AUTOAIS)
+
+    @cached_property
+    def memory(self) -> dict[str, Any]:
+        """GiB per rank of training and of each evaluation stage (:class:`MemoryEstimate`)."""
+        return MemoryEstimate(self.config).to_json()
 
     # ---- what runs ----------------------------------------------------------------------------------
     @property
@@ -323,6 +330,7 @@ class Plan:
             },
             "stand_ins": self.stand_ins(),
             "missing": self.missing(),
+            "memory": self.memory,
         }
 
     def _extractor_json(self, name: str) -> dict[str, Any]:
@@ -423,6 +431,12 @@ class Plan:
             f"  stand-ins    {len(plan['stand_ins'])}"
             + (": " + ", ".join(item["stage"] for item in plan["stand_ins"]) if plan["stand_ins"] else ""),
         ]
+        memory = plan["memory"]
+        stages = ", ".join(f"{k} {v}" for k, v in memory["evaluate"]["stages"].items())
+        lines.append(
+            f"  memory       GiB per rank: train {memory['train']['peak_gib']}, evaluate "
+            f"{memory['evaluate']['peak_gib']} (one stage at a time: {stages})"
+        )
         lines += [f"  missing      {item['key']}: {item['model']}" for item in plan["missing"]]
         if plan["missing"]:
             lines.append(

@@ -38,6 +38,7 @@ from transformers import PreTrainedModel
 from graphctx.cache import file_digest, fingerprint, write_json_atomic
 from graphctx.errors import ConfigError
 from graphctx.evaluation.contexts import ContextBuilder, RetrievedContext, knowledge_with_cache
+from graphctx.evaluation.memory import check_memory
 from graphctx.evaluation.pipeline import PipelineConfig
 from graphctx.evaluation.plan import Plan, check_models
 from graphctx.evaluation.pool import load_config_dataset
@@ -55,7 +56,14 @@ from graphctx.evaluation.shards import (
 )
 from graphctx.evaluation.table import ResultsTable, VariantScores, build_table, write_table
 from graphctx.evaluation.tracking import log_results
-from graphctx.generation import Answer, BaseWeights, Generator, length_sorted_batches, load_generator
+from graphctx.generation import (
+    Answer,
+    BaseWeights,
+    Generator,
+    length_sorted_batches,
+    load_generator,
+    resolve_device,
+)
 from graphctx.knowledge.extractors import build_extractor
 from graphctx.knowledge.llm import GenerationModel
 from graphctx.model import load_tokenizer
@@ -532,6 +540,8 @@ class EvaluationRun:
         if zero:
             print(self.plan.to_text(), file=sys.stderr, flush=True)
         check_models(self.plan, "evaluate", self.variants)
+        device = self.processes.device or resolve_device(self.settings.generation)
+        check_memory(self.plan.memory, "evaluate", device)  # a GPU too small for a stage fails here
         if zero:
             for variant in self.variants:
                 self.check_settings(variant, overwrite)
