@@ -96,3 +96,16 @@ def test_start_up_refuses_a_gpu_with_less_free_memory_than_the_largest_stage(mon
     with pytest.raises(ConfigError, match=r"train: the training stage needs about"):
         check_memory(memory, "train", "cuda:0")
     check_memory(memory, "evaluate", "cpu")  # the CPU is never checked
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("llama2-*.yaml")), ids=lambda p: p.name)
+def test_the_config_headers_state_the_estimated_memory(path):
+    import re
+
+    header = " ".join(path.read_text().split("\n")[:4])
+    train, evaluate = (
+        int(n) for n in re.search(r"~(\d+) GiB to train and ~(\d+) GiB to evaluate", header).groups()
+    )
+    memory = Plan(load_config(path, devices=False)).memory
+    assert train == round(memory["train"]["peak_gib"])
+    assert evaluate == round(memory["evaluate"]["peak_gib"])
