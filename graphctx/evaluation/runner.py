@@ -230,7 +230,8 @@ class EvaluationRun:
             "template": dataclasses.asdict(self.config.data.template),
             "dataset": dataclasses.asdict(self.config.data.dataset),
             "split": self.settings.split,
-            "generation": _settings(self.settings.generation, SPEED_ONLY["generation"]),
+            # base_weights only binds the base rows: it enters as the variant's ``weights``
+            "generation": _settings(self.settings.generation, SPEED_ONLY["generation"] | {"base_weights"}),
             "weights": self.weights(variant.model),
         }
         if variant.model == "adapter":
