@@ -35,6 +35,7 @@ from graphctx.data.build import EmptySplitError
 from graphctx.data.datamodule import InstructionDataModule
 from graphctx.errors import ConfigError, DataError, GraphctxError, debug_enabled, report
 from graphctx.evaluation.callback import validation_callback
+from graphctx.evaluation.memory import check_memory
 from graphctx.evaluation.pipeline import PipelineConfig
 from graphctx.evaluation.plan import Plan, check_models
 from graphctx.model import InstructionTuner, load_tokenizer
@@ -241,6 +242,7 @@ def train(args: list[str]) -> int:
     plan = stack_plan(cli, config_path)
     print_plan(plan)
     check_models(plan, "train")  # on every rank, before any weights load: a missing model is named
+    check_memory(plan.memory, "train", cli.trainer.strategy.root_device)  # and a GPU too small for it
     generation = validation_callback(stages.evaluation, stages.retrieval, stages.knowledge, plan.fact_label)
     for callback in cli.trainer.callbacks:
         if isinstance(callback, LogConfigCallback):

@@ -34,7 +34,7 @@ from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerB
 from transformers.generation.configuration_utils import CompileConfig
 
 from graphctx.errors import ConfigError
-from graphctx.model.loading import load_base_model
+from graphctx.model.loading import dequantized, load_base_model
 from graphctx.model.settings import GenerationSettings, ModelSpec
 from graphctx.prompts import EncodedPrompt, Prompt, encode_prompt
 
@@ -88,31 +88,47 @@ def check_adapter(model: PreTrainedModel, adapter_dir: Path) -> None:
         )
 
 
+BaseWeights = Literal["released", "trained"]
+"""The weights a base model decodes with: ``released`` (the checkpoint as published, cast to the generation
+dtype) or ``trained`` (the weights the adapter was trained against: the dequantised NF4 base under QLoRA)."""
+
+
 def load_generator(
     spec: ModelSpec,
     adapter_dir: str | Path | None,
     settings: GenerationSettings,
     device: torch.device | str | None = None,
+    weights: BaseWeights = "trained",
 ) -> PreTrainedModel:
-    """The model that answers: the base of ``spec`` as trained, and the adapter in ``adapter_dir`` if given.
+    """The model that answers: the base of ``spec``, and the adapter in ``adapter_dir`` if given.
 
-    The base is always loaded as in training (:func:`load_base_model`: 4-bit NF4 when ``spec.quantization``
-    is ``nf4``), so both paths compute with the weights the adapter was trained against (the validation
-    callback decodes the same 4-bit model + adapter):
+    ``weights="released"`` (no adapter only): the checkpoint as published, unquantised, in
+    :func:`resolve_dtype` (the base rows and the LLM extractor decode Llama-2 as released).
+
+    ``weights="trained"``: the base as in training (:func:`load_base_model`: 4-bit NF4 when
+    ``spec.quantization`` is ``nf4``), so the adapter computes with the weights it was trained against (the
+    validation callback decodes the same 4-bit model + adapter):
 
     * ``settings.merge_adapter``: each NF4 weight is dequantised once by transformers' ``dequantize``,
       W = level[code] · absmax of its block of 64 (what every 4-bit matmul computes on the fly), the model
       is cast to :func:`resolve_dtype`, and the adapter is merged: W' = W + (alpha/r)·B·A. Merging into the
-      original unquantised weights instead would score weights the adapter never saw. The base variants
-      (no adapter) get the same dequantised base.
+      original unquantised weights instead would score weights the adapter never saw.
     * otherwise the 4-bit base is kept and the adapter is applied on the fly.
     """
     device = torch.device(device) if device is not None else resolve_device(settings)
+    if weights == "released" and adapter_dir is not None:
+        raise ValueError("an adapter decodes with the weights it was trained against, not the released ones")
     if adapter_dir is not None and not (Path(adapter_dir) / "adapter_config.json").is_file():
         raise ConfigError(
             f"evaluation.adapter: no trained adapter in {adapter_dir} (adapter_config.json missing); "
             "train first or point evaluation.adapter at the exported adapter folder"
         )
+    if weights == "released":
+        dtype = str(resolve_dtype(settings, device)).removeprefix("torch.")
+        released = replace(spec, attention="sdpa", quantization="none", compute_dtype=dtype)  # type: ignore[arg-type]
+        model = load_base_model(released, device)
+        model.config.use_cache = True
+        return model.eval()
     from peft import PeftModel  # here: peft imports bitsandbytes, slow and noisy
 
     model = load_base_model(replace(spec, attention="sdpa"), device)
@@ -120,9 +136,7 @@ def load_generator(
         check_adapter(model, Path(adapter_dir))
     if settings.merge_adapter:
         dtype = resolve_dtype(settings, device)
-        if spec.quantization != "none":
-            model = model.dequantize(dtype=dtype)  # transformers: bnb Linear4bit -> nn.Linear
-        model = model.to(dtype).requires_grad_(False)  # the dequantised weights are new, trainable Parameters
+        model = dequantized(model, spec, dtype)
         if adapter_dir is not None:
             model = PeftModel.from_pretrained(model, str(adapter_dir)).merge_and_unload()
     elif adapter_dir is not None:

@@ -1,5 +1,6 @@
 """evaluate.py with the paper's LLM extractor (``knowledge.llm_model: ""``): the generation model itself
-extracts the triplets, with no second copy loaded."""
+extracts the triplets, loaded in each stage that needs it (contexts, answers, fact score), never twice at a
+time."""
 
 from __future__ import annotations
 
@@ -72,7 +73,8 @@ def test_the_llm_extractor_is_the_loaded_base_model(tmp_path, cardano_dir, monke
 
     table = EvaluationRun(config).run()
     assert [row.variant.name for row in table.rows] == ["ZeroShot", "Base-TextContextGen"]
-    assert [adapter for adapter, _ in loads] == [None]  # one base model, loaded once
+    # the released base, loaded once per stage: the contexts' extractor, the answers, the fact score's
+    assert [adapter for adapter, _ in loads] == [None, None, None]
     extraction = [p for p in prompts if INSTRUCTION in p]
     answers = [p for p in prompts if INSTRUCTION not in p]
     assert len(answers) == 4  # both variants answered by that model (2 rows each)

@@ -4,6 +4,7 @@ adapter computes what the (4-bit) model + adapter it was trained on computes."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import bitsandbytes as bnb
 import pytest
@@ -16,6 +17,7 @@ from graphctx.evaluation.settings import GenerationSettings
 from graphctx.generation import Generator, length_sorted_batches, load_generator
 from graphctx.knowledge.budget import QAPair
 from graphctx.model import ModelSpec, load_tokenizer, resolve_source
+from graphctx.model.export import export_merged
 from graphctx.prompts import BASE_STOP_STRINGS, VARIANTS, build_prompt
 
 QUESTIONS = [
@@ -210,3 +212,50 @@ def test_answer_is_cut_before_the_stop_string(smollm2):
     assert (answer.text, answer.token_ids, answer.stop) == ("Yes.", [*ids(" Yes."), eos], "eos")
     answer = generator.answer(ids(" Yes.\nQuestion:"), ())
     assert answer.stop == "length" and answer.text == "Yes.\nQuestion:"
+
+
+def _checkpoint(spec: ModelSpec) -> dict[str, torch.Tensor]:
+    """The released weights: the model's safetensors file, read directly."""
+    from safetensors.torch import load_file
+
+    return load_file(str(Path(resolve_source(spec)) / "model.safetensors"))
+
+
+def test_released_base_decodes_the_checkpoint_not_the_dequantised_nf4_base(spec):
+    """The base rows and the LLM extractor (``weights="released"``) read the checkpoint as published; the
+    trained weights under QLoRA are the NF4 base dequantised, which differ from it."""
+    nf4 = replace(spec, quantization="nf4")
+    released = load_generator(nf4, None, GenerationSettings(), "cpu", "released")
+    trained = load_generator(nf4, None, GenerationSettings(), "cpu", "trained")
+    checkpoint = _checkpoint(spec)
+    name = "model.layers.0.mlp.gate_proj.weight"
+    assert not any(isinstance(m, bnb.nn.Linear4bit) for m in released.modules())
+    for key, value in released.state_dict().items():
+        if key in checkpoint:
+            torch.testing.assert_close(value, checkpoint[key].to(value.dtype), atol=0, rtol=0)
+    assert (trained.state_dict()[name] - checkpoint[name]).abs().max() > 1e-3  # NF4 rounding
+
+
+def test_released_weights_take_no_adapter(spec, adapter_dir):
+    with pytest.raises(ValueError, match="trained against"):
+        load_generator(spec, adapter_dir, GenerationSettings(), "cpu", "released")
+
+
+def test_the_default_merged_export_is_the_merge_evaluate_scores(spec, adapter_dir, tmp_path):
+    """``model.export.merge``: by default the adapter goes into the dequantised NF4 base, as in evaluate.py
+    (generation dtype bfloat16); ``merge_base: released`` keeps the merge into the original weights."""
+    nf4 = replace(spec, quantization="nf4")
+    evaluated = load_generator(nf4, adapter_dir, GenerationSettings(dtype="bfloat16"), "cpu").state_dict()
+    exported = _checkpoint_of(export_merged(nf4, adapter_dir, tmp_path / "merged"))
+    other = _checkpoint_of(export_merged(nf4, adapter_dir, tmp_path / "released", "released"))
+    assert exported and exported.keys() <= evaluated.keys()
+    for key, value in exported.items():
+        torch.testing.assert_close(value, evaluated[key], atol=0, rtol=0)
+    name = "model.layers.0.self_attn.q_proj.weight"
+    assert (other[name].float() - exported[name].float()).abs().max() > 1e-3
+
+
+def _checkpoint_of(folder: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "model.safetensors"))

@@ -48,7 +48,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     tokenizer = load_tokenizer(config.model.spec)
     # the LLM extractor is the base generation model: loaded first, it also answers a base-model variant
     base = (
-        load_generator(config.model.spec, None, settings.generation)
+        load_generator(config.model.spec, None, settings.generation, None, settings.generation.base_weights)
         if config.knowledge.uses_generation_model
         else None
     )
@@ -62,7 +62,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     del builder, lent, base  # the extractor's hold on the base model goes before another model loads
     if model is None:
         adapter = adapter_dir_of(config) if variant.model == "adapter" else None
-        model = load_generator(config.model.spec, adapter, settings.generation)
+        weights = settings.generation.base_weights if adapter is None else "trained"
+        model = load_generator(config.model.spec, adapter, settings.generation, None, weights)
     generator = Generator(model, tokenizer, settings.generation)
     prompt = build_prompt(variant, args.question, retrieved.pairs, retrieved.sentences, config.data.template)
     answer = generator.generate([prompt], stop_strings=variant.stop_strings)[0]

@@ -61,7 +61,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         from graphctx.generation import load_generator
         from graphctx.knowledge.llm import GenerationModel
 
-        lent = GenerationModel(load_generator(spec, None, config.evaluation.generation), tokenizer)
+        generation = config.evaluation.generation
+        model = load_generator(spec, None, generation, None, generation.base_weights)
+        lent = GenerationModel(model, tokenizer)
     enhancer = build_enhancer(knowledge, count_tokens, lent)
     context = enhancer.enhance(args.question, pairs_for_hits(hits, rows_by_id))
     if context.kg_lost_entities:

@@ -12,12 +12,14 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from graphctx.baselines import STAND_INS
 from graphctx.data.instruct import TEMPLATES
 from graphctx.errors import ConfigError
+from graphctx.evaluation.memory import MemoryEstimate
 from graphctx.evaluation.pipeline import PipelineConfig
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics.bertscore import choose_encoder
@@ -121,6 +123,11 @@ class Plan:
         genqa = genqa_dir_of(config)  # always a folder (graphctx genqa writes it), never a Hub id
         found = "folder" if (genqa / "config.json").is_file() else "missing"
         self.genqa = ModelUse("evaluation.genqa_model", str(genqa), GENQA.stage, GENQA.name, False, found)
+
+    @cached_property
+    def memory(self) -> dict[str, Any]:
+        """GiB per rank of training and of each evaluation stage (:class:`MemoryEstimate`)."""
+        return MemoryEstimate(self.config).to_json()
 
     # ---- what runs ----------------------------------------------------------------------------------
     @property
@@ -255,11 +262,17 @@ class Plan:
             generation.dtype if generation.dtype != "auto" else "auto (bfloat16 on CUDA, float32 on CPU)"
         )
         base_weights = "NF4 base dequantised" if spec.quantization == "nf4" else f"{spec.compute_dtype} base"
-        weights = (
+        tuned = (
             f"{base_weights} to {gen_dtype}, adapter merged"
             if generation.merge_adapter
             else f"{spec.quantization} base as trained, adapter applied on the fly"
         )
+        if generation.base_weights == "released":
+            base = f"released weights in {gen_dtype}"
+        else:
+            merged = generation.merge_adapter
+            base = f"{base_weights} to {gen_dtype}" if merged else f"{spec.quantization} base"
+        weights = f"fine-tuned rows: {tuned}; base rows and LLM extractor: {base}"
         budget_tokenizer = knowledge.tokenizer or spec.source
         judge_device = metrics.autoais.device or AUTO_DEVICE
         encoder_device = metrics.bertscore.device or AUTO_DEVICE
@@ -272,6 +285,7 @@ class Plan:
                 "compute_dtype": spec.compute_dtype,
                 "template": next(name for name, t in TEMPLATES.items() if t == config.data.template),
                 "evaluate_weights": weights,
+                "weights": {"base": base, "adapter": tuned},
                 "device": gen_device,
                 "dtype": gen_dtype,
                 "max_prompt_tokens": generation.max_prompt_tokens,
@@ -338,6 +352,7 @@ class Plan:
             "baselines": self.baselines(),
             "stand_ins": self.stand_ins(),
             "missing": self.missing(),
+            "memory": self.memory,
         }
 
     def baselines(self) -> dict[str, dict[str, Any]]:
@@ -465,6 +480,12 @@ class Plan:
             )
             for name, item in plan["baselines"].items()
         ]
+        memory = plan["memory"]
+        stages = ", ".join(f"{k} {v}" for k, v in memory["evaluate"]["stages"].items())
+        lines.append(
+            f"  memory       GiB per rank: train {memory['train']['peak_gib']}, evaluate "
+            f"{memory['evaluate']['peak_gib']} (one stage at a time: {stages})"
+        )
         lines += [f"  missing      {item['key']}: {item['model']}" for item in plan["missing"]]
         if plan["missing"]:
             lines.append(

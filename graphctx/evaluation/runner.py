@@ -48,7 +48,8 @@ from graphctx.baselines import ANSWER_MAKERS, AnswerMaker, candidates_for
 from graphctx.cache import atomic_path, file_digest, fingerprint, write_json_atomic
 from graphctx.errors import ConfigError
 from graphctx.evaluation.beside_paper import paper_section
-from graphctx.evaluation.contexts import ContextBuilder, RetrievedContext
+from graphctx.evaluation.contexts import ContextBuilder, RetrievedContext, knowledge_with_cache
+from graphctx.evaluation.memory import check_memory
 from graphctx.evaluation.pipeline import PipelineConfig
 from graphctx.evaluation.plan import Plan, check_models, genqa_dir_of
 from graphctx.evaluation.pool import load_config_dataset
@@ -68,17 +69,27 @@ from graphctx.evaluation.shards import (
 from graphctx.evaluation.stale import StaleArea
 from graphctx.evaluation.table import ResultsTable, VariantScores, build_table, write_table
 from graphctx.evaluation.tracking import log_results
-from graphctx.generation import Answer, Generator, length_sorted_batches, load_generator
+from graphctx.generation import (
+    Answer,
+    BaseWeights,
+    Generator,
+    length_sorted_batches,
+    load_generator,
+    resolve_device,
+)
+from graphctx.knowledge.extractors import build_extractor
 from graphctx.knowledge.llm import GenerationModel
 from graphctx.metrics.settings import METRIC_NAMES
 from graphctx.model import load_tokenizer
+from graphctx.model.loading import release_memory
 from graphctx.prompts import EncodedPrompt, Variant, build_prompt, encode_prompt, get_variants
 from graphctx.retrieval.numerics import numerics
 
-ANSWER_FORMAT = 2
+ANSWER_FORMAT = 3
 """Bump when the same settings start making other answers (prompt encoding, the weights decoded, stopping);
 part of the fingerprint, so a rerun never mixes answers made the old and the new way. 2: the paper's exact
-prompt string, NF4-dequantised merge, stop strings for the base variants."""
+prompt string, NF4-dequantised merge, stop strings for the base variants. 3: the base rows and the LLM
+extractor decode the released weights (``generation.base_weights``)."""
 
 
 def adapter_dir_of(config: PipelineConfig) -> Path:
@@ -196,6 +207,31 @@ class EvaluationRun:
         self.pool = {int(row["id"]): row for row in dataset["train"]}
         return rows, list(dataset["train"])
 
+    def build_contexts(
+        self, rows: Sequence[dict[str, Any]], pool: Sequence[dict[str, Any]]
+    ) -> dict[str, list[RetrievedContext]]:
+        """Every variant's contexts (retrieval and enhancement once, shared by the processes; each ends with
+        every context). The stage's models (the embedder, REBEL, and the LLM extractor: the base model with
+        its :meth:`weights`) live only in this call: they are freed on return."""
+        base = self.load_model("base") if self.config.knowledge.uses_generation_model else None
+        builder = ContextBuilder(
+            pool,
+            self.config.retrieval,
+            self.config.knowledge,
+            self.cache_dir,
+            generation_model=GenerationModel(base, self.tokenizer) if base is not None else None,
+            tokenizer=self.tokenizer,
+            processes=self.processes,
+        )
+        del base  # the builder holds it while it extracts
+        contexts = builder.for_variants(self.variants, [row["question"] for row in rows])
+        summary = builder.knowledge_summary()  # every rank's KG requests (a collective)
+        self.log(
+            f"contexts ready: retrieved {builder.retrieved} and enhanced {builder.enhanced} queries "
+            f"here{summary if self.processes.is_zero else ''}"
+        )
+        return contexts
+
     # ---- file layout and settings guard --------------------------------------------------------------
     def predictions_file(self, variant: Variant) -> Path:
         return self.output_dir / "predictions" / f"{variant.name}.jsonl"
@@ -219,7 +255,9 @@ class EvaluationRun:
             "template": dataclasses.asdict(self.config.data.template),
             "dataset": dataclasses.asdict(self.config.data.dataset),
             "split": self.settings.split,
-            "generation": _settings(self.settings.generation, SPEED_ONLY["generation"]),
+            # base_weights only binds the base rows: it enters as the variant's ``weights``
+            "generation": _settings(self.settings.generation, SPEED_ONLY["generation"] | {"base_weights"}),
+            "weights": self.weights(variant.model),
         }
         if variant.model == "adapter":
             parts["adapter"] = _adapter_digest(self.adapter_dir)
@@ -352,26 +390,37 @@ class EvaluationRun:
         return units
 
     # ---- generation ----------------------------------------------------------------------------------
+    def weights(self, kind: str) -> BaseWeights:
+        """The weights the model of ``kind`` decodes: ``generation.base_weights`` for the base rows (and the
+        LLM extractor), the trained ones (+ the adapter) for the fine-tuned rows."""
+        return self.settings.generation.base_weights if kind == "base" else "trained"
+
     def load_model(self, kind: str) -> PreTrainedModel:
-        """The generation model of ``kind``: ``base``, or ``adapter`` (the base with the trained adapter)."""
+        """The generation model of ``kind``: ``base`` (its :meth:`weights`), or ``adapter`` (the trained base
+        with the trained adapter)."""
         adapter = self.adapter_dir if kind == "adapter" else None
-        self.log(f"loading the {kind} model" + (f" with the adapter {adapter}" if adapter else ""))
+        self.log(
+            f"loading the {kind} model ({self.weights(kind)} weights)"
+            + (f" with the adapter {adapter}" if adapter else "")
+        )
         return load_generator(
-            self.config.model.spec, adapter, self.settings.generation, self.processes.device
+            self.config.model.spec,
+            adapter,
+            self.settings.generation,
+            self.processes.device,
+            self.weights(kind),
         )
 
     def generate(
         self,
         rows: Sequence[dict[str, Any]],
         contexts: dict[str, list[RetrievedContext]],
-        base: PreTrainedModel | None = None,
         units: Sequence[Unit] | None = None,
         encoded: dict[str, list[EncodedPrompt]] | None = None,
     ) -> None:
         """Answer the rows of ``units`` (default: every pending batch) not answered yet, loading each model
-        (base, base+adapter) once; ``base`` is the base model when it is already loaded (as the LLM
-        extractor), used instead of a second copy; ``encoded``: the prompts per variant, if already made.
-        Stops early, after a whole batch, on a stop request."""
+        (base, base+adapter) once and freeing it before the next loads; ``encoded``: the prompts per
+        variant, if already made. Stops early, after a whole batch, on a stop request."""
         if encoded is None:
             encoded = {v.name: self.encode(v, rows, contexts[v.name]) for v in self.variants}
         if units is None:
@@ -389,12 +438,11 @@ class EvaluationRun:
             if kind == "none":  # the baselines: answers without the LLM
                 self.answer_without_llm(todo, rows, contexts, encoded)
                 continue
-            model = base if kind == "base" and base is not None else self.load_model(kind)
-            generator = Generator(model, self.tokenizer, self.settings.generation)
+            generator = Generator(self.load_model(kind), self.tokenizer, self.settings.generation)
             for number, (unit, missing) in enumerate(todo, start=1):
                 if self.stop.requested:
                     self.log("stop requested: no further batches")
-                    return
+                    break
                 variant = by_name[unit.variant]
                 answers = generator.generate_ids(
                     [encoded[variant.name][i].ids for i in missing], stop_strings=variant.stop_strings
@@ -406,7 +454,10 @@ class EvaluationRun:
                     for i, a in zip(missing, answers, strict=True)
                 )
                 self.log(f"{variant.name}: batch {unit.number + 1} answered ({number}/{len(todo)} {kind})")
-            del model, generator
+            del generator  # the model goes with it, before the next one loads
+            release_memory()
+            if self.stop.requested:
+                return
 
     def answer_without_llm(
         self,
@@ -484,9 +535,7 @@ class EvaluationRun:
         }
 
     # ---- scoring -------------------------------------------------------------------------------------
-    def score(
-        self, rows: Sequence[dict[str, Any]], units: Sequence[Unit], extractor_source: ContextBuilder
-    ) -> None:
+    def score(self, rows: Sequence[dict[str, Any]], units: Sequence[Unit]) -> None:
         """Score the answered rows of ``units`` that a metric has not scored yet, metric by metric (each
         metric's models loaded once in this process, on its own device when launched on GPUs, and freed
         before the next), one unit (a decoding batch) at a time."""
@@ -504,14 +553,7 @@ class EvaluationRun:
                     return
                 if scorer is None:
                     self.log(f"loading the {metric} metric")
-                    scorer = Scorer(
-                        self.settings.metrics,
-                        extractor_source.enhancer.extractor if metric == "fact_score" else None,
-                        self.cache_dir,
-                        metrics=(metric,),
-                        fact_label=self.plan.fact_label,
-                        device=self.processes.device,
-                    )
+                    scorer = self._scorer((metric,))
                 chunk_rows = [answers[i] for i in chunk]
                 values = scorer.score(
                     [r["question"] for r in chunk_rows],
@@ -522,6 +564,26 @@ class EvaluationRun:
                 files.mine_scores[metric].append({"id": i, **v} for i, v in zip(chunk, values, strict=True))
                 self.log(f"{unit.variant}: batch {unit.number + 1} scored ({metric})")
             del scorer
+            release_memory()
+
+    def _scorer(self, metrics: tuple[str, ...]) -> Scorer:
+        """A :class:`Scorer` of ``metrics`` alone; the fact score's triplet extractors are loaded for it
+        (the LLM extractor: the base model again, with its :meth:`weights`)."""
+        extractor = None
+        if "fact_score" in metrics:
+            knowledge = knowledge_with_cache(self.config.knowledge, self.cache_dir)
+            lent = None
+            if knowledge.uses_generation_model:
+                lent = GenerationModel(self.load_model("base"), self.tokenizer)
+            extractor = build_extractor(knowledge, lent)
+        return Scorer(
+            self.settings.metrics,
+            extractor,
+            self.cache_dir,
+            metrics=metrics,
+            fact_label=self.plan.fact_label,
+            device=self.processes.device,
+        )
 
     def collect(self, rows: Sequence[dict[str, Any]]) -> list[VariantScores]:
         """Every variant's scores of the requested ``rows`` (rows outside them stay in the files, left out
@@ -638,6 +700,8 @@ class EvaluationRun:
         if zero:
             print(self.plan.to_text(), file=sys.stderr, flush=True)
         check_models(self.plan, "evaluate", self.variants)
+        device = self.processes.device or resolve_device(self.settings.generation)
+        check_memory(self.plan.memory, "evaluate", device)  # a GPU too small for a stage fails here
         if zero:
             for variant in self.variants:
                 self.check_settings(variant, overwrite)
@@ -647,33 +711,16 @@ class EvaluationRun:
         with self.stage("contexts"):
             rows, pool = self.load_rows()
             self.log(f"{len(rows)} {self.settings.split} questions, {len(self.variants)} variants")
-            # the LLM extractor is the base generation model: loaded once, it extracts (contexts, fact
-            # score) and answers the base variants
-            base = self.load_model("base") if self.config.knowledge.uses_generation_model else None
-            builder = ContextBuilder(
-                pool,
-                self.config.retrieval,
-                self.config.knowledge,
-                self.cache_dir,
-                generation_model=GenerationModel(base, self.tokenizer) if base is not None else None,
-                tokenizer=self.tokenizer,
-                processes=self.processes,
-            )
-            # retrieval and enhancement once, shared by the processes; each ends with every context
-            contexts = builder.for_variants(self.variants, [row["question"] for row in rows])
-            summary = builder.knowledge_summary()  # every rank's KG requests (a collective)
-            self.log(
-                f"contexts ready: retrieved {builder.retrieved} and enhanced {builder.enhanced} queries "
-                f"here{summary if zero else ''}"
-            )
+            contexts = self.build_contexts(rows, pool)
+            release_memory()  # one stage's models at a time: the contexts' go before the answers'
             encoded = {v.name: self.encode(v, rows, contexts[v.name]) for v in self.variants}
             shares = balance(self.pending_units(rows, encoded), self.processes.world_size) if zero else None
             mine = self.processes.broadcast(shares)[self.processes.rank]
         self.log(f"{len(mine)} batches to answer and score here")
         with self.stage("answers"):
-            self.generate(rows, contexts, base, mine, encoded)
+            self.generate(rows, contexts, mine, encoded)
         with self.stage("scores"):
-            self.score(rows, mine, builder)
+            self.score(rows, mine)
         self.log("stage seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in self.timings.items()))
         timings = self.processes.gather(self.timings)
         if self.processes.any(self.stop.requested):

@@ -1,4 +1,5 @@
-"""Write the trained adapter in peft format, and optionally the base with the adapter merged in."""
+"""Write the trained adapter in peft format, and optionally the base with the adapter merged in (by default
+into the dequantised NF4 base: the model evaluate.py scores)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
 from graphctx.cache import atomic_path
-from graphctx.model.loading import resolve_source
-from graphctx.model.settings import ModelSpec
+from graphctx.model.loading import dequantized, load_base_model, resolve_source
+from graphctx.model.settings import MergeBase, ModelSpec
 
 if TYPE_CHECKING:
     from peft import PeftModel
@@ -27,16 +28,27 @@ def export_adapter(model: PeftModel, tokenizer: PreTrainedTokenizerBase, target:
     return Path(target)
 
 
-def export_merged(spec: ModelSpec, adapter_dir: str | Path, target: str | Path) -> Path:
-    """Merge the adapter into an unquantised bf16 copy of the base and save it (+ tokenizer) as a plain model.
+def export_merged(
+    spec: ModelSpec, adapter_dir: str | Path, target: str | Path, base: MergeBase = "trained"
+) -> Path:
+    """Merge the adapter into a bf16 copy of the base, W' = W + (alpha/r)·B·A, and save it (+ tokenizer) as a
+    plain model.
 
-    The base is loaded without quantisation on CPU: merging into 4-bit weights would round the update away.
+    ``base="trained"``: W is the base the adapter was trained against, loaded as in training (4-bit NF4
+    under QLoRA, quantised on CUDA when there is one) and dequantised once to bf16: the merge evaluate.py
+    decodes and scores (with ``evaluation.generation.dtype`` bfloat16, its default on CUDA).
+    ``base="released"``: W is the original unquantised bf16 checkpoint (weights the adapter never saw).
     """
     from peft import PeftModel
 
-    source = resolve_source(spec)
-    base = AutoModelForCausalLM.from_pretrained(source, revision=spec.revision, dtype=torch.bfloat16)
-    merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
+    if base == "trained":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        model = dequantized(load_base_model(spec, device), spec, torch.bfloat16).cpu()
+    else:
+        source = resolve_source(spec)
+        model = AutoModelForCausalLM.from_pretrained(source, revision=spec.revision, dtype=torch.bfloat16)
+    merged = PeftModel.from_pretrained(model, str(adapter_dir)).merge_and_unload()
+    merged.config.use_cache = True
     tokenizer = AutoTokenizer.from_pretrained(str(adapter_dir))
     with atomic_path(target) as tmp:
         merged.save_pretrained(tmp)

@@ -8,6 +8,7 @@ every source.
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import json
 import math
@@ -211,6 +212,23 @@ def load_base_model(spec: ModelSpec, device: torch.device | str = "cpu") -> PreT
     if device.type == "cpu":
         _keep_trainable_cpu_layout(model)
     return model
+
+
+def dequantized(model: PreTrainedModel, spec: ModelSpec, dtype: torch.dtype) -> PreTrainedModel:
+    """The base as an adapter trained on it saw it, in plain ``dtype`` weights, frozen: under NF4 each 4-bit
+    weight dequantised once by transformers' ``dequantize``, W = level[code] · absmax of its block of 64
+    (what every 4-bit matmul computes on the fly); under plain LoRA the ``compute_dtype`` weights."""
+    if spec.quantization != "none":
+        model = model.dequantize(dtype=dtype)  # transformers: bnb Linear4bit -> nn.Linear
+    return model.to(dtype).requires_grad_(False)  # the dequantised weights are new, trainable Parameters
+
+
+def release_memory() -> None:
+    """Return the memory of models no longer referenced: a garbage collection (models hold reference
+    cycles), then CUDA's cached blocks back to the device, so the next stage's models find it free."""
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def _keep_trainable_cpu_layout(model: PreTrainedModel) -> None:

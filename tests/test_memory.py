@@ -1,0 +1,111 @@
+"""The memory estimate of ``graphctx plan --json`` (``memory``): parameter counts from config shapes alone,
+bytes per dtype, the KV cache, and the start-up refusal on a GPU that is too small."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, DynamicCache
+
+from graphctx.config import load_config
+from graphctx.errors import ConfigError
+from graphctx.evaluation.memory import (
+    GIB,
+    check_memory,
+    kv_cache_bytes,
+    model_config,
+    nf4_bytes,
+    shape_of,
+)
+from graphctx.evaluation.plan import Plan
+from graphctx.model import ModelSpec, load_base_model, resolve_source
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+@pytest.fixture(scope="module")
+def spec(tmp_path_factory) -> ModelSpec:
+    cache = str(tmp_path_factory.mktemp("cache"))
+    return ModelSpec(source="tiny-random", compute_dtype="bfloat16", cache_dir=cache)
+
+
+def test_parameter_counts_from_the_config_match_the_built_model(spec):
+    shape = shape_of(model_config(spec.source, spec.tiny))
+    model = AutoModelForCausalLM.from_pretrained(resolve_source(spec))
+    assert shape.params == sum(p.numel() for p in model.parameters())
+    linear = [m for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and n != "lm_head"]
+    assert shape.linear == sum(m.weight.numel() for m in linear)
+
+
+def test_llama2_parameter_counts_are_the_published_ones():
+    """Meta's model cards: 6.74B and 13.0B parameters (exact counts of the HF checkpoints)."""
+    assert shape_of(model_config("meta-llama/Llama-2-7b-hf")).params == 6_738_415_616
+    assert shape_of(model_config("meta-llama/Llama-2-13b-hf")).params == 13_015_864_320
+
+
+def test_nf4_bytes_match_the_quantised_model_in_memory(spec):
+    """0.5 byte per linear weight + the double-quantised block scales + bf16 for the rest, against the
+    tensors bitsandbytes actually holds (weights, absmax and its scales, the code books)."""
+    model = load_base_model(spec, "cpu")
+    held = model.get_memory_footprint()
+    estimate = nf4_bytes(shape_of(model_config(spec.source, spec.tiny)), True, "bfloat16")
+    assert abs(held - estimate) / held < 0.02
+
+
+def test_kv_cache_bytes_match_a_real_cache(spec):
+    model = AutoModelForCausalLM.from_pretrained(resolve_source(spec), dtype=torch.bfloat16)
+    cache = DynamicCache(config=model.config)
+    with torch.no_grad():
+        model(input_ids=torch.ones(3, 11, dtype=torch.long), past_key_values=cache, use_cache=True)
+    held = sum(t.numel() * t.element_size() for layer in cache.layers for t in (layer.keys, layer.values))
+    assert held == kv_cache_bytes(shape_of(model_config(spec.source, spec.tiny)), 11, 3)
+
+
+def test_the_plan_states_memory_per_stage_for_the_paper_configs():
+    plan = Plan(load_config(CONFIGS / "llama2-7b-askubuntu.yaml", devices=False)).to_json()
+    memory = plan["memory"]
+    stages = memory["evaluate"]["stages"]
+    assert set(stages) == {
+        "contexts",
+        "answers",
+        "rouge+bertscore",
+        "fact_score",
+        "entity_jaccard",
+        "autoais",
+    }
+    assert memory["unknown"] == []
+    assert memory["evaluate"]["peak_gib"] == max(stages.values())
+    assert 20 < stages["autoais"] < 22  # T5-XXL (11B) in bf16
+    assert 12 < memory["train"]["peak_gib"] < 40  # NF4 7B + LoRA r=64 + activations + the callback
+
+
+def test_start_up_refuses_a_gpu_with_less_free_memory_than_the_largest_stage(monkeypatch):
+    """No GPU here: torch's two CUDA queries answer as a 24 GiB card with 8 GiB free would."""
+    memory = Plan(load_config(CONFIGS / "llama2-7b-askubuntu.yaml", devices=False)).memory
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (8 * GIB, 24 * GIB))
+    need = memory["evaluate"]["peak_gib"]
+    with pytest.raises(
+        ConfigError,
+        match=rf"evaluate: the answers stage needs about {need:.1f} GiB per "
+        r"rank, cuda:0 has 8.0 GiB free of 24.0",
+    ):
+        check_memory(memory, "evaluate", "cuda:0")
+    with pytest.raises(ConfigError, match=r"train: the training stage needs about"):
+        check_memory(memory, "train", "cuda:0")
+    check_memory(memory, "evaluate", "cpu")  # the CPU is never checked
+
+
+@pytest.mark.parametrize("path", sorted(CONFIGS.glob("llama2-*.yaml")), ids=lambda p: p.name)
+def test_the_config_headers_state_the_estimated_memory(path):
+    import re
+
+    header = " ".join(path.read_text().split("\n")[:4])
+    train, evaluate = (
+        int(n) for n in re.search(r"~(\d+) GiB to train and ~(\d+) GiB to evaluate", header).groups()
+    )
+    memory = Plan(load_config(path, devices=False)).memory
+    assert train == round(memory["train"]["peak_gib"])
+    assert evaluate == round(memory["evaluate"]["peak_gib"])
