@@ -155,3 +155,14 @@ def test_a_smaller_limit_keeps_every_answer_and_a_foreign_row_is_moved_aside(wor
     (entry,) = moved(out)
     assert entry["path"] == f"predictions/{VARIANT}.jsonl" and entry["ids"] == [987654321]
     assert "not in split" in entry["reason"]
+
+
+def test_another_variant_set_leaves_the_other_variants_files_in_place(workspace, tmp_path):
+    out = copy_of_first(workspace, tmp_path)
+    kept = {p: p.read_bytes() for p in out.rglob("*.json*") if VARIANT in str(p.relative_to(out))}
+    lines: list[str] = []
+    table = EvaluationRun(
+        load_config(workspace / "eval.yaml"), ["ZeroShot"], output_dir=out, log=lines.append
+    ).run()
+    assert [row.variant.name for row in table.rows] == ["ZeroShot"]
+    assert {p: p.read_bytes() for p in kept} == kept and not (out / "stale").exists()
