@@ -114,11 +114,11 @@ the fine-tuned model without and with context, and the KG-sentences-only ablatio
 BASELINE_VARIANTS: dict[str, Variant] = {
     v.name: v
     for v in (
-        Variant("RetrievedAnswer", "RetrievedAnswer", "none", "dense", False, True, True),
-        Variant("RetrievedAnswer-Graph", "RetrievedAnswer (graph)", "none", "graph", False, True, True),
-        Variant("AnswerBot", "AnswerBot", "none", "dense", False, True, True),
-        Variant("TechSumBot", "TechSumBot", "none", "dense", False, True, True),
-        Variant("GenQA", "GenQA", "none", "dense", False, True, True),
+        Variant("RetrievedAnswer", "RetrievedAnswer", "none", "dense", False, True),
+        Variant("RetrievedAnswer-Graph", "RetrievedAnswer (graph)", "none", "graph", False, True),
+        Variant("AnswerBot", "AnswerBot", "none", "dense", False, True),
+        Variant("TechSumBot", "TechSumBot", "none", "dense", False, True),
+        Variant("GenQA", "GenQA", "none", "dense", False, True),
     )
 }
 """Answers made without the LLM (``graphctx.baselines``), from the retrieved pairs (shown as the context,
