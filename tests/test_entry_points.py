@@ -20,7 +20,6 @@ import torch
 import yaml
 from test_bad_input import good_pair, row, settings_for, write_dump
 
-from graphctx.config import config_parser, load_unique_yaml
 from graphctx.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -261,6 +260,8 @@ def test_bad_input_at_every_entry_point_gives_one_error_line_and_creates_nothing
 
 # ---- duplicate keys --------------------------------------------------------------------------------------
 def test_duplicate_keys_are_named_by_their_path_anywhere_in_a_document() -> None:
+    from graphctx.config import load_unique_yaml
+
     text = "trainer:\n  logger:\n    - class_path: a\n      init_args:\n        name: x\n        name: y\n"
     path = r"^key trainer\.logger\[0\]\.init_args\.name is given twice \(lines 5 and 6\)"
     with pytest.raises(yaml.YAMLError, match=path):
@@ -271,6 +272,8 @@ def test_duplicate_keys_are_named_by_their_path_anywhere_in_a_document() -> None
 
 
 def test_duplicate_keys_in_a_yaml_value_on_the_command_line_are_refused() -> None:
+    from graphctx.config import config_parser
+
     with pytest.raises(Exception, match=r"key top_k is given twice \(lines 1 and 1\)"):
         config_parser().parse_args(["--config", str(TINY), "--retrieval", "{top_k: 1, top_k: 2}"])
 
