@@ -21,13 +21,14 @@ import contextlib
 import sys
 from typing import TYPE_CHECKING, TextIO
 
-from graphctx.errors import debug_enabled, report
+from graphctx.errors import ConfigError, debug_enabled, report
 from graphctx.prompts import BASELINE_VARIANTS, VARIANTS
 from graphctx.quiet import quiet_third_party
 from graphctx.settings_help import add_settings_help
 
 if TYPE_CHECKING:
     from graphctx.evaluation.processes import StopRequest
+    from graphctx.evaluation.runner import EvaluationRun
 
 
 def positive_int(value: str) -> int:
@@ -110,6 +111,7 @@ def evaluate(args: argparse.Namespace, overrides: list[str], stop: StopRequest, 
             print(markdown, file=out)
         return 0
     run = EvaluationRun(config, args.variants, args.limit, args.output_dir, processes=processes, stop=stop)
+    check_inputs(run, "--output-dir" if args.output_dir else "evaluation.output_dir")
     try:
         table = run.run(overwrite=args.overwrite)
     except Preempted as stopped:
@@ -120,6 +122,22 @@ def evaluate(args: argparse.Namespace, overrides: list[str], stop: StopRequest, 
     if table is not None:
         print(to_markdown(table), file=out)
     return 0
+
+
+def check_inputs(run: EvaluationRun, output_key: str) -> None:
+    """Refuse, before any file of the run is written, an output folder that is a file, a split that leaves
+    no question to evaluate and a knowledge graph without sources (``output_key`` names the setting that
+    chose the folder)."""
+    from graphctx.knowledge.store import kg_sources
+
+    existing = next(path for path in (run.output_dir, *run.output_dir.parents) if path.exists())
+    if not existing.is_dir():
+        where = "is" if existing == run.output_dir else f"lies in {existing}, which is"
+        raise ConfigError(f"{output_key}: {run.output_dir} {where} a file, not a folder")
+    run.load_rows()  # the dataset and the split, with its questions
+    knowledge = run.config.knowledge
+    if knowledge.enabled and knowledge.backend == "local" and any(v.knowledge for v in run.variants):
+        kg_sources(knowledge)
 
 
 if __name__ == "__main__":

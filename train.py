@@ -5,22 +5,24 @@ Built on LightningCLI: ``--print_config`` shows the full resolved config, dotted
 ``--ckpt_path last`` resumes from the newest ``last.ckpt`` at the same global step and data position; under
 SLURM a requeued job resumes from Lightning's HPC checkpoint by itself. graphctx's own errors (bad data,
 config or checkpoint, a missing model) end the run with one ``error: ...`` line and exit status 1;
-``--debug`` (or ``GRAPHCTX_DEBUG=1``) shows the traceback too.
+``--debug`` (or ``GRAPHCTX_DEBUG=1``) shows the traceback too. The data, the splits and every setting are
+checked before any logger, run folder or config.yaml is written. stdout carries the result only (the
+exported adapter's folder); Lightning's model summary, progress bars and every log go to stderr.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import re
 import sys
-from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import torch
 from jsonargparse import Namespace
-from lightning.pytorch import LightningModule, Trainer
+from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only
 
@@ -30,6 +32,7 @@ from graphctx.config import (
     check_devices,
     check_mapping,
     check_settings,
+    use_unique_yaml,
 )
 from graphctx.data.build import EmptySplitError
 from graphctx.data.datamodule import InstructionDataModule
@@ -185,6 +188,17 @@ def add_run_callbacks(trainer: Trainer) -> None:
     trainer.callbacks.append(RequeueAtStepBoundary())
 
 
+class TrainingRan(Callback):
+    """Records whether the fit loop ran: Lightning skips it, and with it the adapter export of
+    ``on_train_end``, when ``max_steps`` / ``max_epochs`` / ``limit_train_batches`` leave nothing to train
+    (or a resumed run is already at ``max_steps``)."""
+
+    started = False
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self.started = True
+
+
 @rank_zero_only
 def print_plan(plan: Plan) -> None:
     print(plan.to_text(), file=sys.stderr, flush=True)
@@ -207,12 +221,16 @@ def stack_plan(cli: LightningCLI, config_path: Path) -> Plan:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Train; graphctx's own errors end it with one ``error: ...`` line (``--debug``: and the traceback)."""
+    """Train; graphctx's own errors end it with one ``error: ...`` line (``--debug``: and the traceback).
+    Everything but the result goes to stderr (``--help`` and ``--print_config`` print to stdout)."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = debug_enabled("--debug" in args)
     args = [arg for arg in args if arg != "--debug"]
     quiet_third_party()
-    return report(lambda: train(args), debug, hint=dump_hint)
+    results = sys.stdout
+    prints_only = any(arg in ("-h", "--help") or arg.startswith("--print_config") for arg in args)
+    with contextlib.nullcontext() if prints_only else contextlib.redirect_stdout(sys.stderr):
+        return report(lambda: train(args, results), debug, hint=dump_hint)
 
 
 def dump_hint(error: GraphctxError) -> str | None:
@@ -220,14 +238,21 @@ def dump_hint(error: GraphctxError) -> str | None:
     return DUMP_HINT if isinstance(error, DataError) and not isinstance(error, EmptySplitError) else None
 
 
-def train(args: list[str]) -> int:
-    """Parse the config, check it and the models it names, then fit and export the adapter."""
-    config_path = Path("(command line)")
-    for flag, value in itertools.pairwise(args):
-        if flag == "--config":
-            config_path = Path(value)
-            check_mapping(config_path)  # a missing file or a list/scalar YAML, named
-    with field_docstrings() if {"-h", "--help"} & set(args) else nullcontext():
+def config_files(args: list[str]) -> list[Path]:
+    """The files of every ``--config PATH`` / ``--config=PATH`` in ``args``."""
+    files = [Path(value) for flag, value in itertools.pairwise(args) if flag == "--config"]
+    return files + [Path(arg.split("=", 1)[1]) for arg in args if arg.startswith("--config=")]
+
+
+def train(args: list[str], out: TextIO) -> int:
+    """Parse the config, check it, the models it names and the data, then fit and export the adapter
+    (its folder is printed to ``out``)."""
+    use_unique_yaml()  # a key given twice in any YAML jsonargparse reads is refused
+    files = config_files(args)
+    for path in files:
+        check_mapping(path)  # a missing file, a list/scalar YAML or a key given twice, named
+    config_path = files[-1] if files else Path("(command line)")
+    with field_docstrings() if {"-h", "--help"} & set(args) else contextlib.nullcontext():
         cli = TrainCLI(
             InstructionTuner,
             InstructionDataModule,
@@ -242,6 +267,8 @@ def train(args: list[str]) -> int:
     plan = stack_plan(cli, config_path)
     print_plan(plan)
     check_models(plan, "train")  # on every rank, before any weights load: a missing model is named
+    cli.datamodule.attach_tokenizer(load_tokenizer(cli.model.spec))
+    cli.datamodule.setup("fit")  # data, splits and data.max_length, before any logger or run folder
     check_memory(plan.memory, "train", cli.trainer.strategy.root_device)  # and a GPU too small for it
     generation = validation_callback(stages.evaluation, stages.retrieval, stages.knowledge, plan.fact_label)
     for callback in cli.trainer.callbacks:
@@ -249,12 +276,29 @@ def train(args: list[str]) -> int:
             callback.plan = plan.to_json()
     if generation is not None:  # answers a fixed validation subset and scores it every N validations
         cli.trainer.callbacks.append(generation)
+    ran = TrainingRan()
+    cli.trainer.callbacks.append(ran)
     try:
-        cli.datamodule.attach_tokenizer(load_tokenizer(cli.model.spec))
         cli.trainer.fit(cli.model, cli.datamodule, ckpt_path=cli.config.ckpt_path, weights_only=True)
     finally:
         finish_wandb_runs(cli.trainer)
+    if cli.trainer.is_global_zero:
+        report_export(ran.started, cli.model.adapter_dir(), cli.trainer, out)
     return 0
+
+
+def report_export(exported: bool, adapter: Path, trainer: Trainer, out: TextIO) -> None:
+    """The exported adapter's folder on ``out``; or one warning line when no training ran, so no adapter
+    was exported (a later evaluate.py would use whatever ``adapter`` holds)."""
+    if exported:
+        print(adapter, file=out)
+        return
+    held = "holds an adapter of an earlier run" if adapter.is_dir() else "does not exist"
+    print(
+        f"warning: no training step ran (trainer.max_steps {trainer.max_steps}, global step "
+        f"{trainer.global_step}), so no adapter was exported; {adapter} {held}",
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 import yaml
-from jsonargparse import ActionConfigFile, ArgumentParser, Namespace
+from jsonargparse import ActionConfigFile, ArgumentParser, Namespace, get_loader, set_loader
 
 from graphctx.checks import fields_of, problems
 from graphctx.data.build import split_ranges
@@ -28,6 +28,7 @@ from graphctx.evaluation.pipeline import PipelineConfig
 from graphctx.evaluation.settings import EvaluationSettings
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.model import InstructionTuner
+from graphctx.prompts import BASELINE_VARIANTS, VARIANTS
 from graphctx.retrieval.settings import RetrievalSettings
 from graphctx.settings_docs import field_docstrings, settings_text
 
@@ -62,8 +63,30 @@ def check_settings(config: Namespace) -> None:
             split_ranges(fields_of(SplitSettings, dataset.split))
         except ConfigError as error:
             found.append(str(error))
+    if config.get("evaluation") is not None:
+        found += variant_problems(fields_of(EvaluationSettings, config.evaluation))
     if found:
         raise ConfigError(f"{len(found)} invalid setting(s): " + "; ".join(found))
+
+
+def variant_problems(evaluation: Any) -> list[str]:
+    """``evaluation.variants`` and ``evaluation.callback_variant`` name variants of
+    :data:`graphctx.prompts.VARIANTS` or :data:`~graphctx.prompts.BASELINE_VARIANTS` (``variants``: at least
+    one, or null for all of ``VARIANTS``; the callback decodes an LLM variant)."""
+    found = []
+    names = evaluation.variants
+    known = VARIANTS | BASELINE_VARIANTS
+    if names is not None:
+        unknown = [name for name in names if name not in known]
+        if unknown:
+            choices = f"choose from {', '.join(known)}"
+            found.append(f"evaluation.variants: unknown variant(s) {', '.join(unknown)}; {choices}")
+        elif not names:
+            found.append("evaluation.variants: empty; list variants, or null for all of them")
+    if evaluation.callback_variant not in VARIANTS:
+        choices = f"choose from {', '.join(VARIANTS)}"
+        found.append(f"evaluation.callback_variant: unknown variant {evaluation.callback_variant}; {choices}")
+    return found
 
 
 def add_pipeline_sections(parser: ArgumentParser) -> None:
@@ -72,12 +95,58 @@ def add_pipeline_sections(parser: ArgumentParser) -> None:
         parser.add_class_arguments(settings_class, name)
 
 
+class DuplicateKeyError(yaml.YAMLError):
+    """A mapping of a YAML document gives one key twice (YAML's last copy would silently win)."""
+
+
+def _refuse_duplicate_keys(node: yaml.Node | None, where: str = "", seen: set[int] | None = None) -> None:
+    """Raise :class:`DuplicateKeyError` naming the first key given twice in a mapping of ``node`` (a
+    composed document), by its dotted path and both lines; merge keys (``<<``) are YAML's own override."""
+    seen = set() if seen is None else seen
+    if node is None or id(node) in seen:  # an alias repeats a node already walked
+        return
+    seen.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        lines: dict[str, int] = {}
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                name = f"{where}{key.value}"
+                line = key.start_mark.line + 1
+                if key.value in lines:
+                    raise DuplicateKeyError(
+                        f"key {name} is given twice (lines {lines[key.value]} and {line}); "
+                        "YAML keeps the last silently: give it once"
+                    )
+                lines[key.value] = line
+                _refuse_duplicate_keys(value, f"{name}.", seen)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _refuse_duplicate_keys(item, f"{where.removesuffix('.')}[{index}].", seen)
+
+
+_JSONARGPARSE_YAML = get_loader("yaml")
+
+
+def load_unique_yaml(text: str) -> Any:
+    """jsonargparse's YAML loader (dates stay strings), refusing a key given twice in a mapping."""
+    _refuse_duplicate_keys(yaml.compose(text, Loader=yaml.SafeLoader))
+    return _JSONARGPARSE_YAML(text)
+
+
+def use_unique_yaml() -> None:
+    """Make every YAML jsonargparse reads (``--config`` files, YAML values on the command line) refuse a
+    key given twice."""
+    set_loader("yaml", load_unique_yaml, exceptions=(yaml.YAMLError,))
+
+
 def check_mapping(path: Path) -> None:
-    """Fail clearly when ``path`` is missing or is not a YAML mapping."""
+    """Fail clearly when ``path`` is missing, is not a YAML mapping or gives a key twice."""
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
     try:
-        content = yaml.safe_load(path.read_text())
+        content = load_unique_yaml(path.read_text())
+    except DuplicateKeyError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(content, dict):
@@ -120,6 +189,7 @@ def check_devices(config: dict[str, Any], prefix: str = "", present: int | None 
 
 def config_parser() -> ArgumentParser:
     """The parser of a whole config: ``--config`` plus every section's keys, checked against the classes."""
+    use_unique_yaml()
     parser = ArgumentParser(exit_on_error=False)
     parser.add_argument("--config", action=ActionConfigFile)
     parser.add_argument("--seed_everything", type=int | bool, default=0)

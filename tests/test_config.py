@@ -138,7 +138,7 @@ def test_every_invalid_value_is_named_in_one_error_before_anything_loads(tmp_pat
         "retrieval.alpha: must be in (0, 1), got 1.5",
         "retrieval.tol: must be > 0",
         "retrieval.top_k",
-        "retrieval.threshold: must be in [-1, 1]",
+        "retrieval.threshold: must be in [0, 1)",
         "knowledge.extractors",
         "evaluation.generation.batch_size",
     ):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from graphctx.data.html import html_to_text
+from graphctx.errors import ConfigError, DataError
 from graphctx.knowledge.budget import QAPair, build_token_counter
 from graphctx.knowledge.enhance import Enhancer, build_enhancer, filter_one_hop
 from graphctx.knowledge.entities import EntitySet
@@ -117,9 +118,9 @@ def test_store_from_user_ntriples(tmp_path: Path) -> None:
     )
     bad = tmp_path / "bad.nt"
     bad.write_text("<not an n-triples line\n")
-    with pytest.raises(ValueError, match="no KG sources"):
+    with pytest.raises(ConfigError, match=r"knowledge\.kg_dir: empty .* the local KG has no source"):
         build_store(KnowledgeSettings(kg_dir="", cache_dir=str(tmp_path / "e")))
-    with pytest.raises(ValueError, match=r"bad\.nt"):
+    with pytest.raises(DataError, match=r"knowledge\.ntriples: .*bad\.nt"):
         build_store(KnowledgeSettings(kg_dir="", ntriples=[str(bad)], cache_dir=str(tmp_path / "d")))
 
 

@@ -211,12 +211,9 @@ def test_an_adapter_of_another_base_model_is_refused_naming_evaluation_adapter(t
 def test_an_empty_question_is_refused_by_every_command(command, question, capsys) -> None:
     from graphctx.cli import main
 
-    with pytest.raises(SystemExit) as exited:
-        main([command, "--config", "configs/tiny.yaml", "--question", question])
-    assert exited.value.code == 2
+    assert main([command, "--config", "configs/tiny.yaml", "--question", question]) == 1
     error = capsys.readouterr().err
-    assert error.rstrip().endswith("error: argument --question: the question is empty"), error
-    assert "Traceback" not in error
+    assert error.splitlines() == ["error: --question: the question is empty"], error
 
 
 @pytest.mark.parametrize("limit", ["0", "-1"])

@@ -7,7 +7,7 @@ import json
 import math
 from typing import TextIO
 
-from graphctx.commands import question_text
+from graphctx.commands import add_question_arguments, read_question
 from graphctx.prompts import VARIANTS, build_prompt
 
 
@@ -15,9 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", required=True, help="YAML config (model, data, retrieval, knowledge, evaluation)"
     )
-    parser.add_argument(
-        "--question", required=True, type=question_text, help="the question (title and body as one text)"
-    )
+    add_question_arguments(parser, "the question (title and body as one text)")
     parser.add_argument(
         "--variant",
         default="GraphContextGen",
@@ -29,6 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    question = read_question(args)  # before anything loads
     from graphctx.config import load_config
     from graphctx.evaluation.contexts import ContextBuilder
     from graphctx.evaluation.plan import Plan, check_models
@@ -56,7 +55,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     builder = ContextBuilder(
         pool, config.retrieval, config.knowledge, cache_dir, generation_model=lent, tokenizer=tokenizer
     )
-    retrieved = builder.for_variants([variant], [args.question])[variant.name][0]
+    retrieved = builder.for_variants([variant], [question])[variant.name][0]
 
     model = base if variant.model == "base" else None
     del builder, lent, base  # the extractor's hold on the base model goes before another model loads
@@ -65,7 +64,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         weights = settings.generation.base_weights if adapter is None else "trained"
         model = load_generator(config.model.spec, adapter, settings.generation, None, weights)
     generator = Generator(model, tokenizer, settings.generation)
-    prompt = build_prompt(variant, args.question, retrieved.pairs, retrieved.sentences, config.data.template)
+    prompt = build_prompt(variant, question, retrieved.pairs, retrieved.sentences, config.data.template)
     answer = generator.generate([prompt], stop_strings=variant.stop_strings)[0]
     context = answer.prompt.context  # as the model saw it: parts dropped to fit max_prompt_tokens are gone
     del model, generator
@@ -73,12 +72,12 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     judgement: dict[str, float | str] = {"autoais": "n/a (the prompt had no context to attribute to)"}
     if context:
         autoais = AutoAIS(build_judge(settings.metrics.autoais, cache_dir), settings.metrics.autoais)
-        autoais.update([args.question], [answer.text], [context])
+        autoais.update([question], [answer.text], [context])
         judgement = {key: float(values[0]) for key, values in autoais.per_row().items()}
 
     if args.json:
         hits = [{"id": h.id, "score": h.score, "fallback": h.fallback} for h in retrieved.hits]
-        payload = {"question": args.question, "variant": variant.name, "hits": hits, "context": context}
+        payload = {"question": question, "variant": variant.name, "hits": hits, "context": context}
         print(json.dumps({**payload, "answer": answer.text, **judgement}, indent=2), file=out)
         return 0
     if variant.retrieval != "none":

@@ -9,15 +9,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
-from graphctx.commands import question_text
+from graphctx.commands import add_question_arguments, read_question
 from graphctx.knowledge.budget import QAPair
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="YAML config (data, retrieval, knowledge)")
-    parser.add_argument(
-        "--question", required=True, type=question_text, help="the new question to build a context for"
-    )
+    add_question_arguments(parser, "the new question to build a context for")
     parser.add_argument("--json", action="store_true", help="print the structure (pairs, triplets, sources)")
     parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's data.cache_dir)")
 
@@ -34,6 +32,7 @@ def pairs_for_hits(hits: Sequence[Any], rows_by_id: Mapping[int, Mapping[str, An
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    question = read_question(args)  # before anything loads
     from graphctx.config import load_config
     from graphctx.evaluation.plan import Plan, check_models
     from graphctx.evaluation.pool import cache_dir_of, load_config_dataset
@@ -49,7 +48,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     pool = load_config_dataset(config)["train"]  # the retrieval pool, filtered as for training
     rows_by_id = {int(row["id"]): row for row in pool}
     index = build_index(pool["id"], pool["question"], config.retrieval, cache_dir=cache_dir)
-    hits = build_retriever(index, config.retrieval).retrieve([args.question])[0]
+    hits = build_retriever(index, config.retrieval).retrieve([question])[0]
     knowledge = config.knowledge
     if not knowledge.cache_dir and cache_dir:
         knowledge = dataclasses.replace(knowledge, cache_dir=str(cache_dir))
@@ -65,7 +64,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         model = load_generator(spec, None, generation, None, generation.base_weights)
         lent = GenerationModel(model, tokenizer)
     enhancer = build_enhancer(knowledge, count_tokens, lent)
-    context = enhancer.enhance(args.question, pairs_for_hits(hits, rows_by_id))
+    context = enhancer.enhance(question, pairs_for_hits(hits, rows_by_id))
     if context.kg_lost_entities:
         lost = ", ".join(context.kg_lost_entities)
         print(
@@ -73,7 +72,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             file=sys.stderr,
         )
     if args.json:
-        print(json.dumps({"question": args.question, **context.to_json()}, indent=2), file=out)
+        print(json.dumps({"question": question, **context.to_json()}, indent=2), file=out)
     else:
         print(context.text, file=out)
     return 0

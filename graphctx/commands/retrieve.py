@@ -7,20 +7,19 @@ import json
 from dataclasses import replace
 from typing import TextIO
 
-from graphctx.commands import question_text
+from graphctx.commands import add_question_arguments, read_question
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="YAML config (sections data, model, retrieval)")
-    parser.add_argument(
-        "--question", required=True, type=question_text, help="the new question (title and body as one text)"
-    )
+    add_question_arguments(parser, "the new question (title and body as one text)")
     parser.add_argument("--top-k", type=int, help="hits to return (default: the config's retrieval.top_k)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's data.cache_dir)")
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    question = read_question(args)  # before anything loads
     from graphctx.config import load_config
     from graphctx.evaluation.pool import cache_dir_of, load_config_dataset
     from graphctx.paper import EMBEDDING, is_reference
@@ -34,7 +33,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     cache_dir = cache_dir_of(config, args.cache_dir)
     train = load_config_dataset(config)["train"]
     index = build_index(train["id"], train["question"], settings, cache_dir)
-    hits = build_retriever(index, settings).retrieve([args.question])[0]
+    hits = build_retriever(index, settings).retrieve([question])[0]
     titles = dict(zip(train["id"], train["title"], strict=True))
     rows = [
         {"rank": rank, "id": hit.id, "score": hit.score, "fallback": hit.fallback, "title": titles[hit.id]}
@@ -45,7 +44,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         print(
             json.dumps(
                 {
-                    "question": args.question,
+                    "question": question,
                     "method": settings.method,
                     "embedding_model": settings.embedding_model,
                     "stand_in": stand_in,

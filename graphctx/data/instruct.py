@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from graphctx.errors import ConfigError
+
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
@@ -129,6 +131,10 @@ def encode_example(
                 break
             kept = max(floor, kept - over)
         if len(prompt) >= max_length:
-            raise ValueError(f"max_length={max_length} leaves no room for the answer with this template")
+            raise ConfigError(
+                f"data.max_length: {max_length} tokens leave no room for the answer: the prompt alone takes "
+                f"{len(prompt)}, its question cut to {floor} tokens (data.min_prompt_tokens); raise "
+                "data.max_length"
+            )
         target = target[: max_length - len(prompt)]
     return {"input_ids": prompt + target, "labels": [IGNORE_INDEX] * len(prompt) + target}

@@ -44,6 +44,7 @@ from pathlib import Path
 import pyoxigraph
 
 from graphctx.cache import cache_root, file_digest, fingerprint, publish_once, read_entry, write_json_atomic
+from graphctx.errors import ConfigError, DataError
 from graphctx.knowledge.entities import normalise_entity
 from graphctx.knowledge.kg import SparqlKnowledgeGraph
 from graphctx.knowledge.settings import KnowledgeSettings
@@ -271,21 +272,33 @@ def _ntriples_gazetteer(store: pyoxigraph.Store, writer: _TripleWriter, language
         writer.gazetteer["software"].setdefault(normalise_entity(row["label"]), row["label"])
 
 
+def kg_sources(settings: KnowledgeSettings) -> list[Path]:
+    """The files the local store is built from, refused in one line naming the setting when there are none
+    or one is missing (entry points call it before writing anything)."""
+    folder = Path(settings.kg_dir) if settings.kg_dir else None
+    builtin = [folder / SOFTWARE_SQL, folder / DEBIAN_JSONL] if folder is not None else []
+    if not builtin and not settings.ntriples:
+        raise ConfigError(
+            "knowledge.kg_dir: empty and knowledge.ntriples lists no file, so the local KG has no source; "
+            "set either (or knowledge.enabled: false)"
+        )
+    if folder is not None and not folder.is_dir():
+        raise ConfigError(f"knowledge.kg_dir: {folder} is not a folder")
+    missing = [path.name for path in builtin if not path.is_file()]
+    if missing:
+        raise ConfigError(
+            f"knowledge.kg_dir: {folder} lacks {' and '.join(missing)} (the local KG's sources: "
+            f"{SOFTWARE_SQL}, {DEBIAN_JSONL}; ../shared/data/kg has both)"
+        )
+    for path in settings.ntriples:
+        if not Path(path).is_file():
+            raise ConfigError(f"knowledge.ntriples: {path} not found")
+    return [*builtin, *map(Path, settings.ntriples)]
+
+
 def store_path(settings: KnowledgeSettings) -> Path:
     """Cache folder of the store for these sources (key: format version + digests of every input file)."""
-    builtin = (
-        [Path(settings.kg_dir) / SOFTWARE_SQL, Path(settings.kg_dir) / DEBIAN_JSONL]
-        if settings.kg_dir
-        else []
-    )
-    sources = [*builtin, *map(Path, settings.ntriples)]
-    if not sources:
-        raise ValueError("knowledge: no KG sources (set knowledge.kg_dir and/or knowledge.ntriples)")
-    for source in sources:
-        if not source.is_file():
-            raise FileNotFoundError(
-                f"knowledge: KG source {source} not found (check knowledge.kg_dir/ntriples)"
-            )
+    sources = kg_sources(settings)
     key = fingerprint(STORE_FORMAT, settings.language, [file_digest(s) for s in sources])
     return cache_root(settings.cache_dir or None) / "kg-store" / key
 
@@ -325,7 +338,7 @@ def build_store(settings: KnowledgeSettings) -> Path:
             try:
                 store.bulk_load(path=path, format=pyoxigraph.RdfFormat.N_TRIPLES)
             except SyntaxError as error:
-                raise ValueError(f"knowledge.ntriples: {path}: {error}") from error
+                raise DataError(f"knowledge.ntriples: {path}: {error}") from error
         if settings.ntriples:
             _link_direct_claims(store)
             _ntriples_gazetteer(store, writer, settings.language)

@@ -241,7 +241,14 @@ def describe_degrees(stats: dict[str, float]) -> str:
 
 
 def density_warning(stats: dict[str, float], settings: RetrievalSettings) -> str | None:
-    """A warning when the graph's mean degree is above :data:`DENSE_MEAN_DEGREE`, else None."""
+    """A warning when the graph has no edge, or a mean degree above :data:`DENSE_MEAN_DEGREE`; else None."""
+    if stats["edges"] == 0 and stats["nodes"] > 1:
+        return (
+            f"warning: the question graph has no edge: no two of its {stats['nodes']} questions have a "
+            f"cosine above retrieval.threshold={settings.threshold}, so PageRank reaches only a query's "
+            "direct neighbours and graph retrieval is little more than dense ranking; lower "
+            "retrieval.threshold"
+        )
     if stats["mean_degree"] <= DENSE_MEAN_DEGREE:
         return None
     mean, limit = stats["mean_degree"], DENSE_MEAN_DEGREE

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol
@@ -12,7 +13,7 @@ from torch import Tensor
 from graphctx.retrieval.dense import FaissIndex, dense_top_k
 from graphctx.retrieval.embeddings import encode, load_encoder
 from graphctx.retrieval.encoder import SentenceEncoder
-from graphctx.retrieval.graph import query_edges
+from graphctx.retrieval.graph import density_warning, query_edges
 from graphctx.retrieval.index import RetrievalIndex
 from graphctx.retrieval.numerics import pinned_threads, resolve_device
 from graphctx.retrieval.pagerank import PoolPageRank
@@ -108,11 +109,15 @@ class GraphRetriever(EmbeddingRetriever):
     """Personalized PageRank from each query's node on the question graph (the paper's GraphGen).
 
     A query reaching fewer than ``top_k`` pool questions (none at all when no cosine exceeds the threshold)
-    is topped up with its best cosine matches, marked ``fallback=True``.
+    is topped up with its best cosine matches, marked ``fallback=True``. A graph without an edge, or a
+    dense one, is reported on stderr (:func:`~graphctx.retrieval.graph.density_warning`).
     """
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        warning = density_warning(self.index.stats, self.settings)
+        if warning:
+            print(warning, file=sys.stderr)
         with pinned_threads(self.settings, self.device):
             self.pagerank = PoolPageRank(self.index.graph, self.settings)
 

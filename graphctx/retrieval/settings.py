@@ -18,7 +18,7 @@ class RetrievalSettings:
     RANGES: ClassVar[dict[str, Range]] = {
         "embedding_batch_size": AT_LEAST_ONE,
         "max_seq_length": AT_LEAST_ONE,
-        "threshold": Range(-1, 1),
+        "threshold": Range(0, 1, high_open=True),
         "top_k": AT_LEAST_ONE,
         "alpha": OPEN_UNIT,
         "max_iter": AT_LEAST_ONE,
@@ -66,7 +66,9 @@ class RetrievalSettings:
     number of processes. Any fixed count does; more are faster."""
 
     threshold: float = 0.8
-    """Two questions are linked when the cosine of their embeddings is strictly above this (paper 0.8)."""
+    """Two questions are linked when the cosine of their embeddings is strictly above this (paper 0.8).
+    In [0, 1): below 0 nearly every pair is linked, with negative weights PageRank has no meaning for; no
+    cosine is above 1, so at 1 the graph has no edge."""
 
     max_neighbors: int | None = None
     """Density cap: keep an edge only when one end is among the other's ``m`` most similar neighbours above
