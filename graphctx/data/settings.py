@@ -72,6 +72,11 @@ class SplitSettings:
     """Randomly sample the test split down to this many rows (paper: a fixed sample); null keeps all."""
     seed: int = 0
     """Seed of the random sampling of validation and test."""
+    train_answers_before_end: bool = True
+    """A train pair (and so a retrieval-pool entry) needs its accepted answer posted before train's range
+    ends; later ones are dropped and counted (removed_answer_after_split). false restores the
+    question-date-only rule (not the default: test-period answers then leak into training and contexts).
+    Validation and test gold answers may be of any date either way."""
 
 
 @dataclass
