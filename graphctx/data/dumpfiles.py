@@ -25,6 +25,7 @@ from graphctx.errors import DataError
 ARCHIVE_SUFFIXES = (".7z",)
 GZIP_MAGIC = b"\x1f\x8b"
 POSTS, LINKS = "Posts.xml", "PostLinks.xml"
+BLOCK_BYTES = 1 << 20
 
 
 @dataclass
@@ -62,7 +63,7 @@ class DumpFiles:
                     name = Path(entry.pathname).name
                     if not entry.isfile or name not in (POSTS, LINKS):
                         continue
-                    hashed = _Hashed(_Blocks(entry.get_blocks()))
+                    hashed = _Hashed(_Blocks(entry.get_blocks(BLOCK_BYTES)))
                     yield name, hashed
                     self._record(name, hashed, "7z")
         except ArchiveError as exc:
@@ -156,17 +157,22 @@ class _Blocks:
 
     def __init__(self, blocks: Iterator[bytes]) -> None:
         self._blocks = blocks
-        self._pending = b""
+        self._block = b""
+        self._at = 0
 
     def read(self, size: int = -1) -> bytes:
-        while size < 0 or len(self._pending) < size:
+        """Up to ``size`` bytes (all that is left for a negative size); ``b""`` at the end."""
+        if size < 0:
+            rest = [self._block[self._at :], *map(bytes, self._blocks)]
+            self._block, self._at = b"", 0
+            return b"".join(rest)
+        while self._at >= len(self._block):
             block = next(self._blocks, None)
             if block is None:
-                break
-            self._pending += bytes(block)
-        if size < 0:
-            size = len(self._pending)
-        out, self._pending = self._pending[:size], self._pending[size:]
+                return b""
+            self._block, self._at = bytes(block), 0
+        out = self._block[self._at : self._at + size]
+        self._at += len(out)
         return out
 
 
