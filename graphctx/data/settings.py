@@ -89,7 +89,8 @@ class DatasetSettings:
         check_own_fields(self)
 
     source: str
-    """A Stack Exchange site folder (Posts.xml [+ PostLinks.xml]) or a Posts.xml; or a local
+    """A Stack Exchange site folder (Posts.xml [+ PostLinks.xml]), a Posts.xml (plain or gzip) or a site's
+    .7z archive (read in place); or a local
     .json/.jsonl/.csv/.parquet file; or a Hugging Face dataset id (``hf:owner/name``)."""
     site: str | None = None
     """Site name stored in each row; default: the folder name of ``source``."""
