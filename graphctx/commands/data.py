@@ -11,6 +11,7 @@ ROWS = [
     ("questions", "questions"),
     ("answers", "answers"),
     ("skipped rows (missing Id/Title/Body/date)", "skipped_rows"),
+    ("removed: fabricated watermark post", "removed_fabricated"),
     ("with accepted answer", "with_accepted_answer"),
     ("removed: accepted answer of another question", "removed_answer_parent_mismatch"),
     ("removed: no accepted answer", "removed_no_accepted_answer"),
@@ -21,6 +22,7 @@ ROWS = [
     ("removed: too many tokens", "removed_too_long"),
     ("kept", "kept"),
     ("outside the split date ranges", "outside_split_ranges"),
+    ("removed from train: answer after train end", "removed_answer_after_split"),
     ("train", "train"),
     ("validation", "validation"),
     ("test", "test"),
@@ -32,7 +34,8 @@ and ``<prefix>_last``."""
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "path", help="a Stack Exchange site folder or Posts.xml, or a .json/.jsonl/.csv/.parquet"
+        "path",
+        help="a Stack Exchange site folder, Posts.xml or site .7z archive, or a .json/.jsonl/.csv/.parquet",
     )
     parser.add_argument("--config", help="take filters, split and tokenizer from this YAML config")
     parser.add_argument("--tokenizer", help="HF id or folder of the tokenizer for the token-length filter")
@@ -106,9 +109,28 @@ def print_summary(summary: dict[str, Any], split: Any, out: TextIO) -> None:
             first, last = (summary.get(f"{DATED[key]}_{end}") for end in ("first", "last"))
             dates = f"  {_day(first)} .. {_day(last)}" if first else ""
         print(f"{label:<{width}}  {summary.get(key, 0):>8,}{dates}", file=out)
+    manifest = summary.get("manifest") or {}
+
+    def file_line(label: str, item: dict[str, Any]) -> str:
+        packed = f"  ({item['compression']})" if item.get("compression") else ""
+        return (
+            f"{label:<{width}}  {item['name']}  {item['size']:,} bytes  sha256 {item['sha256'][:16]}{packed}"
+        )
+
+    for item in [manifest["archive"]] if manifest.get("archive") else []:
+        print(file_line("archive", item), file=out)
+    for item in manifest.get("files", []):
+        print(file_line("dump file", item), file=out)
+    if manifest.get("first_post"):
+        print(
+            f"{'posts dated':<{width}}  {_day(manifest['first_post'])} .. {_day(manifest['last_post'])}",
+            file=out,
+        )
     values = {key: summary.get(key, 0) for _, key in ROWS}
     values.update({key: value for key, value in summary.items() if key.endswith(("_first", "_last"))})
     values["split_by"] = summary.get("split_by")
+    values["answer_rule"] = summary.get("answer_rule")
+    values["manifest"] = manifest
     print(json.dumps(values), file=out)
 
 

@@ -22,15 +22,16 @@ from graphctx.cache import cache_root, file_digest, fingerprint, publish_once, r
 from graphctx.data.arrow import ArrowRowWriter, write_rows
 from graphctx.data.cleaning import Cleaned, Screened, clean_screened
 from graphctx.data.dates import canonical, parse_created
+from graphctx.data.dumpfiles import resolve_dump
 from graphctx.data.filters import QuestionFilter
 from graphctx.data.html import without_urls
 from graphctx.data.parallel import ordered_map, resolve_workers
 from graphctx.data.records import FEATURES, check_column_mapping, load_table, rows_from_table
 from graphctx.data.settings import DatasetSettings, SplitSettings
-from graphctx.data.stackexchange import DumpReader, RawQuestion, resolve_dump
+from graphctx.data.stackexchange import DumpReader, RawQuestion
 from graphctx.errors import ConfigError, DataError
 
-PIPELINE_VERSION = 4
+PIPELINE_VERSION = 5
 SPLITS = ("train", "validation", "test")
 REASONS = (
     "answer_parent_mismatch",
@@ -132,8 +133,11 @@ def _source_fingerprint(source: str) -> Any:
     path = Path(source)
     if path.suffix.lower() in TABLE_SUFFIXES:
         return file_digest(path)
-    posts, links = resolve_dump(path)
-    return [file_digest(posts), file_digest(links) if links else None]
+    files = resolve_dump(path)
+    if files.archive is not None:  # size and modification time: hashing GBs on every run costs seconds
+        stat = files.archive.stat()
+        return ["7z", files.archive.name, stat.st_size, stat.st_mtime_ns]
+    return [file_digest(files.posts), file_digest(files.links) if files.links else None]
 
 
 DATE_KEYS = tuple(f"{name}_{side}" for name in SPLITS for side in ("start", "end"))
@@ -257,8 +261,9 @@ def _build(
     scratch.mkdir()
     kept_path = scratch / "kept.arrow"
     created: list[datetime] = []
+    manifest: dict[str, Any] = {}
     try:
-        candidates = _candidates(settings, keep, scratch, source_counts, workers, dump_span)
+        candidates = _candidates(settings, keep, scratch, source_counts, workers, dump_span, manifest)
         kept = ArrowRowWriter(kept_path, FEATURES)
         try:
             for reason, cleaned in candidates:
@@ -277,7 +282,8 @@ def _build(
             kept.close()
         if ranges is None:
             ranges = fraction_cuts(sorted(created), settings.split)
-        _write_splits(datasets.Dataset.from_file(str(kept_path)), created, ranges, out, counts)
+        answer_end = ranges["train"][1] if settings.split.train_answers_before_end else None
+        _write_splits(datasets.Dataset.from_file(str(kept_path)), created, ranges, out, counts, answer_end)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     source_counts.update(counts)
@@ -287,11 +293,17 @@ def _build(
         "split_by": "dates" if by_dates else "fractions",
         **{reason: 0 for reason in ("questions", "with_accepted_answer")},
         **{f"removed_{reason}": 0 for reason in REASONS},
+        "removed_fabricated": 0,
+        "removed_answer_after_split": 0,
         **counts,
         "dump_first": dump_span.first,
         "dump_last": dump_span.last,
         "kept_first": canonical(min(created)) if created else None,
         "kept_last": canonical(max(created)) if created else None,
+        "answer_rule": "answer before train end"
+        if settings.split.train_answers_before_end
+        else "question date",
+        "manifest": manifest,
     }
     empty = []
     for name in SPLITS:
@@ -320,14 +332,28 @@ def _write_splits(
     ranges: dict[str, tuple[datetime, datetime]],
     out: Path,
     counts: Counter[str],
+    answer_end: datetime | None,
 ) -> None:
-    """Write each kept row (in source order) to the split whose range holds its creation time."""
+    """Write each kept row (in source order) to the split whose range holds its creation time.
+
+    With ``answer_end`` set (the end of train's range), a train row whose accepted answer was posted at or
+    after it is dropped (``removed_answer_after_split``): no answer from the evaluation period enters
+    training or the retrieval pool. Validation and test gold answers may be of any date.
+    """
     writers = {name: ArrowRowWriter(out / f"{name}.arrow", FEATURES) for name in SPLITS}
     try:
         for row, moment in zip(kept, created, strict=True):
             split = next((name for name, (start, end) in ranges.items() if start <= moment < end), None)
             if split is None:
                 counts["outside_split_ranges"] += 1
+                continue
+            if (
+                split == "train"
+                and answer_end is not None
+                and row["answer_created"]
+                and datetime.fromisoformat(row["answer_created"]) >= answer_end
+            ):
+                counts["removed_answer_after_split"] += 1
                 continue
             writers[split].write(row)
     finally:
@@ -369,16 +395,22 @@ def _candidates(
     counts: Counter[str],
     workers: int,
     span: DateSpan,
+    manifest: dict[str, Any],
 ) -> Iterator[Cleaned]:
     """``(reason, None)`` or ``(None, (row, answer text beyond links))`` per source question, in source order.
 
     ``reason`` comes from the cheap checks (``keep.reject_raw``), so HTML is cleaned only for questions
     that pass them; dump HTML is cleaned in ``workers`` processes. ``counts`` receives what the source
     held (rows, questions, answers...) once it is read through, ``span`` the creation times of all its
-    questions.
+    questions, ``manifest`` the files read (name, size, SHA-256) and the first and last post dates.
     """
     source = settings.source
     if source.startswith("hf:") or Path(source).suffix.lower() in TABLE_SUFFIXES:
+        if not source.startswith("hf:"):
+            path = Path(source)
+            manifest["files"] = [
+                {"name": path.name, "size": path.stat().st_size, "sha256": file_digest(path)}
+            ]
         table = load_table(source, settings.hf_split)
         site = settings.site or Path(source.removeprefix("hf:")).stem
         for row in rows_from_table(table, settings.column_mapping, site, source):
@@ -388,9 +420,10 @@ def _candidates(
             span.add(row["created"])
             reason = keep.reject_raw(bool(row["answer"]), [])
             yield (reason, None) if reason else (None, (row, without_urls(row["answer"]).strip()))
+        manifest.update(first_post=span.first, last_post=span.last)
         return
     reader = DumpReader(source, scratch)
-    site = settings.site or reader.posts.parent.name
+    site = settings.site or reader.files.site
     screened = (_screen(keep, raw, span) for raw in reader.questions())
     clean = partial(clean_screened, site=site, origin=str(reader.posts))
     try:
@@ -402,6 +435,15 @@ def _candidates(
             "set workers: 1 to clean in this process"
         ) from exc
     counts.update(reader.counts)
+    files = reader.files
+    if files.archive is not None:
+        stat = files.archive.stat()
+        manifest["archive"] = {
+            "name": files.archive.name,
+            "size": stat.st_size,
+            "sha256": file_digest(files.archive),
+        }
+    manifest.update(files=files.manifest, first_post=reader.first_post, last_post=reader.last_post)
 
 
 def _screen(keep: QuestionFilter, raw: RawQuestion, span: DateSpan) -> Screened:

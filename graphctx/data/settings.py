@@ -72,6 +72,11 @@ class SplitSettings:
     """Randomly sample the test split down to this many rows (paper: a fixed sample); null keeps all."""
     seed: int = 0
     """Seed of the random sampling of validation and test."""
+    train_answers_before_end: bool = True
+    """A train pair (and so a retrieval-pool entry) needs its accepted answer posted before train's range
+    ends; later ones are dropped and counted (removed_answer_after_split). false restores the
+    question-date-only rule (not the default: test-period answers then leak into training and contexts).
+    Validation and test gold answers may be of any date either way."""
 
 
 @dataclass
@@ -84,7 +89,8 @@ class DatasetSettings:
         check_own_fields(self)
 
     source: str
-    """A Stack Exchange site folder (Posts.xml [+ PostLinks.xml]) or a Posts.xml; or a local
+    """A Stack Exchange site folder (Posts.xml [+ PostLinks.xml]), a Posts.xml (plain or gzip) or a site's
+    .7z archive (read in place); or a local
     .json/.jsonl/.csv/.parquet file; or a Hugging Face dataset id (``hf:owner/name``)."""
     site: str | None = None
     """Site name stored in each row; default: the folder name of ``source``."""

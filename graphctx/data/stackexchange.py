@@ -12,17 +12,29 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from lxml import etree
 
 from graphctx.data.dates import canonical, parse_created
+from graphctx.data.dumpfiles import LINKS, resolve_dump
 from graphctx.errors import DataError
 
 QUESTION, ANSWER = "1", "2"
 Post = tuple[
-    int, str | None, int | None, int | None, str | None, str | None, str | None, str | None, int | None
+    int,
+    str | None,
+    int | None,
+    int | None,
+    str | None,
+    str | None,
+    str | None,
+    str | None,
+    int | None,
+    str | None,
 ]
-"""A row of the scratch ``post`` table: id, kind, parent, accepted, title, body, tags, created, score."""
+"""A row of the scratch ``post`` table: id, kind, parent, accepted, title, body, tags, created, score,
+owner (OwnerUserId)."""
 DUPLICATE_LINK = "3"
 
 
@@ -47,29 +59,38 @@ class RawQuestion:
     """Ids linked to this question as duplicates, in either direction."""
 
 
-def resolve_dump(path: str | Path) -> tuple[Path, Path | None]:
-    """``(Posts.xml, PostLinks.xml or None)`` for a site folder or a Posts.xml path."""
-    path = Path(path)
-    posts = path / "Posts.xml" if path.is_dir() else path
-    if not posts.is_file():
-        raise DataError(
-            f"{posts}: not found (expected a Stack Exchange site folder holding Posts.xml, or a Posts.xml)"
-        )
-    links = posts.with_name("PostLinks.xml")
-    return posts, links if links.is_file() else None
+ROOTS = {"Posts.xml": "posts", "PostLinks.xml": "postlinks"}
+COMMUNITY_USER = "-1"
+FABRICATED_ID_FACTOR = 100
+"""A Community-owned question or answer whose Id is this many times the largest Id of the dump's other
+posts is a fabricated watermark post (dumps since 2024 carry them at Ids near 10^9)."""
 
 
-def iter_rows(path: Path) -> Iterator[dict[str, str]]:
-    """Yield the attributes of every ``<row>`` of a dump file, freeing each element once read."""
+def iter_rows(stream: IO[bytes], origin: str, root: str) -> Iterator[dict[str, str]]:
+    """Yield the attributes of every ``<row>`` of a dump file, freeing each element once read.
+
+    ``root`` is the root element the file must have (``posts``, ``postlinks``): anything else (an HTML page
+    saved under the name) is a ``DataError`` naming the element found; so is malformed XML.
+    """
     try:
-        for _, element in etree.iterparse(str(path), events=("end",), tag="row", huge_tree=True):
+        started = False
+        for event, element in etree.iterparse(stream, events=("start", "end"), huge_tree=True):
+            if not started:
+                started = True
+                if element.tag != root:
+                    raise DataError(
+                        f"{origin}: the root element is <{element.tag}>, not <{root}>: not a Stack Exchange "
+                        f"dump file{' (an HTML page saved under its name?)' if element.tag == 'html' else ''}"
+                    )
+            if event != "end" or element.tag != "row":
+                continue
             yield dict(element.attrib)
             element.clear(keep_tail=False)
             while element.getprevious() is not None:
                 del element.getparent()[0]
     except etree.XMLSyntaxError as exc:
         line, column = exc.position
-        raise DataError(f"{path}: malformed XML at line {line}, column {column}: {exc.msg}") from exc
+        raise DataError(f"{origin}: malformed XML at line {line}, column {column}: {exc.msg}") from exc
 
 
 def parse_tags(raw: str | None) -> list[str]:
@@ -81,13 +102,11 @@ def parse_tags(raw: str | None) -> list[str]:
     return [tag for tag in raw.split("|") if tag]
 
 
-def read_duplicate_links(path: Path | None) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
-    """``(duplicate_of, duplicate_ids)`` from PostLinks.xml rows with LinkTypeId=3."""
-    duplicate_of: dict[int, list[int]] = defaultdict(list)
-    linked: dict[int, list[int]] = defaultdict(list)
-    if path is None:
-        return duplicate_of, linked
-    for row in iter_rows(path):
+def read_duplicate_links(
+    rows: Iterator[dict[str, str]], duplicate_of: dict[int, list[int]], linked: dict[int, list[int]]
+) -> None:
+    """Add PostLinks.xml rows with LinkTypeId=3 to ``duplicate_of`` (PostId side) and ``linked`` (both)."""
+    for row in rows:
         if row.get("LinkTypeId") != DUPLICATE_LINK:
             continue
         try:
@@ -97,7 +116,6 @@ def read_duplicate_links(path: Path | None) -> tuple[dict[int, list[int]], dict[
         duplicate_of[post].append(related)
         linked[post].append(related)
         linked[related].append(post)
-    return duplicate_of, linked
 
 
 class DumpReader:
@@ -109,33 +127,51 @@ class DumpReader:
     Duplicate post Ids are refused with a ``DataError`` listing them; a ``CreationDate`` that is not a date
     is a ``DataError`` naming the row and the value.
 
+    Fabricated watermark posts are dropped before the join: a question or an answer owned by the Community
+    user (-1) whose Id exceeds ``FABRICATED_ID_FACTOR`` times the largest Id of every other post. Real
+    Community posts (tag wikis, migrated stubs) have Ids among the others'; the publisher's watermark posts
+    sit orders of magnitude above them, whatever their exact Ids.
+
     ``counts`` holds what was seen: ``rows``, ``questions``, ``answers``, ``other_posts``,
-    ``skipped_rows`` (a question without Id, Title, Body or CreationDate), ``with_accepted_answer``.
+    ``skipped_rows`` (a question without Id, Title, Body or CreationDate), ``removed_fabricated``,
+    ``with_accepted_answer``; ``span`` the first and last CreationDate of all posts.
     """
 
     def __init__(self, dump: str | Path, scratch: Path) -> None:
-        self.posts, self.links = resolve_dump(dump)
+        self.files = resolve_dump(dump)
+        self.posts = self.files.posts
         self.scratch = scratch
         self.counts: Counter[str] = Counter()
+        self.first_post: str | None = None
+        self.last_post: str | None = None
+        self._largest_other = 0
 
     def questions(self) -> Iterator[RawQuestion]:
         """Every well-formed question in id order, with its accepted answer when the dump holds it."""
-        duplicate_of, linked = read_duplicate_links(self.links)
+        duplicate_of: dict[int, list[int]] = defaultdict(list)
+        linked: dict[int, list[int]] = defaultdict(list)
         db = sqlite3.connect(self.scratch / "posts.sqlite")
         try:
-            self._load(db)
+            db.execute(
+                "CREATE TABLE post (id INTEGER PRIMARY KEY, kind TEXT, parent INTEGER, accepted INTEGER,"
+                " title TEXT, body TEXT, tags TEXT, created TEXT, score INTEGER, owner TEXT)"
+            )
+            for name, stream in self.files.members():  # one pass, in the order the files are stored
+                origin = str(self.posts.with_name(name))
+                rows = iter_rows(stream, origin, ROOTS[name])
+                if name == LINKS:
+                    read_duplicate_links(rows, duplicate_of, linked)
+                else:
+                    self._load(db, rows)
+            self._drop_fabricated(db)
             yield from self._join(db, duplicate_of, linked)
         finally:
             db.close()
 
-    def _load(self, db: sqlite3.Connection) -> None:
-        db.execute(
-            "CREATE TABLE post (id INTEGER PRIMARY KEY, kind TEXT, parent INTEGER, accepted INTEGER,"
-            " title TEXT, body TEXT, tags TEXT, created TEXT, score INTEGER)"
-        )
+    def _load(self, db: sqlite3.Connection, rows: Iterator[dict[str, str]]) -> None:
         duplicates: list[int] = []  # the first 20 seen (a dump appended twice repeats every Id)
         repeated = 0
-        for row in iter_rows(self.posts):
+        for row in rows:
             self.counts["rows"] += 1
             kind = row.get("PostTypeId")
             post_id = _int(row.get("Id"))
@@ -147,11 +183,18 @@ class DumpReader:
             else:
                 self.counts["other_posts"] += 1
                 values = (
-                    None if post_id is None else (post_id, kind, None, None, None, None, None, None, None)
+                    None
+                    if post_id is None
+                    else (post_id, kind, None, None, None, None, None, None, None, row.get("OwnerUserId"))
                 )
             if values is None:
                 continue
-            if db.execute("INSERT OR IGNORE INTO post VALUES (?,?,?,?,?,?,?,?,?)", values).rowcount == 0:
+            if kind not in (QUESTION, ANSWER) or values[-1] != COMMUNITY_USER:
+                self._largest_other = max(self._largest_other, values[0])
+            if values[7] is not None:
+                self.first_post = values[7] if self.first_post is None else min(self.first_post, values[7])
+                self.last_post = values[7] if self.last_post is None else max(self.last_post, values[7])
+            if db.execute("INSERT OR IGNORE INTO post VALUES (?,?,?,?,?,?,?,?,?,?)", values).rowcount == 0:
                 repeated += 1
                 if len(duplicates) < 20:
                     duplicates.append(post_id)
@@ -163,6 +206,17 @@ class DumpReader:
                 f"{self.posts}: duplicate post Ids {shown}{more}: each Id must name one row "
                 "(a dump concatenated or appended twice?)"
             )
+
+    def _drop_fabricated(self, db: sqlite3.Connection) -> None:
+        """Delete the watermark posts (see the class docstring) and count them as ``removed_fabricated``."""
+        if not self._largest_other:
+            return
+        removed = db.execute(
+            "DELETE FROM post WHERE owner = ? AND kind IN (?, ?) AND id > ?",
+            (COMMUNITY_USER, QUESTION, ANSWER, FABRICATED_ID_FACTOR * self._largest_other),
+        ).rowcount
+        db.commit()
+        self.counts["removed_fabricated"] += removed
 
     def _question(self, row: dict[str, str], post_id: int | None) -> Post | None:
         """The stored values of a question row; ``None`` when it is skipped."""
@@ -180,6 +234,7 @@ class DumpReader:
             row.get("Tags"),
             self._date(row["CreationDate"], post_id),
             _int(row.get("Score")) or 0,
+            row.get("OwnerUserId"),
         )
 
     def _answer(self, row: dict[str, str], post_id: int | None) -> Post | None:
@@ -197,6 +252,7 @@ class DumpReader:
             None,
             self._date(created, post_id) if created else None,
             _int(row.get("Score")),
+            row.get("OwnerUserId"),
         )
 
     def _date(self, value: str, post_id: int) -> str:
