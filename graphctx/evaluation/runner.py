@@ -368,10 +368,12 @@ class EvaluationRun:
                 self.log("stop requested: no further scoring")
                 return
             if scorer is None:
+                triplets = self.settings.metrics.facts.fact_method == "triplets"
                 self.log("loading the metrics (BERTScore encoder, AutoAIS judge, extractors)")
                 scorer = Scorer(
                     self.settings.metrics,
-                    extractor_source.enhancer.extractor,
+                    # FactSumm brings its own models; only the triplet fact score needs the extractors
+                    extractor_source.enhancer.extractor if triplets else None,
                     self.cache_dir,
                     fact_label=self.plan.fact_label,
                     device=self.processes.device,
