@@ -27,7 +27,7 @@ from graphctx.metrics import (
     build_judge,
     build_scorer,
 )
-from graphctx.metrics.choice import choose_entity_scorer
+from graphctx.metrics.choice import choose_entity_scorer, choose_fact_scorer
 from graphctx.metrics.facts import EntityFinder
 from graphctx.metrics.settings import METRIC_NAMES
 
@@ -55,8 +55,9 @@ class Scorer:
         self.settings = settings
         self.metrics = tuple(metrics)
         self.extractor = extractor
-        self.fact_label = fact_label
-        """The fact score's label (``Plan.fact_label``): '' for FactSumm with the paper's models."""
+        # FactSumm labels itself from its models; the triplet score by the caller's extractor names
+        # (``Plan.fact_label``), and never goes unlabelled
+        self.fact_label = (fact_label or "triplets") if triplets else choose_fact_scorer(facts, ()).label
         self.bertscore = build_scorer(settings.bertscore, device) if "bertscore" in metrics else None
         self.judge = build_judge(settings.autoais, cache_dir, device) if "autoais" in metrics else None
         self.factsumm = FactSummExtractor(facts, device) if "fact_score" in metrics and not triplets else None
