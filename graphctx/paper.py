@@ -4,10 +4,19 @@ Banerjee et al. (2024) run one model per stage: Llama-2 answers (and lists tripl
 questions, REBEL extracts triplets, roberta-large (layer 17) scores BERTScore and the T5-XXL TRUE model judges
 AutoAIS. Anything else a config names is a stand-in, and every output it touches says so.
 
-A configured model is the paper's when it is one of the reference Hub ids, or a folder (or cached Hub id)
-whose ``config.json`` has the reference architecture and size (``model_type``, depth, width): a local
-mirror of roberta-large is roberta-large, a tiny random RoBERTa is not. Nothing here downloads: Hub ids are
-looked up in the local Hugging Face cache only.
+A configured model is the paper's by provenance, never by shape (:func:`is_reference`): it is one of the
+reference Hub ids, or a folder whose provenance shows one, i.e. a snapshot of the Hugging Face cache
+(``…/models--org--name/snapshots/<revision>/``, the layout ``huggingface-cli download`` and every
+``from_pretrained`` write, which records the repository id and commit the files came from). Any other
+model, however shaped (bert-large-uncased for bge-large-en, flan-t5-xxl for the TRUE judge, Llama-2-chat or
+CodeLlama for Llama-2, a folder with no provenance at all), is a stand-in. Provenance is read from the cache
+layout rather than from a recorded hash of the weights because the paper pins no revision (so there is no
+published hash to compare with), hashing 13B/11B checkpoints at every start would read tens of GB, and
+``graphctx plan`` must not read weights; the layout is what the Hub client itself uses to tell which
+repository and commit a folder holds. As a consistency check the folder's ``config.json`` must also have
+the reference id's architecture and size (``model_type``, depth, width): a tiny model copied under a
+reference id's cache path is not that model. Nothing here downloads: Hub ids are looked up in the local
+Hugging Face cache only.
 """
 
 from __future__ import annotations
@@ -24,7 +33,8 @@ Shape = tuple[str, int, int]
 
 @dataclass(frozen=True)
 class Reference:
-    """The paper's model of one stage: its Hub ids and their architecture shapes."""
+    """The paper's model of one stage: its Hub ids (aliases of one repository, or one per size) and the
+    architecture shape of each, in the same order."""
 
     stage: str
     ids: tuple[str, ...]
@@ -42,10 +52,24 @@ GENERATION = Reference(
 )
 EMBEDDING = Reference("retrieval embedder", ("BAAI/bge-large-en",), (("bert", 24, 1024),))
 REBEL = Reference("REBEL extractor", ("Babelscape/rebel-large",), (("bart", 12, 1024),))
-BERTSCORE = Reference("BERTScore encoder", ("roberta-large",), (("roberta", 24, 1024),))
+BERTSCORE = Reference(
+    "BERTScore encoder",
+    ("roberta-large", "FacebookAI/roberta-large"),  # the Hub moved roberta-large under FacebookAI/
+    (("roberta", 24, 1024), ("roberta", 24, 1024)),
+)
 BERTSCORE_LAYER = 17
 """bert-score's tuned layer for roberta-large (``bert_score.utils.model2layers``), as the paper reports."""
 AUTOAIS = Reference("AutoAIS judge", ("google/t5_xxl_true_nli_mixture",), (("t5", 24, 4096),))
+FACTSUMM_VERSION = "0.1.5"
+"""The FactSumm release (Heo, 2021; github.com/Huffon/factsumm, tag 0.1.5, the latest on PyPI) whose fact
+score ``graphctx.metrics.factsumm`` follows; 0.1.1 used flair's OntoNotes NER, 0.1.5 the models below."""
+FACTSUMM_NER = Reference("FactSumm NER", ("tner/deberta-v3-large-ontonotes5",), (("deberta-v2", 24, 1024),))
+FACTSUMM_RELATION = Reference(
+    "FactSumm relation classifier",
+    ("studio-ousia/luke-large-finetuned-tacred",),
+    (("luke", 24, 1024),),
+)
+UNINER = Reference("UniversalNER", ("Universal-NER/UniNER-7B-type",), (("llama", 32, 4096),))
 WIKIDATA_ENDPOINT = "https://query.wikidata.org/sparql"
 PAPER_EXTRACTORS = ("rebel", "llm")
 
@@ -107,12 +131,32 @@ def how_to_get(key: str, source: str) -> str:
     )
 
 
+def provenance(source: str, revision: str | None = None) -> tuple[str, str | None] | None:
+    """(Hub id, revision) ``source`` comes from: a Hub id is itself (at ``revision``); a folder (symlinks
+    resolved) that is a Hugging Face cache snapshot, ``models--org--name/snapshots/<rev>``, is
+    ``("org/name", rev)``; any other folder or file has none (None)."""
+    if not looks_like_path(source):
+        return source, revision
+    path = Path(source).expanduser().resolve()
+    repo = path.parent.parent.name
+    if path.parent.name != "snapshots" or not repo.startswith("models--"):
+        return None
+    # the Hub client's own rule (huggingface_hub scan_cache_dir): models--org--name → org/name
+    return repo.removeprefix("models--").replace("--", "/"), path.name
+
+
 def is_reference(reference: Reference, source: str, revision: str | None = None) -> bool:
-    """Whether ``source`` is the paper's model: a reference id, or a model with a reference shape."""
-    if source in reference.ids:
-        return True
+    """Whether ``source`` is the paper's model: its :func:`provenance` is a reference id (compared without
+    case, as the Hub does), and its ``config.json``, where there is one here, has that id's shape. A folder
+    without provenance is a stand-in, never an error."""
+    found = provenance(source, revision)
+    ids = [name.casefold() for name in reference.ids]
+    if found is None or found[0].casefold() not in ids:
+        return False
     config = find_config(source, revision)
-    return config is not None and shape_of(config) in reference.shapes
+    if config is None:
+        return not looks_like_path(source)  # a reference id not cached yet is still the paper's
+    return shape_of(config) == reference.shapes[ids.index(found[0].casefold())]
 
 
 def display_name(source: str) -> str:

@@ -43,7 +43,11 @@ def write_workspace(
         "evaluation": {
             "adapter": str(root / "adapter"),
             "wandb_project": None,
-            "metrics": {"bertscore": {"model": str(tiny_bert)}, "autoais": {"model": "tiny-random"}},
+            "metrics": {
+                "bertscore": {"model": str(tiny_bert)},
+                "autoais": {"model": "tiny-random"},
+                "facts": {"fact_method": "triplets", "entity_method": "spacy"},
+            },
             **evaluation,
         },
     }

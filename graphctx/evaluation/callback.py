@@ -130,10 +130,13 @@ class ValidationGeneration(L.Callback):
             tokenizer=datamodule.tokenizer,
         )
         self.contexts = builder.for_variants([self.variant], questions)[self.variant.name]
-        extractor = None  # the fact score's; the knowledge stage's when the variant has already built it
+        extractor = None  # the triplet fact score's; the knowledge stage's when the variant has built it
         if self.variant.knowledge:
             extractor = builder.enhancer.extractor
-        elif "fact_score" in self.settings.callback_metrics:
+        elif (
+            "fact_score" in self.settings.callback_metrics
+            and self.settings.metrics.facts.fact_method == "triplets"
+        ):
             extractor = build_extractor(builder.knowledge, lent)
         self.scorer = Scorer(
             self.settings.metrics,

@@ -115,6 +115,34 @@ KNOWN_CONFIGS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": False,
         "vocab_size": 32128,
     },
+    "Universal-NER/UniNER-7B-type": {  # LLaMA-7B fine-tuned (Zhou et al. 2023)
+        "model_type": "llama",
+        "hidden_size": 4096,
+        "intermediate_size": 11008,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 32,
+        "vocab_size": 32000,
+    },
+    "tner/deberta-v3-large-ontonotes5": {  # FactSumm 0.1.5's NER (deberta-v3-large)
+        "model_type": "deberta-v2",
+        "hidden_size": 1024,
+        "intermediate_size": 4096,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 16,
+        "vocab_size": 128100,
+    },
+    "studio-ousia/luke-large-finetuned-tacred": {  # FactSumm 0.1.5's relations (luke-large; the
+        # pre-trained entity vocabulary, an upper bound of the fine-tuned one)
+        "model_type": "luke",
+        "hidden_size": 1024,
+        "intermediate_size": 4096,
+        "num_hidden_layers": 24,
+        "num_attention_heads": 16,
+        "vocab_size": 50267,
+        "entity_vocab_size": 500000,
+        "entity_emb_size": 256,
+    },
 }
 """The published ``config.json`` shapes of the packaged models and of the paper's, for plans made where they
 are not cached."""
@@ -138,7 +166,7 @@ class Shape:
     """(in, out) features of one block's linear layer per module name."""
 
 
-ENCODERS = {"bert", "roberta", "xlm-roberta", "deberta-v2", "mpnet", "distilbert", "electra"}
+ENCODERS = {"bert", "roberta", "xlm-roberta", "deberta-v2", "mpnet", "distilbert", "electra", "luke"}
 """Model types counted as bare encoders (transformers lists some of them as causal LMs too)."""
 
 
@@ -262,10 +290,28 @@ class MemoryEstimate:
             "contexts": _total([embedder, extractors]),
             "answers": decode,
             "rouge+bertscore": self._bytes(metrics.bertscore.model, 4),
-            "fact_score": extractors,
-            "entity_jaccard": 0.0,  # spaCy, on the CPU
+            "fact_score": self._fact_bytes(extractors),
+            "entity_jaccard": self._entity_bytes(),
             "autoais": self._bytes(metrics.autoais.model, 2),
         }
+
+    def _fact_bytes(self, extractors: float | None) -> float | None:
+        """FactSumm: its NER and relation models in float32; the triplet score: the knowledge extractors."""
+        facts = self.config.evaluation.metrics.facts
+        if facts.fact_method != "factsumm":
+            return extractors
+        return _total([self._bytes(facts.ner_model, 4), self._bytes(facts.relation_model, 4)])
+
+    def _entity_bytes(self) -> float | None:
+        """UniversalNER: bf16 weights and the KV cache of a batch of prompts; spaCy: the CPU (0)."""
+        facts = self.config.evaluation.metrics.facts
+        if facts.entity_method != "uniner":
+            return 0.0
+        shape = self.shape(facts.uniner_model)
+        if shape is None:
+            return None
+        tokens = self.config.evaluation.generation.max_prompt_tokens + facts.max_new_tokens
+        return shape.params * 2 + kv_cache_bytes(shape, tokens, facts.batch_size)
 
     # ---- training -----------------------------------------------------------------------------------
     def train_bytes(self) -> float | None:

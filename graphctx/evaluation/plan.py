@@ -2,9 +2,10 @@
 
 For each stage: the model (id or folder, revision), where it would be read from, its device and dtype, and
 what it computes; ``stand_ins`` lists every stage that does not run the paper's model (``graphctx.paper``),
-and ``missing`` every configured model that cannot be found here. train.py and evaluate.py print the plan
-when they start, log it with the run's config, and refuse to start when a model they need is missing
-(:func:`check_models`): a missing model is an error naming its key, never a silent fallback.
+``extensions`` what runs beyond the paper (mention linking), and ``missing`` every configured model that
+cannot be found here. train.py and evaluate.py print the plan when they start, log it with the run's
+config, and refuse to start when a model they need is missing (:func:`check_models`): a missing model is an
+error naming its key, never a silent fallback.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from graphctx.evaluation.memory import MemoryEstimate
 from graphctx.evaluation.pipeline import PipelineConfig
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics.bertscore import choose_encoder
+from graphctx.metrics.choice import choose_entity_scorer, choose_fact_scorer
 from graphctx.metrics.judges import choose_judge
 from graphctx.metrics.settings import METRIC_NAMES
 from graphctx.model.settings import SMOLLM2_GGUF, TINY_RANDOM
@@ -31,14 +33,19 @@ from graphctx.paper import (
     BERTSCORE,
     BERTSCORE_LAYER,
     EMBEDDING,
+    FACTSUMM_NER,
+    FACTSUMM_RELATION,
+    FACTSUMM_VERSION,
     GENERATION,
     PAPER_EXTRACTORS,
     REBEL,
+    UNINER,
     WIKIDATA_ENDPOINT,
     Reference,
     availability,
     how_to_get,
     is_reference,
+    provenance,
 )
 from graphctx.prompts import BASELINE_VARIANTS, VARIANTS, Variant, get_variants
 from graphctx.retrieval.embeddings import PACKAGED_MINILM
@@ -64,9 +71,17 @@ class ModelUse:
     is_paper: bool
     available: str
     """``folder``, ``cached``, ``packaged``, ``download`` (hub online) or ``missing``."""
+    provenance: str | None
+    """``id`` or ``id@revision`` the model comes from (a Hub id, or a HF-cache snapshot folder's); None
+    for a folder or packaged model without provenance."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"model": self.source, "available": self.available, "paper": self.is_paper}
+        return {
+            "model": self.source,
+            "available": self.available,
+            "paper": self.is_paper,
+            "provenance": self.provenance,
+        }
 
 
 def locate(source: str, revision: str | None = None) -> str:
@@ -79,8 +94,11 @@ def locate(source: str, revision: str | None = None) -> str:
 
 
 def model_use(key: str, source: str, reference: Reference, revision: str | None = None) -> ModelUse:
-    is_paper = source not in PACKAGED_MODELS and is_reference(reference, source, revision)
-    return ModelUse(key, source, reference.stage, reference.name, is_paper, locate(source, revision))
+    packaged = source in PACKAGED_MODELS
+    is_paper = not packaged and is_reference(reference, source, revision)
+    found = None if packaged else provenance(source, revision)
+    origin = None if found is None else "@".join(part for part in found if part)
+    return ModelUse(key, source, reference.stage, reference.name, is_paper, locate(source, revision), origin)
 
 
 def spacy_available(name: str) -> str:
@@ -97,6 +115,10 @@ def genqa_dir_of(config: PipelineConfig) -> Path:
     """``evaluation.genqa_model``, else ``<trainer.default_root_dir>/genqa``."""
     chosen = config.evaluation.genqa_model
     return Path(chosen) if chosen else config.root_dir / "genqa"
+
+
+FACTSUMM_PAPER = f"FactSumm {FACTSUMM_VERSION} ({FACTSUMM_NER.name} + {FACTSUMM_RELATION.name})"
+UNINER_PAPER = f"UniversalNER ({UNINER.name})"
 
 
 class Plan:
@@ -120,9 +142,19 @@ class Plan:
         self.bertscore = model_use("evaluation.metrics.bertscore.model", metrics.bertscore.model, BERTSCORE)
         self.judge = choose_judge(metrics.autoais)
         self.autoais = model_use("evaluation.metrics.autoais.model", metrics.autoais.model, AUTOAIS)
+        facts = metrics.facts
+        self.fact = choose_fact_scorer(facts, knowledge.extractors)
+        self.entity = choose_entity_scorer(facts)
+        self.ner = model_use("evaluation.metrics.facts.ner_model", facts.ner_model, FACTSUMM_NER)
+        self.relation = model_use(
+            "evaluation.metrics.facts.relation_model", facts.relation_model, FACTSUMM_RELATION
+        )
+        self.uniner = model_use("evaluation.metrics.facts.uniner_model", facts.uniner_model, UNINER)
         genqa = genqa_dir_of(config)  # always a folder (graphctx genqa writes it), never a Hub id
         found = "folder" if (genqa / "config.json").is_file() else "missing"
-        self.genqa = ModelUse("evaluation.genqa_model", str(genqa), GENQA.stage, GENQA.name, False, found)
+        self.genqa = ModelUse(
+            "evaluation.genqa_model", str(genqa), GENQA.stage, GENQA.name, False, found, None
+        )
 
     @cached_property
     def memory(self) -> dict[str, Any]:
@@ -138,8 +170,31 @@ class Plan:
 
     @property
     def fact_label(self) -> str:
-        """Label of the fact score: '' when its triplets come from the paper's extractors."""
-        return "" if self.extractors_are_papers else "+".join(self.config.knowledge.extractors)
+        """Label of the fact score: '' for FactSumm with the paper's models (``metrics.choice``)."""
+        return self.fact.label
+
+    def scorer_uses(self, metrics: Sequence[str]) -> list[ModelUse]:
+        """The fact score's and the entity Jaccard's models among ``metrics`` (the triplet fact score's
+        extractors are the knowledge stage's, :meth:`extractor_uses`)."""
+        uses = []
+        if "fact_score" in metrics:
+            uses += [self.ner, self.relation] if self.fact.method == "factsumm" else self.extractor_uses()
+        if "entity_jaccard" in metrics and self.entity.method == "uniner":
+            uses.append(self.uniner)
+        return uses
+
+    def extensions(self) -> list[dict[str, str]]:
+        """What runs beyond the paper's method (not a stand-in: an addition to it)."""
+        knowledge = self.config.knowledge
+        if not (knowledge.enabled and knowledge.link_mentions):
+            return []
+        return [
+            {
+                "key": "knowledge.link_mentions",
+                "what": "Ent(C) also gets the KG labels found verbatim in C (software and package names); "
+                "the paper's Ent(C) is the heads and tails of the extracted triplets only",
+            }
+        ]
 
     def extractor_uses(self) -> list[ModelUse]:
         names = self.config.knowledge.extractors
@@ -151,6 +206,15 @@ class Plan:
             {"stage": use.stage, "key": use.key, "configured": use.source, "paper": use.paper}
             for use in (self.generation, self.embedder, self.autoais)
             if not use.is_paper
+        ]
+        scorers = (
+            (self.fact, "fact score", "evaluation.metrics.facts.fact_method", FACTSUMM_PAPER),
+            (self.entity, "entity Jaccard", "evaluation.metrics.facts.entity_method", UNINER_PAPER),
+        )
+        found += [
+            {"stage": stage, "key": key, "configured": choice.label, "paper": paper}
+            for choice, stage, key, paper in scorers
+            if not choice.paper
         ]
         if self.encoder.label:  # another model, another layer, or rescaled
             found.append(
@@ -165,7 +229,7 @@ class Plan:
         if not self.extractors_are_papers:
             found.append(
                 {
-                    "stage": "triplet extractors (knowledge, fact score)",
+                    "stage": "triplet extractors (knowledge)",
                     "key": "knowledge.extractors",
                     "configured": "+".join(knowledge.extractors),
                     "paper": f"rebel ({REBEL.name}) + llm (the answering Llama-2)",
@@ -188,8 +252,9 @@ class Plan:
         uses = [self.generation]
         if any(v.retrieval != "none" for v in variants):
             uses.append(self.embedder)
-        if any(v.knowledge for v in variants) or "fact_score" in metrics:
+        if any(v.knowledge for v in variants):
             uses += self.extractor_uses()
+        uses += self.scorer_uses(metrics)
         if "bertscore" in metrics:
             uses.append(self.bertscore)
         if "autoais" in metrics and any(v.has_context for v in variants):
@@ -220,7 +285,14 @@ class Plan:
             if uses is not None
             else list(
                 dict.fromkeys(
-                    [self.generation, self.embedder, *self.extractor_uses(), self.bertscore, self.autoais]
+                    [
+                        self.generation,
+                        self.embedder,
+                        *self.extractor_uses(),
+                        *self.scorer_uses(METRIC_NAMES),
+                        self.bertscore,
+                        self.autoais,
+                    ]
                 )
             )
         )
@@ -235,11 +307,15 @@ class Plan:
                     f"evaluation.genqa_model: no trained GenQA model in {item['model']}; train one with "
                     "`graphctx genqa --config CONFIG` (or point evaluation.genqa_model at one)"
                 )
-        pipelines = [
-            ("evaluation.metrics.facts.spacy_model", self.config.evaluation.metrics.facts.spacy_model)
-        ]
-        if "spacy" in self.config.knowledge.extractors:
-            pipelines.append(("knowledge.spacy_model", self.config.knowledge.spacy_model))
+        knowledge = self.config.knowledge
+        pipelines = []
+        if self.entity.method == "spacy":
+            pipelines.append(
+                ("evaluation.metrics.facts.spacy_model", self.config.evaluation.metrics.facts.spacy_model)
+            )
+        # the spacy extractor, and mention linking (its English-word list), load knowledge.spacy_model
+        if "spacy" in knowledge.extractors or (knowledge.enabled and knowledge.link_mentions):
+            pipelines.append(("knowledge.spacy_model", knowledge.spacy_model))
         found += [
             {
                 "key": key,
@@ -311,6 +387,7 @@ class Plan:
                 "extractors": [self._extractor_json(name) for name in knowledge.extractors],
                 "backend": knowledge.backend,
                 "source": knowledge.sparql_endpoint if knowledge.backend == "wikidata" else knowledge.kg_dir,
+                "link_mentions": knowledge.link_mentions,
                 "token_budget": knowledge.token_budget,
                 "budget_unit": f"tokens of {budget_tokenizer}",
             },
@@ -325,6 +402,7 @@ class Plan:
                     "rescale_with_baseline": metrics.bertscore.baseline_path is not None,
                     "baseline_path": metrics.bertscore.baseline_path,
                     "device": encoder_device,
+                    "paper": not self.encoder.label,
                     "label": self.encoder.label,
                 },
                 "autoais": {
@@ -337,10 +415,11 @@ class Plan:
                     "limit_policy": "the whole premise is judged; rows over the limit are counted "
                     "(autoais_over_limit) and left out, never cut",
                     "device": judge_device,
+                    "paper": not self.judge.label,
                     "label": self.judge.label,
                 },
-                "fact_score": {"extractors": list(knowledge.extractors), "label": self.fact_label},
-                "entity_jaccard": {"spacy_model": metrics.facts.spacy_model},
+                "fact_score": self._fact_json(),
+                "entity_jaccard": self._entity_json(),
             },
             "callback": {
                 "every_n_validations": evaluation.callback_every_n_validations,
@@ -351,6 +430,7 @@ class Plan:
             },
             "baselines": self.baselines(),
             "stand_ins": self.stand_ins(),
+            "extensions": self.extensions(),
             "missing": self.missing(),
             "memory": self.memory,
         }
@@ -371,6 +451,39 @@ class Plan:
                 ),
             }
             for name, variant in BASELINE_VARIANTS.items()
+        }
+
+    def _fact_json(self) -> dict[str, Any]:
+        facts = self.config.evaluation.metrics.facts
+        common = {"method": self.fact.method, "model": self.fact.model, "paper": self.fact.paper}
+        if self.fact.method == "triplets":
+            extractors = list(self.config.knowledge.extractors)
+            return {**common, "extractors": extractors, "comparable_only": facts.comparable_only} | {
+                "label": self.fact.label
+            }
+        return {
+            **common,
+            "release": f"FactSumm {FACTSUMM_VERSION}",
+            "ner_model": self.ner.to_json(),
+            "relation_model": self.relation.to_json(),
+            "device": facts.device or AUTO_DEVICE,
+            "label": self.fact.label,
+        }
+
+    def _entity_json(self) -> dict[str, Any]:
+        facts = self.config.evaluation.metrics.facts
+        common = {"method": self.entity.method, "model": self.entity.model, "paper": self.entity.paper}
+        if self.entity.method == "spacy":
+            available = spacy_available(facts.spacy_model)
+            return {**common, "available": available, "label": self.entity.label}
+        return {
+            **common,
+            "available": self.uniner.available,
+            "provenance": self.uniner.provenance,
+            "entity_types": list(facts.entity_types),
+            "max_new_tokens": facts.max_new_tokens,
+            "device": facts.device or AUTO_DEVICE,
+            "label": self.entity.label,
         }
 
     def _extractor_json(self, name: str) -> dict[str, Any]:
@@ -397,6 +510,7 @@ class Plan:
         plan = self.to_json()
         metrics = plan["metrics"]
         bert, judge, facts = metrics["bertscore"], metrics["autoais"], metrics["fact_score"]
+        entities = metrics["entity_jaccard"]
         stand_in = {item["key"]: item["paper"] for item in plan["stand_ins"]}
 
         def tag(label: str) -> str:
@@ -415,8 +529,18 @@ class Plan:
             + ("on" if metrics["rouge"]["use_stemmer"] else "off"),
             "BERTScore": f"{bert['model']} layer {bert['layer']} ({bert['layer_from']}), idf off, "
             f"baseline rescaling {'on' if bert['rescale_with_baseline'] else 'off'}" + tag(bert["label"]),
-            "Fact score": f"triplets by {' + '.join(facts['extractors'])}" + tag(facts["label"]),
-            "Entity Jaccard": f"spaCy {metrics['entity_jaccard']['spacy_model']} NER",
+            "Fact score": (
+                f"FactSumm {FACTSUMM_VERSION} ({facts['model']})"
+                if facts["method"] == "factsumm"
+                else f"triplets by {' + '.join(facts['extractors'])}"
+            )
+            + tag(facts["label"]),
+            "Entity Jaccard": (
+                f"UniversalNER {entities['model']} ({', '.join(entities['entity_types'])})"
+                if entities["method"] == "uniner"
+                else f"spaCy {entities['model']} NER"
+            )
+            + tag(entities["label"]),
             "AutoAIS": f"{judge['model']} ({judge['protocol']}, {judge['mode']} mode), whole premise, inputs "
             f"over {judge['max_input_tokens'] or judge['limit_from']} tokens counted, not judged"
             + tag(judge["label"]),
@@ -464,8 +588,10 @@ class Plan:
             )
             + f"whole premise, {judge['device']}"
             + mark("evaluation.metrics.autoais.model"),
-            f"  fact score   triplets by {'+'.join(met['fact_score']['extractors'])}; entity Jaccard by "
-            f"{met['entity_jaccard']['spacy_model']}",
+            f"  fact score   {met['fact_score']['method']}: {met['fact_score']['model']}"
+            + mark("evaluation.metrics.facts.fact_method"),
+            f"  entities     {met['entity_jaccard']['method']}: {met['entity_jaccard']['model']}"
+            + mark("evaluation.metrics.facts.entity_method"),
             f"  callback     every {cb['every_n_validations']} validation(s), {cb['examples']} examples, "
             f"{cb['variant']}, on {cb['device']}: {', '.join(cb['metrics'])}",
             f"  stand-ins    {len(plan['stand_ins'])}"
@@ -486,6 +612,7 @@ class Plan:
             f"  memory       GiB per rank: train {memory['train']['peak_gib']}, evaluate "
             f"{memory['evaluate']['peak_gib']} (one stage at a time: {stages})"
         )
+        lines += [f"  extension    {item['key']}: {item['what']}" for item in plan["extensions"]]
         lines += [f"  missing      {item['key']}: {item['model']}" for item in plan["missing"]]
         if plan["missing"]:
             lines.append(

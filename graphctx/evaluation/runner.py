@@ -570,7 +570,8 @@ class EvaluationRun:
         """A :class:`Scorer` of ``metrics`` alone; the fact score's triplet extractors are loaded for it
         (the LLM extractor: the base model again, with its :meth:`weights`)."""
         extractor = None
-        if "fact_score" in metrics:
+        # FactSumm brings its own models; only the triplet fact score needs the extractors
+        if "fact_score" in metrics and self.settings.metrics.facts.fact_method == "triplets":
             knowledge = knowledge_with_cache(self.config.knowledge, self.cache_dir)
             lent = None
             if knowledge.uses_generation_model:

@@ -1,6 +1,7 @@
 """Per-row scores of generated answers with every metric of ``graphctx.metrics``.
 
-The heavy parts (BERTScore encoder, AutoAIS judge, triplet extractor, spaCy NER) are loaded once; each call
+The heavy parts (BERTScore encoder, AutoAIS judge, FactSumm's NER + relation models or the triplet
+extractor, UniversalNER or spaCy NER) are loaded once; each call
 to :meth:`Scorer.score` uses fresh metric states, so rows can be scored chunk by chunk (resumable).
 """
 
@@ -9,8 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import spacy
-
 from graphctx.errors import ConfigError
 from graphctx.knowledge.triplets import TripletExtractor
 from graphctx.metrics import (
@@ -18,12 +17,18 @@ from graphctx.metrics import (
     BertScoreF1,
     EntityJaccard,
     FactScore,
+    FactSummExtractor,
+    FactSummScore,
     MetricSettings,
     RougeF1,
     RowScoreMetric,
+    SpacyEntities,
+    UniNEREntities,
     build_judge,
     build_scorer,
 )
+from graphctx.metrics.choice import choose_entity_scorer, choose_fact_scorer
+from graphctx.metrics.facts import EntityFinder
 from graphctx.metrics.settings import METRIC_NAMES
 
 
@@ -43,19 +48,27 @@ class Scorer:
         unknown = sorted(set(metrics) - set(METRIC_NAMES))
         if unknown:
             raise ConfigError(f"unknown metric(s) {unknown}; choose from {list(METRIC_NAMES)}")
-        if "fact_score" in metrics and extractor is None:
-            raise ValueError("the fact score needs a triplet extractor")
+        facts = settings.facts
+        triplets = "fact_score" in metrics and facts.fact_method == "triplets"
+        if triplets and extractor is None:
+            raise ValueError("the triplet fact score needs a triplet extractor")
         self.settings = settings
         self.metrics = tuple(metrics)
         self.extractor = extractor
-        self.fact_label = fact_label
+        # FactSumm labels itself from its models; the triplet score by the caller's extractor names
+        # (``Plan.fact_label``), and never goes unlabelled
+        self.fact_label = (fact_label or "triplets") if triplets else choose_fact_scorer(facts, ()).label
         self.bertscore = build_scorer(settings.bertscore, device) if "bertscore" in metrics else None
         self.judge = build_judge(settings.autoais, cache_dir, device) if "autoais" in metrics else None
-        self.nlp = (
-            spacy.load(settings.facts.spacy_model, disable=["parser", "lemmatizer"])
-            if "entity_jaccard" in metrics
-            else None
-        )
+        self.factsumm = FactSummExtractor(facts, device) if "fact_score" in metrics and not triplets else None
+        self.entities: EntityFinder | None = None
+        if "entity_jaccard" in metrics:
+            self.entities = (
+                UniNEREntities(facts, device)
+                if facts.entity_method == "uniner"
+                else SpacyEntities.load(facts.spacy_model)
+            )
+        self.entity_label = choose_entity_scorer(facts).label
 
     def text_metrics(self) -> list[RowScoreMetric]:
         """Fresh states of the metrics that compare an answer with its gold answer."""
@@ -65,10 +78,12 @@ class Scorer:
             built.append(RougeF1(self.settings.rouge, **local))
         if self.bertscore is not None:
             built.append(BertScoreF1(self.settings.bertscore, scorer=self.bertscore, **local))
-        if "fact_score" in self.metrics:
+        if self.factsumm is not None:
+            built.append(FactSummScore(self.factsumm, label=self.fact_label, **local))
+        elif "fact_score" in self.metrics:
             built.append(FactScore(self.extractor, self.settings.facts, label=self.fact_label, **local))
-        if self.nlp is not None:
-            built.append(EntityJaccard(self.settings.facts, nlp=self.nlp, **local))
+        if self.entities is not None:
+            built.append(EntityJaccard(self.entities, label=self.entity_label, **local))
         return built
 
     def score(

