@@ -98,29 +98,30 @@ def evaluate(args: argparse.Namespace, overrides: list[str], stop: StopRequest, 
         from graphctx.evaluation.sweep import run_sweep
 
         configs = {m: load_config(args.config, [*overrides, "--model.spec.source", m]) for m in args.models}
-        try:
-            markdown = run_sweep(
+
+        def work() -> str | None:
+            return run_sweep(
                 configs, args.variants, args.limit, args.output_dir, processes, stop, args.overwrite
             )
-        except Preempted as stopped:
-            print(f"evaluate.py: {stopped}", file=sys.stderr)
-            if processes.is_zero:
-                requeue_slurm_job()
-            return 0
-        if markdown is not None:
-            print(markdown, file=out)
-        return 0
-    run = EvaluationRun(config, args.variants, args.limit, args.output_dir, processes=processes, stop=stop)
-    check_inputs(run, "--output-dir" if args.output_dir else "evaluation.output_dir")
+    else:
+        run = EvaluationRun(
+            config, args.variants, args.limit, args.output_dir, processes=processes, stop=stop
+        )
+        check_inputs(run, "--output-dir" if args.output_dir else "evaluation.output_dir")
+
+        def work() -> str | None:
+            table = run.run(overwrite=args.overwrite)
+            return None if table is None else to_markdown(table)
+
     try:
-        table = run.run(overwrite=args.overwrite)
+        markdown = work()
     except Preempted as stopped:
         print(f"evaluate.py: {stopped}", file=sys.stderr)
         if processes.is_zero:
             requeue_slurm_job()
         return 0
-    if table is not None:
-        print(to_markdown(table), file=out)
+    if markdown is not None:
+        print(markdown, file=out)
     return 0
 
 

@@ -115,15 +115,6 @@ KNOWN_CONFIGS: dict[str, dict[str, Any]] = {
         "tie_word_embeddings": False,
         "vocab_size": 32128,
     },
-    "Universal-NER/UniNER-7B-type": {  # LLaMA-7B fine-tuned (Zhou et al. 2023)
-        "model_type": "llama",
-        "hidden_size": 4096,
-        "intermediate_size": 11008,
-        "num_hidden_layers": 32,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 32,
-        "vocab_size": 32000,
-    },
     "tner/deberta-v3-large-ontonotes5": {  # FactSumm 0.1.5's NER (deberta-v3-large)
         "model_type": "deberta-v2",
         "hidden_size": 1024,
@@ -146,6 +137,8 @@ KNOWN_CONFIGS: dict[str, dict[str, Any]] = {
 }
 """The published ``config.json`` shapes of the packaged models and of the paper's, for plans made where they
 are not cached."""
+KNOWN_CONFIGS["Universal-NER/UniNER-7B-type"] = KNOWN_CONFIGS["meta-llama/Llama-2-7b-hf"]
+"""UniversalNER-7B is LLaMA-7B fine-tuned (Zhou et al. 2023): the same shape as Llama-2-7B."""
 
 
 @dataclass(frozen=True)
