@@ -69,11 +69,12 @@ def test_each_stage_loads_after_the_previous_stages_models_are_freed(
         "loading the base model",  # the LLM extractor, for the contexts
         "loading the base model",  # the base rows
         "loading the adapter model",  # the fine-tuned rows
-        "loading the rouge+bertscore scorer",
-        "loading the fact_score scorer",
+        "loading the rouge metric",
+        "loading the bertscore metric",
+        "loading the fact_score metric",
         "loading the base model",  # the LLM extractor again, for the fact score
-        "loading the entity_jaccard scorer",
-        "loading the autoais scorer",
+        "loading the entity_jaccard metric",
+        "loading the autoais metric",
     ]
     for message, alive in loads:
         assert alive == [], f"{message}: still alive {alive}"

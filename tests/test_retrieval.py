@@ -38,6 +38,12 @@ SETTINGS = RetrievalSettings(threshold=0.5, max_seq_length=128, device="cpu", to
 POOL_SIZE = 80
 
 
+def index_of(pool: torch.Tensor, settings: RetrievalSettings) -> RetrievalIndex:
+    """The index of ``pool``'s embeddings, ids 0..n-1, with its question graph and degree statistics."""
+    graph = build_question_graph(pool, settings)
+    return RetrievalIndex(torch.arange(len(pool)), pool, graph, degree_stats(graph))
+
+
 @pytest.fixture(scope="module")
 def questions(cardano_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     settings = DatasetSettings(source=str(cardano_dir))
@@ -80,7 +86,7 @@ def test_instruction_goes_before_pool_questions_and_queries_alike(questions, enc
     for instruction in ("", "Represent this sentence for searching relevant passages: "):
         settings = replace(SETTINGS, instruction=instruction)
         pool = embed_texts(texts, settings, cache_dir=tmp_path, model=encoder)
-        index = RetrievalIndex(torch.arange(4), pool, build_question_graph(pool, settings), {})
+        index = index_of(pool, settings)
         queries = GraphRetriever(index, settings, encoder=encoder).embed(texts)
         torch.testing.assert_close(queries, pool, atol=1e-6, rtol=0)
         edges = query_edges(queries, pool, settings)
@@ -172,7 +178,8 @@ def test_linkage_counted_from_edges_equals_the_retrievers_fallbacks(index, quest
 
 def build_index_at(index: RetrievalIndex, settings: RetrievalSettings) -> RetrievalIndex:
     """The index's pool with the question graph of ``settings`` (another threshold)."""
-    return RetrievalIndex(index.ids, index.embeddings, build_question_graph(index.embeddings, settings), {})
+    graph = build_question_graph(index.embeddings, settings)
+    return RetrievalIndex(index.ids, index.embeddings, graph, degree_stats(graph))
 
 
 def test_unlinked_query_falls_back_to_cosine(index, encoder) -> None:
@@ -343,13 +350,11 @@ def test_hits_do_not_change_when_embeddings_move_a_few_ulps(questions, encoder, 
     texts = [*train["question"][:40], *train["question"][:10]]
     settings = replace(SETTINGS, method=method)
     pool = embed_texts(texts, settings, model=encoder, cache_dir=None)
-    queries = GraphRetriever(
-        RetrievalIndex(torch.arange(50), pool, build_question_graph(pool, settings), {}), settings, encoder
-    ).embed(train["question"][:10])
+    queries = GraphRetriever(index_of(pool, settings), settings, encoder).embed(train["question"][:10])
 
     def hits(seed: int) -> list[list[Hit]]:
         moved = nudge(pool, seed)
-        index = RetrievalIndex(torch.arange(50), moved, build_question_graph(moved, settings), {})
+        index = index_of(moved, settings)
         return build_retriever(index, settings, encoder=encoder).rank(nudge(queries, seed + 100))
 
     reference = hits(0)
