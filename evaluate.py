@@ -27,8 +27,8 @@ from graphctx.quiet import quiet_third_party
 from graphctx.settings_help import add_settings_help
 
 if TYPE_CHECKING:
-    from graphctx.evaluation.processes import StopRequest
     from graphctx.evaluation.runner import EvaluationRun
+    from graphctx.pipeline.processes import StopRequest
 
 
 def positive_int(value: str) -> int:
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     all else to stderr. graphctx's own errors end it with one ``error: ...`` line (``--debug`` or
     ``GRAPHCTX_DEBUG=1``: and the traceback)."""
     args, overrides = build_parser().parse_known_args(argv)
-    from graphctx.evaluation.processes import StopRequest
+    from graphctx.pipeline.processes import StopRequest
 
     stop = StopRequest()  # before anything slow: a SLURM SIGUSR1 during start-up must not kill the process
     results = sys.stdout
@@ -86,11 +86,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def evaluate(args: argparse.Namespace, overrides: list[str], stop: StopRequest, out: TextIO) -> int:
     """Launch the processes, run the evaluation; on a stop request, rank 0 requeues the SLURM job."""
-    from graphctx.config import load_config
-    from graphctx.evaluation.processes import Preempted, launch_processes
     from graphctx.evaluation.runner import EvaluationRun
     from graphctx.evaluation.table import to_markdown
     from graphctx.model.preemption import requeue_slurm_job
+    from graphctx.pipeline.config_file import load_config
+    from graphctx.pipeline.processes import Preempted, launch_processes
 
     config = load_config(args.config, overrides)
     processes = launch_processes(config.trainer)

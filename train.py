@@ -27,23 +27,24 @@ from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only
 
 from graphctx.cache import fingerprint
-from graphctx.config import (
-    add_pipeline_sections,
+from graphctx.data.build import EmptySplitError
+from graphctx.data.datamodule import InstructionDataModule
+from graphctx.errors import ConfigError, DataError, GraphctxError, debug_enabled, report
+from graphctx.evaluation.callback import validation_callback
+from graphctx.model import InstructionTuner, load_tokenizer
+from graphctx.model.guards import FiniteLossGuard
+from graphctx.model.preemption import RequeueAtStepBoundary, finish_wandb_runs
+from graphctx.pipeline.config_file import (
+    STAGE_SECTIONS,
+    add_stage_sections,
     check_devices,
     check_mapping,
     check_settings,
     use_unique_yaml,
 )
-from graphctx.data.build import EmptySplitError
-from graphctx.data.datamodule import InstructionDataModule
-from graphctx.errors import ConfigError, DataError, GraphctxError, debug_enabled, report
-from graphctx.evaluation.callback import validation_callback
-from graphctx.evaluation.memory import check_memory
-from graphctx.evaluation.pipeline import PipelineConfig
-from graphctx.evaluation.plan import Plan, check_models
-from graphctx.model import InstructionTuner, load_tokenizer
-from graphctx.model.guards import FiniteLossGuard
-from graphctx.model.preemption import RequeueAtStepBoundary, finish_wandb_runs
+from graphctx.pipeline.memory import check_memory
+from graphctx.pipeline.plan import Plan, check_models
+from graphctx.pipeline.run_config import RunConfig
 from graphctx.quiet import quiet_third_party
 from graphctx.settings_docs import field_docstrings
 
@@ -120,7 +121,7 @@ class TrainCLI(LightningCLI):
     """LightningCLI for :class:`InstructionTuner` and :class:`InstructionDataModule`, one config per run."""
 
     def add_arguments_to_parser(self, parser) -> None:
-        add_pipeline_sections(parser)  # retrieval / knowledge / evaluation: validated, used by other stages
+        add_stage_sections(parser)  # retrieval / knowledge / generation / evaluation: used by other stages
         parser.add_argument(
             "--ckpt_path",
             type=str | None,
@@ -204,20 +205,17 @@ def print_plan(plan: Plan) -> None:
     print(plan.to_text(), file=sys.stderr, flush=True)
 
 
-def stack_plan(cli: LightningCLI, config_path: Path) -> Plan:
-    """The resolved stack (``graphctx plan``) of the instantiated config."""
+def run_config(cli: LightningCLI, config_path: Path) -> RunConfig:
+    """The run config of the instantiated CLI: its model and data modules and its stages' settings."""
     stages = cli.config_init
-    pipeline = PipelineConfig(
+    return RunConfig(
         path=config_path,
         seed_everything=cli.config.seed_everything,
         trainer=cli.config.trainer.as_dict(),
         model=cli.model,
         data=cli.datamodule,
-        retrieval=stages.retrieval,
-        knowledge=stages.knowledge,
-        evaluation=stages.evaluation,
+        **{name: stages[name] for name in STAGE_SECTIONS},
     )
-    return Plan(pipeline)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -263,14 +261,14 @@ def train(args: list[str], out: TextIO) -> int:
             parser_kwargs={"description": __doc__, "allow_abbrev": False},
         )
     add_run_callbacks(cli.trainer)
-    stages = cli.config_init
-    plan = stack_plan(cli, config_path)
+    config = run_config(cli, config_path)
+    plan = Plan(config)
     print_plan(plan)
     check_models(plan, "train")  # on every rank, before any weights load: a missing model is named
     cli.datamodule.attach_tokenizer(load_tokenizer(cli.model.spec))
     cli.datamodule.setup("fit")  # data, splits and data.max_length, before any logger or run folder
     check_memory(plan.memory, "train", cli.trainer.strategy.root_device)  # and a GPU too small for it
-    generation = validation_callback(stages.evaluation, stages.retrieval, stages.knowledge, plan.fact_label)
+    generation = validation_callback(config, plan.fact_label)
     for callback in cli.trainer.callbacks:
         if isinstance(callback, LogConfigCallback):
             callback.plan = plan.to_json()

@@ -37,10 +37,10 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 def warm_caches(config_path: str, variants: list[str], limit: int) -> None:
     """Retrieval and enhancement of the slice once, so that both timed runs read them from the caches."""
-    from graphctx.config import load_config
-    from graphctx.evaluation.contexts import ContextBuilder
     from graphctx.evaluation.runner import EvaluationRun
     from graphctx.knowledge.llm import GenerationModel
+    from graphctx.pipeline.config_file import load_config
+    from graphctx.pipeline.contexts import ContextBuilder
 
     run = EvaluationRun(load_config(config_path), variants, limit)
     rows, pool = run.load_rows()
@@ -75,9 +75,9 @@ def evaluate(
     command = [sys.executable, "evaluate.py", "--config", args.config, "--output-dir", str(output)]
     command += ["--limit", str(args.limit), "--variants", *args.variants]
     command += [
-        "--evaluation.generation.batch_size",
+        "--generation.batch_size",
         str(args.batch_size),
-        "--evaluation.generation.max_new_tokens",
+        "--generation.max_new_tokens",
         str(args.max_new_tokens),
         "--evaluation.wandb_project",
         "null",
@@ -125,8 +125,8 @@ def main() -> None:
     parser.add_argument("--config", default="configs/tiny.yaml")
     parser.add_argument("--limit", type=int, default=4, help="questions of the test split")
     parser.add_argument("--variants", nargs="+", default=["ZeroShot", "Base-GraphContextGen"])
-    parser.add_argument("--batch-size", type=int, default=1, help="evaluation.generation.batch_size")
-    parser.add_argument("--max-new-tokens", type=int, default=32, help="evaluation.generation.max_new_tokens")
+    parser.add_argument("--batch-size", type=int, default=1, help="generation.batch_size")
+    parser.add_argument("--max-new-tokens", type=int, default=32, help="generation.max_new_tokens")
     args = parser.parse_args()
 
     print("evaluate_scaling: warming the retrieval and knowledge caches", file=sys.stderr)

@@ -43,8 +43,9 @@ import torch
 from peft import LoraConfig, PeftModel, get_peft_model, get_peft_model_state_dict
 from transformers import AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM
 
-from graphctx.evaluation.settings import GenerationSettings
-from graphctx.generation import Generator, length_sorted_batches, load_generator
+from graphctx.generation.decoder import Generator, length_sorted_batches
+from graphctx.generation.loading import load_generation_model
+from graphctx.generation.settings import GenerationSettings
 from graphctx.model import ModelSpec, load_base_model, resolve_source
 from graphctx.model.loading import packaged_llama_sentencepiece
 from graphctx.model.settings import LLAMA_LINEAR_MODULES
@@ -222,7 +223,7 @@ def graphctx_throughput(
     device: torch.device,
 ) -> float:
     """``graphctx.generation`` over all prompts (merged adapter, sorted batches): new tokens per second."""
-    model = load_generator(spec, adapter, settings, device)
+    model = load_generation_model(spec, adapter, settings, device)
     tokenizer = AutoTokenizer.from_pretrained(spec.source)
     generator = Generator(model, tokenizer, settings)
     with torch.inference_mode():
@@ -251,7 +252,7 @@ def continuous_batching_throughput(
     device: torch.device,
 ) -> float:
     """transformers' ``generate_batch`` (continuous batching, paged KV cache) on the merged model."""
-    model = load_generator(spec, adapter, settings, device)
+    model = load_generation_model(spec, adapter, settings, device)
     config = GenerationConfig(
         max_new_tokens=settings.max_new_tokens, do_sample=False, pad_token_id=0, eos_token_id=2
     )

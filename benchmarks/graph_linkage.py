@@ -15,8 +15,7 @@ import argparse
 import dataclasses
 import json
 
-from graphctx.config import load_config
-from graphctx.evaluation.pool import cache_dir_of, load_config_dataset
+from graphctx.pipeline.config_file import load_config
 from graphctx.retrieval.embeddings import embed_texts, encode, load_encoder
 from graphctx.retrieval.graph import (
     build_question_graph,
@@ -35,8 +34,8 @@ def main() -> None:
     parser.add_argument("--thresholds", type=float, nargs="+", default=None, help="default: the config's T")
     args = parser.parse_args()
     config = load_config(args.config)
-    cache = cache_dir_of(config, None)
-    data = load_config_dataset(config)
+    cache = config.cache_dir
+    data = config.load_dataset()
     train, split = data["train"], data[config.evaluation.split]
     encoder = load_encoder(config.retrieval)
     report: dict = {"pool": len(train), "queries": len(split)}

@@ -5,9 +5,9 @@ checks across fields, a static ``consistency(value) -> list[tuple[str, str]]`` o
 :func:`problems` walks a class and its nested settings (dataclass fields, or ``__init__`` parameters typed
 with a dataclass) over either built objects or the jsonargparse namespace they will be built from, so the
 entry points can check the whole config before anything is instantiated, let alone loaded
-(``graphctx.config.check_settings``). A settings dataclass also checks its own fields when built in code:
-its ``__post_init__`` calls :func:`check_own_fields` (a mix-in base class would hide the field types from
-jsonargparse, which then validates nothing).
+(``graphctx.pipeline.config_file.check_settings``). A settings dataclass also checks its own fields when
+built in code: its ``__post_init__`` calls :func:`check_own_fields` (a mix-in base class would hide the field
+types from jsonargparse, which then validates nothing).
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ from typing import Any
 
 
 def every_setting() -> str:
-    """:func:`graphctx.config.settings_help`: every section of the config."""
-    from graphctx.config import settings_help
+    """:func:`graphctx.pipeline.config_file.settings_help`: every section of the config."""
+    from graphctx.pipeline.config_file import settings_help
 
     return settings_help()
 

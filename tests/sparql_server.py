@@ -77,14 +77,14 @@ def oxigraph_server(store: Path, timeout_s: float = 30.0) -> Iterator[str]:
 
 
 class FaultyProxy:
-    """Forwards POSTed queries to ``upstream``; ``plan(number, query)`` names the fault of each request
+    """Forwards POSTed queries to ``upstream``; ``faults(number, query)`` names the fault of each request
     (numbered from 1) or ``None`` to forward it. ``log`` records (number, fault) of every request,
     ``queries`` its query."""
 
     def __init__(self, upstream: str, stall_s: float = 2.0) -> None:
         self.upstream = upstream
         self.stall_s = stall_s
-        self.plan: Callable[[int, str], str | None] = lambda number, query: None
+        self.faults: Callable[[int, str], str | None] = lambda number, query: None
         self.log: list[tuple[int, str | None]] = []
         self.queries: list[str] = []
         self.user_agents: set[str] = set()
@@ -121,7 +121,7 @@ class FaultyProxy:
                 query = urllib.parse.parse_qs(body.decode())["query"][0]
                 with proxy._lock:
                     number = len(proxy.log) + 1
-                    fault = proxy.plan(number, query)
+                    fault = proxy.faults(number, query)
                     proxy.log.append((number, fault))
                     proxy.queries.append(query)
                     proxy.user_agents.add(self.headers["User-Agent"])
@@ -179,12 +179,12 @@ class FaultyProxy:
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_port}/sparql"
 
-    def reset(self, plan: Callable[[int, str], str | None]) -> None:
-        """Forget the requests seen so far and follow ``plan`` from now on."""
+    def reset(self, faults: Callable[[int, str], str | None]) -> None:
+        """Forget the requests seen so far and follow ``faults`` from now on."""
         with self._lock:
             self.log.clear()
             self.queries.clear()
-            self.plan = plan
+            self.faults = faults
 
     def faults(self) -> dict[str, int]:
         """How many times each fault was injected."""
@@ -213,6 +213,6 @@ def values_terms(query: str) -> int:
 
 
 def first_requests(*faults: str) -> Callable[[int, str], str | None]:
-    """A plan that gives the next requests the ``faults`` in order, then forwards everything."""
+    """Faults that give the next requests the ``faults`` in order, then forwards everything."""
     pending = list(faults)
     return lambda number, query: pending.pop(0) if pending else None

@@ -17,7 +17,6 @@ import torch
 import yaml
 
 from graphctx.cli import main as cli_main
-from graphctx.config import check_devices, load_config
 from graphctx.data import DatasetSettings, FilterSettings, SplitSettings, prepare_qa_dataset
 from graphctx.data.build import max_token_chars
 from graphctx.data.filters import QuestionFilter
@@ -26,6 +25,7 @@ from graphctx.errors import ConfigError, DataError
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.knowledge.store import LocalKnowledgeGraph
 from graphctx.model import ModelSpec, resolve_source
+from graphctx.pipeline.config_file import check_devices, load_config
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TINY = REPO_ROOT / "configs" / "tiny.yaml"

@@ -134,9 +134,9 @@ def workspace(tmp_path_factory, cardano_dir, tiny_bert):
 
 @pytest.mark.slow
 def test_baseline_variants_answer_without_the_llm_and_are_scored(workspace):
-    from graphctx.config import load_config
-    from graphctx.evaluation.records import read_records
+    from graphctx.evaluation.jsonl import read_records
     from graphctx.evaluation.runner import EvaluationRun
+    from graphctx.pipeline.config_file import load_config
 
     root, config_path = workspace
     names = ["RetrievedAnswer", "RetrievedAnswer-Graph", "AnswerBot", "TechSumBot"]
@@ -163,8 +163,8 @@ def test_baseline_variants_answer_without_the_llm_and_are_scored(workspace):
 
 @pytest.mark.slow
 def test_a_baseline_without_a_retrieval_pool_is_one_error_and_writes_no_answer(workspace, tmp_path):
-    from graphctx.config import load_config
     from graphctx.evaluation.runner import EvaluationRun
+    from graphctx.pipeline.config_file import load_config
 
     _, config_path = workspace
     config = load_config(
@@ -181,8 +181,8 @@ def test_a_baseline_without_a_retrieval_pool_is_one_error_and_writes_no_answer(w
 def test_plan_lists_every_baseline_with_its_retriever_and_stand_ins():
     from tiny_config import TINY
 
-    from graphctx.config import load_config
-    from graphctx.evaluation.plan import Plan
+    from graphctx.pipeline.config_file import load_config
+    from graphctx.pipeline.plan import Plan
 
     plan = Plan(load_config(TINY))
     listed = plan.to_json()["baselines"]

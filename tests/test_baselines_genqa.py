@@ -80,8 +80,8 @@ def test_genqa_without_a_trained_model_is_one_error_line(tmp_path):
 def test_evaluate_with_genqa_but_no_trained_model_fails_before_anything(tmp_path):
     from tiny_config import TINY
 
-    from graphctx.config import load_config
-    from graphctx.evaluation.plan import Plan, check_models
+    from graphctx.pipeline.config_file import load_config
+    from graphctx.pipeline.plan import Plan, check_models
     from graphctx.prompts import get_variants
 
     config = load_config(TINY, ["--evaluation.genqa_model", str(tmp_path / "absent")])
@@ -96,9 +96,9 @@ def test_graphctx_genqa_trains_on_the_pool_and_evaluate_answers_with_it(tmp_path
     from evaluation_workspace import write_workspace
 
     from graphctx.cli import main as cli_main
-    from graphctx.config import load_config
-    from graphctx.evaluation.records import read_records
+    from graphctx.evaluation.jsonl import read_records
     from graphctx.evaluation.runner import EvaluationRun
+    from graphctx.pipeline.config_file import load_config
 
     evaluation = {"output_dir": str(tmp_path / "out"), "limit": 2, "bootstrap_samples": 20}
     evaluation["genqa_model"] = str(tmp_path / "genqa")

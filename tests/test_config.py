@@ -15,8 +15,8 @@ from lightning.pytorch import Trainer
 from evaluate import main as evaluate_main
 from graphctx.checks import field_defaults, nested_settings
 from graphctx.cli import main as cli_main
-from graphctx.config import SETTINGS_SECTIONS, load_config
 from graphctx.errors import ConfigError
+from graphctx.pipeline.config_file import SETTINGS_SECTIONS, load_config
 from graphctx.retrieval.settings import RetrievalSettings
 from train import main as train_main
 
@@ -121,7 +121,7 @@ def test_every_invalid_value_is_named_in_one_error_before_anything_loads(tmp_pat
         "data": {"batch_size": 0, "dataset": {"source": "dump", "split": {"train_end": "2021-03-01"}}},
         "retrieval": {"alpha": 1.5, "tol": 0.0, "top_k": 0, "threshold": 2.0},
         "knowledge": {"extractors": ["foo"]},
-        "evaluation": {"generation": {"batch_size": 0}},
+        "generation": {"batch_size": 0},
     }
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(bad))
@@ -140,7 +140,7 @@ def test_every_invalid_value_is_named_in_one_error_before_anything_loads(tmp_pat
         "retrieval.top_k",
         "retrieval.threshold: must be in [0, 1)",
         "knowledge.extractors",
-        "evaluation.generation.batch_size",
+        "generation.batch_size",
     ):
         assert key in message
 

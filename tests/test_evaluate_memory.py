@@ -11,8 +11,8 @@ from evaluation_workspace import write_workspace
 from transformers import PreTrainedModel
 
 import graphctx.evaluation.runner as runner
-from graphctx.config import load_config
 from graphctx.evaluation.runner import EvaluationRun
+from graphctx.pipeline.config_file import load_config
 from graphctx.prompts import VARIANTS
 
 pytestmark = pytest.mark.slow
@@ -26,7 +26,6 @@ def test_each_stage_loads_after_the_previous_stages_models_are_freed(
         "variants": ["ZeroShot", "Base-TextContextGen", "TextContextGen"],
         "limit": 2,
         "bootstrap_samples": 20,
-        "generation": {"max_new_tokens": 4, "batch_size": 2, "max_prompt_tokens": 320},
     }
     knowledge = {
         "cache_dir": str(tmp_path / "cache"),
@@ -35,7 +34,15 @@ def test_each_stage_loads_after_the_previous_stages_models_are_freed(
         "llm_max_new_tokens": 4,
         "token_budget": 160,
     }
-    path = write_workspace(tmp_path, cardano_dir, tiny_bert, "tiny.yaml", evaluation, knowledge=knowledge)
+    path = write_workspace(
+        tmp_path,
+        cardano_dir,
+        tiny_bert,
+        "tiny.yaml",
+        evaluation,
+        knowledge=knowledge,
+        generation={"max_new_tokens": 4, "batch_size": 2, "max_prompt_tokens": 320},
+    )
     config = load_config(path)
     assert config.model.spec.quantization == "nf4"
 
@@ -56,13 +63,13 @@ def test_each_stage_loads_after_the_previous_stages_models_are_freed(
 
     weights = []  # (adapter, the weights of layer 0's gate projection) of every generation model
 
-    def load_generator(spec, adapter_dir, generation, device, kind="trained"):
+    def load_generation_model(spec, adapter_dir, generation, device, kind="trained"):
         model = real_load_generator(spec, adapter_dir, generation, device, kind)
         weights.append((adapter_dir, kind, model.get_decoder().layers[0].mlp.gate_proj.weight.clone()))
         return model
 
-    real_load_generator = runner.load_generator
-    monkeypatch.setattr(runner, "load_generator", load_generator)
+    real_load_generator = runner.load_generation_model
+    monkeypatch.setattr(runner, "load_generation_model", load_generation_model)
     run = EvaluationRun(config, log=log)
     run.run()
     assert [message.split(" (")[0].split(" with ")[0] for message, _ in loads] == [

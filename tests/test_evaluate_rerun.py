@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from evaluation_workspace import write_workspace
 
-from graphctx.config import load_config
-from graphctx.evaluation.records import dump_line, read_records
+from graphctx.evaluation.jsonl import dump_line, read_records
 from graphctx.evaluation.runner import EvaluationRun
+from graphctx.pipeline.config_file import load_config
 
 VARIANT = "Base-TextGen"
 JUDGE = "autoais[causal-lm:tiny-random]"
@@ -34,9 +34,15 @@ def workspace(tmp_path_factory, cardano_dir, tiny_bert) -> Path:
         "output_dir": str(root / "first"),
         "limit": 2,
         "bootstrap_samples": 20,
-        "generation": {"max_new_tokens": 3, "batch_size": 2, "max_prompt_tokens": 256},
     }
-    config = write_workspace(root, cardano_dir, tiny_bert, "eval.yaml", evaluation)
+    config = write_workspace(
+        root,
+        cardano_dir,
+        tiny_bert,
+        "eval.yaml",
+        evaluation,
+        generation={"max_new_tokens": 3, "batch_size": 2, "max_prompt_tokens": 256},
+    )
     EvaluationRun(load_config(config)).run()
     EvaluationRun(load_config(config, SHORT_JUDGE), output_dir=root / "short").run()
     return root
@@ -132,7 +138,7 @@ def test_a_score_shard_of_other_metric_settings_is_moved_aside_not_merged(worksp
 def test_overwrite_moves_answers_of_other_settings_aside_never_deletes_them(workspace, tmp_path):
     out = copy_of_first(workspace, tmp_path)
     old = predictions(out)
-    rerun(workspace, out, ["--evaluation.generation.max_new_tokens", "2"], overwrite=True)
+    rerun(workspace, out, ["--generation.max_new_tokens", "2"], overwrite=True)
     assert all(r["new_tokens"] <= 2 for r in predictions(out)) and len(predictions(out)) == 2
     (folder,) = (out / "stale").iterdir()
     assert read_records(folder / "predictions" / f"{VARIANT}.jsonl") == old

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from evaluation_workspace import write_workspace
 
-from graphctx.config import load_config
-from graphctx.evaluation.records import read_records
+from graphctx.evaluation.jsonl import read_records
 from graphctx.evaluation.runner import EvaluationRun
+from graphctx.pipeline.config_file import load_config
 from graphctx.prompts import VARIANTS
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -33,9 +33,15 @@ def workspace(tmp_path_factory, cardano_dir, tiny_bert) -> Path:
         "output_dir": str(root / "out"),
         "limit": LIMIT,
         "bootstrap_samples": 100,
-        "generation": {"max_new_tokens": 4, "batch_size": 2, "max_prompt_tokens": 320},
     }
-    write_workspace(root, cardano_dir, tiny_bert, "tiny.yaml", evaluation)
+    write_workspace(
+        root,
+        cardano_dir,
+        tiny_bert,
+        "tiny.yaml",
+        evaluation,
+        generation={"max_new_tokens": 4, "batch_size": 2, "max_prompt_tokens": 320},
+    )
     return root
 
 

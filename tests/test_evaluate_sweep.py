@@ -11,11 +11,11 @@ from evaluation_workspace import write_workspace
 from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
 import evaluate
-from graphctx.config import load_config
 from graphctx.errors import ConfigError
-from graphctx.evaluation.records import read_records
+from graphctx.evaluation.jsonl import read_records
 from graphctx.evaluation.sweep import run_sweep, sweep_variants
 from graphctx.model import ModelSpec, load_tokenizer, resolve_source
+from graphctx.pipeline.config_file import load_config
 
 VARIANTS = ["ZeroShot", "Base-TextGen"]
 
@@ -25,8 +25,8 @@ def workspace(tmp_path_factory, cardano_dir, tiny_bert) -> tuple[Path, Path, Pat
     """The evaluation workspace and a second tiny Llama folder (other width and seed, the same tokenizer)."""
     root = tmp_path_factory.mktemp("sweep")
     evaluation = {"output_dir": str(root / "out"), "limit": 2, "bootstrap_samples": 20}
-    evaluation["generation"] = {"max_new_tokens": 3, "batch_size": 2, "max_prompt_tokens": 320}
-    config = write_workspace(root, cardano_dir, tiny_bert, "tiny.yaml", evaluation)
+    generation = {"max_new_tokens": 3, "batch_size": 2, "max_prompt_tokens": 320}
+    config = write_workspace(root, cardano_dir, tiny_bert, "tiny.yaml", evaluation, generation=generation)
     spec = ModelSpec(source="tiny-random", cache_dir=str(root / "cache"))
     reference = AutoModelForCausalLM.from_pretrained(resolve_source(spec)).config.to_dict()
     other = root / "other-llama"

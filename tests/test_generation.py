@@ -13,8 +13,9 @@ from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM
 
 from graphctx.errors import ConfigError
-from graphctx.evaluation.settings import GenerationSettings
-from graphctx.generation import Generator, length_sorted_batches, load_generator
+from graphctx.generation.decoder import Generator, length_sorted_batches
+from graphctx.generation.loading import load_generation_model
+from graphctx.generation.settings import GenerationSettings
 from graphctx.knowledge.budget import QAPair
 from graphctx.model import ModelSpec, load_tokenizer, resolve_source
 from graphctx.model.export import export_merged
@@ -70,7 +71,7 @@ def test_batches_are_sorted_longest_first():
 
 def test_left_padded_batches_decode_like_single_prompts(spec, tokenizer):
     settings = GenerationSettings(max_new_tokens=6, batch_size=3)
-    model = load_generator(spec, None, settings, "cpu")
+    model = load_generation_model(spec, None, settings, "cpu")
     generator = Generator(model, tokenizer, settings)
     prompts = [build_prompt(VARIANTS["ZeroShot"], q) for q in QUESTIONS]
     answers = generator.generate(prompts, stop_strings=())
@@ -83,7 +84,7 @@ def test_left_padded_batches_decode_like_single_prompts(spec, tokenizer):
 
 def test_decoding_stops_at_eos(spec, tokenizer):
     settings = GenerationSettings(max_new_tokens=6, batch_size=2)
-    model = load_generator(spec, None, settings, "cpu")
+    model = load_generation_model(spec, None, settings, "cpu")
     generator = Generator(model, tokenizer, settings)
     prompt = build_prompt(VARIANTS["ZeroShot"], QUESTIONS[0])
     free = generator.generate([prompt], stop_strings=())[0]
@@ -96,9 +97,9 @@ def test_decoding_stops_at_eos(spec, tokenizer):
 
 
 def test_merged_adapter_equals_the_adapter_applied_on_the_fly(spec, tokenizer, adapter_dir):
-    merged = load_generator(spec, adapter_dir, GenerationSettings(merge_adapter=True), "cpu")
-    on_the_fly = load_generator(spec, adapter_dir, GenerationSettings(merge_adapter=False), "cpu")
-    base = load_generator(spec, None, GenerationSettings(), "cpu")
+    merged = load_generation_model(spec, adapter_dir, GenerationSettings(merge_adapter=True), "cpu")
+    on_the_fly = load_generation_model(spec, adapter_dir, GenerationSettings(merge_adapter=False), "cpu")
+    base = load_generation_model(spec, None, GenerationSettings(), "cpu")
     ids = torch.tensor([tokenizer("[INST]How do I stake ADA?[\\INST]Answer:")["input_ids"]])
     with torch.no_grad():
         merged_logits, adapter_logits, base_logits = (m(ids).logits for m in (merged, on_the_fly, base))
@@ -111,9 +112,11 @@ def test_merged_nf4_adapter_equals_the_four_bit_model_it_was_trained_on(spec, to
     """QLoRA: the adapter was trained against the NF4 weights, so ``merge_adapter`` merges it into those
     (dequantised), not into the original unquantised weights (the old policy, kept here as the bug)."""
     nf4 = replace(spec, quantization="nf4")  # compute dtype float32, generation dtype float32 on the CPU
-    merged = load_generator(nf4, adapter_dir, GenerationSettings(merge_adapter=True), "cpu")
-    four_bit = load_generator(nf4, adapter_dir, GenerationSettings(merge_adapter=False), "cpu")
-    merged_unquantised = load_generator(spec, adapter_dir, GenerationSettings(merge_adapter=True), "cpu")
+    merged = load_generation_model(nf4, adapter_dir, GenerationSettings(merge_adapter=True), "cpu")
+    four_bit = load_generation_model(nf4, adapter_dir, GenerationSettings(merge_adapter=False), "cpu")
+    merged_unquantised = load_generation_model(
+        spec, adapter_dir, GenerationSettings(merge_adapter=True), "cpu"
+    )
     ids = torch.tensor([tokenizer("[INST]How do I stake ADA?[\\INST]Answer:")["input_ids"]])
     with torch.no_grad():
         logits = [m(ids).logits for m in (merged, four_bit, merged_unquantised)]
@@ -127,7 +130,7 @@ def test_merged_nf4_adapter_equals_the_four_bit_model_it_was_trained_on(spec, to
 
 def test_four_bit_base_with_adapter_generates(spec, tokenizer, adapter_dir):
     settings = GenerationSettings(max_new_tokens=4, batch_size=2, merge_adapter=False)
-    model = load_generator(replace(spec, quantization="nf4"), adapter_dir, settings, "cpu")
+    model = load_generation_model(replace(spec, quantization="nf4"), adapter_dir, settings, "cpu")
     answers = Generator(model, tokenizer, settings).generate(
         [build_prompt(VARIANTS["FineTuned"], q) for q in QUESTIONS[:3]],
         stop_strings=VARIANTS["FineTuned"].stop_strings,
@@ -137,7 +140,7 @@ def test_four_bit_base_with_adapter_generates(spec, tokenizer, adapter_dir):
 
 def test_missing_adapter_is_a_clear_error(spec, tmp_path):
     with pytest.raises(ConfigError, match=r"adapter_config\.json"):
-        load_generator(spec, tmp_path, GenerationSettings(), "cpu")
+        load_generation_model(spec, tmp_path, GenerationSettings(), "cpu")
 
 
 # ---- stop strings: a base model continues the few-shot pattern ------------------------------------------
@@ -158,7 +161,7 @@ def smollm2():
     """SmolLM2-135M-Instruct (the packaged GGUF, converted once into the default graphctx cache, ~30 s the
     first time) and its tokenizer."""
     spec = ModelSpec(source="smollm2-gguf", quantization="none", compute_dtype="float32")
-    return load_generator(spec, None, GenerationSettings(), "cpu"), load_tokenizer(spec)
+    return load_generation_model(spec, None, GenerationSettings(), "cpu"), load_tokenizer(spec)
 
 
 def test_only_base_variants_have_stop_strings():
@@ -225,8 +228,8 @@ def test_released_base_decodes_the_checkpoint_not_the_dequantised_nf4_base(spec)
     """The base rows and the LLM extractor (``weights="released"``) read the checkpoint as published; the
     trained weights under QLoRA are the NF4 base dequantised, which differ from it."""
     nf4 = replace(spec, quantization="nf4")
-    released = load_generator(nf4, None, GenerationSettings(), "cpu", "released")
-    trained = load_generator(nf4, None, GenerationSettings(), "cpu", "trained")
+    released = load_generation_model(nf4, None, GenerationSettings(), "cpu", "released")
+    trained = load_generation_model(nf4, None, GenerationSettings(), "cpu", "trained")
     checkpoint = _checkpoint(spec)
     name = "model.layers.0.mlp.gate_proj.weight"
     assert not any(isinstance(m, bnb.nn.Linear4bit) for m in released.modules())
@@ -238,14 +241,16 @@ def test_released_base_decodes_the_checkpoint_not_the_dequantised_nf4_base(spec)
 
 def test_released_weights_take_no_adapter(spec, adapter_dir):
     with pytest.raises(ValueError, match="trained against"):
-        load_generator(spec, adapter_dir, GenerationSettings(), "cpu", "released")
+        load_generation_model(spec, adapter_dir, GenerationSettings(), "cpu", "released")
 
 
 def test_the_default_merged_export_is_the_merge_evaluate_scores(spec, adapter_dir, tmp_path):
     """``model.export.merge``: by default the adapter goes into the dequantised NF4 base, as in evaluate.py
     (generation dtype bfloat16); ``merge_base: released`` keeps the merge into the original weights."""
     nf4 = replace(spec, quantization="nf4")
-    evaluated = load_generator(nf4, adapter_dir, GenerationSettings(dtype="bfloat16"), "cpu").state_dict()
+    evaluated = load_generation_model(
+        nf4, adapter_dir, GenerationSettings(dtype="bfloat16"), "cpu"
+    ).state_dict()
     exported = _checkpoint_of(export_merged(nf4, adapter_dir, tmp_path / "merged"))
     other = _checkpoint_of(export_merged(nf4, adapter_dir, tmp_path / "released", "released"))
     assert exported and exported.keys() <= evaluated.keys()

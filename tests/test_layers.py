@@ -16,12 +16,13 @@ PACKAGE = Path(__file__).resolve().parents[1] / "graphctx"
 LAYERS = {
     **dict.fromkeys(("errors", "cache", "quiet", "paper", "paper_figures", "checks", "settings_docs"), 0),
     "data": 1,
+    # the stages: retrieval, knowledge (may use retrieval), the model side (may use both)
     "retrieval": 2,
     "knowledge": 3,
     **dict.fromkeys(("model", "prompts", "generation"), 4),
-    **dict.fromkeys(("metrics", "baselines"), 5),
-    "evaluation": 6,
-    "config": 7,  # parses a YAML config into the sections' settings (evaluation.pipeline.PipelineConfig)
+    **dict.fromkeys(("metrics", "baselines", "evaluation_settings"), 5),
+    "pipeline": 6,  # the run config, the model stack, contexts and the Answerer: what the entry points share
+    "evaluation": 7,  # evaluates only: orchestration, resume guard, shards, scoring, tables, the callback
     **dict.fromkeys(("commands", "cli", "settings_help"), 8),  # entry points, with train.py and evaluate.py
 }
 

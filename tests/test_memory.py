@@ -9,18 +9,11 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, DynamicCache
 
-from graphctx.config import load_config
 from graphctx.errors import ConfigError
-from graphctx.evaluation.memory import (
-    GIB,
-    check_memory,
-    kv_cache_bytes,
-    model_config,
-    nf4_bytes,
-    shape_of,
-)
-from graphctx.evaluation.plan import Plan
 from graphctx.model import ModelSpec, load_base_model, resolve_source
+from graphctx.pipeline.config_file import load_config
+from graphctx.pipeline.memory import GIB, check_memory, kv_cache_bytes, model_config, nf4_bytes, shape_of
+from graphctx.pipeline.plan import Plan
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 

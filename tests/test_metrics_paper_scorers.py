@@ -25,13 +25,13 @@ from transformers import (
     LukeTokenizer,
 )
 
-from graphctx.config import load_config
-from graphctx.evaluation.plan import Plan
 from graphctx.evaluation.scoring import Scorer
 from graphctx.metrics import EntityJaccard, FactSettings, FactSummExtractor, FactSummScore, MetricSettings
 from graphctx.metrics.factsumm import fact_score, keep
 from graphctx.metrics.uniner import UniNEREntities, parse_answer, prompt
 from graphctx.model.loading import packaged_llama_sentencepiece
+from graphctx.pipeline.config_file import load_config
+from graphctx.pipeline.plan import Plan
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "configs" / "tiny.yaml"

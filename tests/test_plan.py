@@ -20,11 +20,11 @@ from transformers import (
 )
 
 from graphctx.cli import main as cli_main
-from graphctx.config import load_config
 from graphctx.errors import ConfigError
-from graphctx.evaluation.plan import Plan, check_models
 from graphctx.metrics import BertScoreF1, BertScoreSettings
 from graphctx.metrics.bertscore import choose_encoder
+from graphctx.pipeline.config_file import load_config
+from graphctx.pipeline.plan import Plan, check_models
 from graphctx.retrieval.index import build_index
 from graphctx.retrieval.settings import RetrievalSettings
 from train import main as train_main

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from graphctx.data.instruct import IGNORE_INDEX, TEMPLATES, encode_example, prompt_ids, with_context
-from graphctx.evaluation.settings import TEXT_TWINS
+from graphctx.evaluation_settings import TEXT_TWINS
 from graphctx.knowledge.budget import KNOWLEDGE_HEADER, QAPair
 from graphctx.knowledge.triplets import Triplet
 from graphctx.knowledge.verbalise import verbalise

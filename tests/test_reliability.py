@@ -12,7 +12,7 @@ import yaml
 from tiny_config import tiny_split
 
 from graphctx.errors import ConfigError, DataError
-from graphctx.evaluation.records import RecordFile, check_unique_ids
+from graphctx.evaluation.jsonl import RecordFile, check_unique_ids
 
 
 def test_a_predictions_file_with_two_rows_of_one_id_is_refused_naming_file_and_id(tmp_path) -> None:
@@ -69,11 +69,11 @@ def evaluation_config(tmp_path: Path, cardano_dir: Path, adapter: Path, encoder:
             },
         },
         "knowledge": {"cache_dir": str(cache)},
+        "generation": {"max_new_tokens": 2, "batch_size": 1, "max_prompt_tokens": 64},
         "evaluation": {
             "adapter": str(adapter),
             "output_dir": str(tmp_path / "out"),
             "wandb_project": None,
-            "generation": {"max_new_tokens": 2, "batch_size": 1, "max_prompt_tokens": 64},
             "metrics": {
                 "bertscore": {"model": str(encoder)},
                 "autoais": {"model": "tiny-random"},
@@ -90,9 +90,9 @@ def evaluation_config(tmp_path: Path, cardano_dir: Path, adapter: Path, encoder:
 def test_a_run_that_crashed_before_any_prediction_does_not_refuse_a_rerun_with_other_settings(
     tmp_path, cardano_dir, tiny_bert
 ) -> None:
-    from graphctx.config import load_config
-    from graphctx.evaluation.contexts import RetrievedContext
     from graphctx.evaluation.runner import EvaluationRun
+    from graphctx.pipeline.config_file import load_config
+    from graphctx.pipeline.contexts import RetrievedContext
 
     adapter = lora_adapter(tmp_path / "adapter", tmp_path / "cache", seed=0)
     weights = adapter / "adapter_model.safetensors"
@@ -196,14 +196,14 @@ def test_a_ckpt_path_that_is_not_this_models_checkpoint_is_refused_before_anythi
 
 
 def test_an_adapter_of_another_base_model_is_refused_naming_evaluation_adapter(tmp_path) -> None:
-    from graphctx.evaluation.settings import GenerationSettings
-    from graphctx.generation import load_generator
+    from graphctx.generation.loading import load_generation_model
+    from graphctx.generation.settings import GenerationSettings
     from graphctx.model import ModelSpec
 
     adapter = lora_adapter(tmp_path / "adapter", tmp_path / "cache", seed=0, hidden_size=64)
     spec = ModelSpec(source="tiny-random", quantization="none", cache_dir=str(tmp_path / "cache"))
     with pytest.raises(ConfigError) as refused:
-        load_generator(spec, adapter, GenerationSettings(device="cpu"))
+        load_generation_model(spec, adapter, GenerationSettings(device="cpu"))
     message = str(refused.value)
     assert message.startswith(f"evaluation.adapter: {adapter} was trained on another base model")
     assert "q_proj.lora_A.weight has shape [4, 64], the base's layer is 128→128" in message
@@ -232,8 +232,8 @@ def test_evaluate_refuses_a_limit_below_one(limit, capsys) -> None:
 
 def test_an_evaluation_limit_below_one_in_the_config_is_refused(tmp_path) -> None:
 
-    from graphctx.config import load_config
     from graphctx.evaluation.runner import EvaluationRun
+    from graphctx.pipeline.config_file import load_config
 
     path = tmp_path / "limit.yaml"
     path.write_text(yaml.safe_dump({"data": {"dataset": {"source": "dump"}}, "evaluation": {"limit": 0}}))

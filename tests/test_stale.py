@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from graphctx.evaluation.records import dump_line, read_records
+from graphctx.evaluation.jsonl import dump_line, read_records
 from graphctx.evaluation.stale import StaleArea, move_aside
 
 

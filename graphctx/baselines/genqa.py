@@ -13,7 +13,7 @@ and trains it to write the answer (Hsu et al., Sec. 3). Here:
 - **Model.** The authors fine-tune T5 / BART; their checkpoint is not public, so GenQA is trained here
   with ``graphctx genqa-train`` from :data:`DEFAULT_BASE` (any seq2seq model) with the Lightning stack,
   the cross-entropy of the gold answer, AdamW. The trained folder is a stand-in, named in ``graphctx plan``.
-- **Decoding.** Greedy, up to ``evaluation.generation.max_new_tokens`` tokens.
+- **Decoding.** Greedy, up to ``generation.max_new_tokens`` tokens.
 """
 
 from __future__ import annotations

@@ -28,26 +28,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     question = read_question(args)  # before anything loads
-    from graphctx.config import load_config
-    from graphctx.evaluation.contexts import ContextBuilder
-    from graphctx.evaluation.plan import Plan, check_models
-    from graphctx.evaluation.pool import cache_dir_of, load_config_dataset
-    from graphctx.evaluation.runner import adapter_dir_of
-    from graphctx.generation import Generator, load_generator
+    from graphctx.generation.decoder import Generator
+    from graphctx.generation.loading import load_generation_model
     from graphctx.knowledge.llm import GenerationModel
     from graphctx.metrics import AutoAIS, build_judge
     from graphctx.model import load_tokenizer
+    from graphctx.pipeline.config_file import load_config
+    from graphctx.pipeline.contexts import ContextBuilder
+    from graphctx.pipeline.plan import Plan, check_models
 
-    config = load_config(args.config)
+    config = load_config(args.config, cache_dir=args.cache_dir)
     variant = VARIANTS[args.variant]
     check_models(Plan(config), "answer", [variant])  # a missing model is named before anything loads
-    cache_dir = cache_dir_of(config, args.cache_dir)
-    settings = config.evaluation
-    pool = load_config_dataset(config)["train"]
+    cache_dir = config.cache_dir
+    settings, generation = config.evaluation, config.generation
+    pool = config.load_dataset()["train"]
     tokenizer = load_tokenizer(config.model.spec)
     # the LLM extractor is the base generation model: loaded first, it also answers a base-model variant
     base = (
-        load_generator(config.model.spec, None, settings.generation, None, settings.generation.base_weights)
+        load_generation_model(config.model.spec, None, generation, None, generation.base_weights)
         if config.knowledge.uses_generation_model
         else None
     )
@@ -60,10 +59,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     model = base if variant.model == "base" else None
     del builder, lent, base  # the extractor's hold on the base model goes before another model loads
     if model is None:
-        adapter = adapter_dir_of(config) if variant.model == "adapter" else None
-        weights = settings.generation.base_weights if adapter is None else "trained"
-        model = load_generator(config.model.spec, adapter, settings.generation, None, weights)
-    generator = Generator(model, tokenizer, settings.generation)
+        adapter = config.adapter_dir if variant.model == "adapter" else None
+        weights = generation.base_weights if adapter is None else "trained"
+        model = load_generation_model(config.model.spec, adapter, generation, None, weights)
+    generator = Generator(model, tokenizer, generation)
     prompt = build_prompt(variant, question, retrieved.pairs, retrieved.sentences, config.data.template)
     answer = generator.generate([prompt], stop_strings=variant.stop_strings)[0]
     context = answer.prompt.context  # as the model saw it: parts dropped to fit max_prompt_tokens are gone

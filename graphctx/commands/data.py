@@ -66,7 +66,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.model.settings import ModelSpec
 
     if args.config:
-        from graphctx.config import load_config
+        from graphctx.pipeline.config_file import load_config
 
         config = load_config(args.config)
         settings = replace(config.data.dataset, source=args.path)

@@ -33,19 +33,18 @@ def pairs_for_hits(hits: Sequence[Any], rows_by_id: Mapping[int, Mapping[str, An
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     question = read_question(args)  # before anything loads
-    from graphctx.config import load_config
-    from graphctx.evaluation.plan import Plan, check_models
-    from graphctx.evaluation.pool import cache_dir_of, load_config_dataset
     from graphctx.knowledge.budget import build_token_counter
     from graphctx.knowledge.enhance import build_enhancer
     from graphctx.model import load_tokenizer
+    from graphctx.pipeline.config_file import load_config
+    from graphctx.pipeline.plan import Plan, check_models
     from graphctx.retrieval.index import build_index
     from graphctx.retrieval.retriever import build_retriever
 
-    config = load_config(args.config)
+    config = load_config(args.config, cache_dir=args.cache_dir)
     check_models(Plan(config), "enhance")  # a missing model is named before anything loads
-    cache_dir = cache_dir_of(config, args.cache_dir)
-    pool = load_config_dataset(config)["train"]  # the retrieval pool, filtered as for training
+    cache_dir = config.cache_dir
+    pool = config.load_dataset()["train"]  # the retrieval pool, filtered as for training
     rows_by_id = {int(row["id"]): row for row in pool}
     index = build_index(pool["id"], pool["question"], config.retrieval, cache_dir=cache_dir)
     hits = build_retriever(index, config.retrieval).retrieve([question])[0]
@@ -57,11 +56,11 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     count_tokens = build_token_counter(knowledge.tokenizer or tokenizer)  # "": the generation model's tokens
     lent = None
     if knowledge.uses_generation_model:  # the LLM extractor is the generation model
-        from graphctx.generation import load_generator
+        from graphctx.generation.loading import load_generation_model
         from graphctx.knowledge.llm import GenerationModel
 
-        generation = config.evaluation.generation
-        model = load_generator(spec, None, generation, None, generation.base_weights)
+        generation = config.generation
+        model = load_generation_model(spec, None, generation, None, generation.base_weights)
         lent = GenerationModel(model, tokenizer)
     enhancer = build_enhancer(knowledge, count_tokens, lent)
     context = enhancer.enhance(question, pairs_for_hits(hits, rows_by_id))

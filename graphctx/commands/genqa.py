@@ -33,11 +33,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.baselines.genqa import DEFAULT_BASE, encode_examples, train
-    from graphctx.config import load_config
     from graphctx.errors import ConfigError
-    from graphctx.evaluation.plan import genqa_dir_of
-    from graphctx.evaluation.pool import cache_dir_of, load_config_dataset
     from graphctx.paper import availability, how_to_get
+    from graphctx.pipeline.config_file import load_config
     from graphctx.retrieval.index import build_index
     from graphctx.retrieval.retriever import build_retriever
 
@@ -45,10 +43,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     base = args.base or DEFAULT_BASE
     if availability(base) == "missing":
         raise ConfigError(how_to_get("--base", base))
-    pool = load_config_dataset(config)["train"]
+    pool = config.load_dataset()["train"]
     rows = sorted(pool, key=lambda row: int(row["id"]))[: args.limit]
     settings = dataclasses.replace(config.retrieval, method="dense", top_k=config.retrieval.top_k + 1)
-    index = build_index(pool["id"], pool["question"], settings, cache_dir=cache_dir_of(config, None))
+    index = build_index(pool["id"], pool["question"], settings, cache_dir=config.cache_dir)
     hits = build_retriever(index, settings).retrieve([row["question"] for row in rows])
     by_id = {int(row["id"]): row for row in pool}
     candidates = [
@@ -63,7 +61,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         candidates,
         [row["answer"] for row in rows],
     )
-    output = genqa_dir_of(config)
+    output = config.genqa_dir
     train(base, examples, output, args.epochs, args.batch_size, args.learning_rate, args.max_steps)
     print(f"GenQA: trained {base} on {len(examples)} questions; saved to {output}", file=out)
     return 0

@@ -15,8 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from graphctx.config import load_config
-    from graphctx.evaluation.pool import cache_dir_of, load_config_dataset
+    from graphctx.pipeline.config_file import load_config
     from graphctx.retrieval.embeddings import embed_texts
     from graphctx.retrieval.graph import (
         density_warning,
@@ -29,9 +28,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.retrieval.index import build_index
     from graphctx.retrieval.numerics import pinned_threads
 
-    config = load_config(args.config)
-    cache_dir = cache_dir_of(config, args.cache_dir)
-    dataset = load_config_dataset(config)
+    config = load_config(args.config, cache_dir=args.cache_dir)
+    cache_dir = config.cache_dir
+    dataset = config.load_dataset()
     train, split = dataset["train"], config.evaluation.split
     index = build_index(train["id"], train["question"], config.retrieval, cache_dir)
     print(f"question graph: {describe_degrees(index.stats)}", file=sys.stderr)

@@ -13,8 +13,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from graphctx.config import load_config
-    from graphctx.evaluation.plan import Plan
+    from graphctx.pipeline.config_file import load_config
+    from graphctx.pipeline.plan import Plan
 
     plan = Plan(load_config(args.config, devices=False))
     print(json.dumps(plan.to_json(), indent=2) if args.json else plan.to_text(), file=out)

@@ -20,18 +20,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     question = read_question(args)  # before anything loads
-    from graphctx.config import load_config
-    from graphctx.evaluation.pool import cache_dir_of, load_config_dataset
     from graphctx.paper import EMBEDDING, is_reference
+    from graphctx.pipeline.config_file import load_config
     from graphctx.retrieval.index import build_index
     from graphctx.retrieval.retriever import build_retriever
 
-    config = load_config(args.config)
+    config = load_config(args.config, cache_dir=args.cache_dir)
     settings = config.retrieval
     if args.top_k is not None:
         settings = replace(settings, top_k=args.top_k)
-    cache_dir = cache_dir_of(config, args.cache_dir)
-    train = load_config_dataset(config)["train"]
+    cache_dir = config.cache_dir
+    train = config.load_dataset()["train"]
     index = build_index(train["id"], train["question"], settings, cache_dir)
     hits = build_retriever(index, settings).retrieve([question])[0]
     titles = dict(zip(train["id"], train["title"], strict=True))

@@ -12,26 +12,26 @@ from transformers import PreTrainedTokenizerBase
 from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, Range
 from graphctx.data.build import load_qa_dataset
 from graphctx.data.instruct import encode_example, get_template
-from graphctx.data.packing import Plan, collate_rows, plan_batches
+from graphctx.data.packing import BatchLayout, collate_rows, layout_batches
 from graphctx.data.settings import DatasetSettings
 
 
-class PlannedBatches(Dataset):
+class BatchDataset(Dataset):
     """A map-style dataset whose items are whole batches (lists of rows of encoded examples).
 
     Items being batches lets Lightning's DistributedSampler deal batches to ranks, and the stateful loader
     record how far an epoch got, so a resumed run continues at the same data position.
     """
 
-    def __init__(self, examples: list[dict[str, list[int]]], plan: Plan) -> None:
+    def __init__(self, examples: list[dict[str, list[int]]], layout: BatchLayout) -> None:
         self.examples = examples
-        self.plan = plan
+        self.layout = layout
 
     def __len__(self) -> int:
-        return len(self.plan)
+        return len(self.layout)
 
     def __getitem__(self, index: int) -> list[list[dict[str, list[int]]]]:
-        return [[self.examples[i] for i in row] for row in self.plan[index]]
+        return [[self.examples[i] for i in row] for row in self.layout[index]]
 
 
 class InstructionDataModule(L.LightningDataModule):
@@ -82,14 +82,14 @@ class InstructionDataModule(L.LightningDataModule):
         self.seed = seed
         self.cache_dir = cache_dir
         self.tokenizer: PreTrainedTokenizerBase | None = None
-        self.splits: dict[str, PlannedBatches] = {}
+        self.splits: dict[str, BatchDataset] = {}
 
     def attach_tokenizer(self, tokenizer: PreTrainedTokenizerBase) -> None:
         """Use the model's tokenizer for the token-length filter and for encoding."""
         self.tokenizer = tokenizer
 
     def setup(self, stage: str | None = None) -> None:
-        """Load (or build) the dataset and encode and plan the train and validation splits."""
+        """Load (or build) the dataset; encode the train and validation splits and lay out their batches."""
         if self.tokenizer is None:
             raise RuntimeError(
                 "InstructionDataModule needs the model's tokenizer: call attach_tokenizer() first"
@@ -100,8 +100,8 @@ class InstructionDataModule(L.LightningDataModule):
         for split in ("train", "validation"):
             examples = [self._encode(row) for row in qa[split]]
             lengths = [len(example["input_ids"]) for example in examples]
-            plan = plan_batches(lengths, self.batch_size, self.pack, self.max_length, self.seed)
-            self.splits[split] = PlannedBatches(examples, plan)
+            layout = layout_batches(lengths, self.batch_size, self.pack, self.max_length, self.seed)
+            self.splits[split] = BatchDataset(examples, layout)
 
     def _encode(self, row: dict[str, Any]) -> dict[str, list[int]]:
         return encode_example(
@@ -132,7 +132,7 @@ class InstructionDataModule(L.LightningDataModule):
 
 
 class _Collate:
-    """Picklable collate for worker processes: one planned batch -> tensors."""
+    """Picklable collate for worker processes: one laid-out batch -> tensors."""
 
     def __init__(self, pad_id: int, packed: bool) -> None:
         self.pad_id = pad_id

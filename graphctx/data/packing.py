@@ -1,10 +1,10 @@
-"""Batch plans: length-grouped batches, or examples packed into rows without attention across them.
+"""Batch layouts: length-grouped batches, or examples packed into rows without attention across them.
 
-A *plan* is a list of batches; a batch is a list of rows; a row is a list of example indices. Unpacked, each
-row holds one example and a batch groups examples of similar length (little padding). Packed, examples are
-placed into rows of at most ``capacity`` tokens by best-fit decreasing, and ``position_ids`` restart at 0 for
-each example, which is how attention kernels (SDPA/flex masks in transformers, varlen attention) find the
-boundaries.
+A *batch layout* is a list of batches; a batch is a list of rows; a row is a list of example indices.
+Unpacked, each row holds one example and a batch groups examples of similar length (little padding).
+Packed, examples are placed into rows of at most ``capacity`` tokens by best-fit decreasing, and
+``position_ids`` restart at 0 for each example, which is how attention kernels (SDPA/flex masks in
+transformers, varlen attention) find the boundaries.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 
 from graphctx.data.instruct import IGNORE_INDEX
 
-Plan = list[list[list[int]]]
+BatchLayout = list[list[list[int]]]
 
 
 def pack_rows(lengths: Sequence[int], capacity: int) -> list[list[int]]:
@@ -43,7 +43,9 @@ def pack_rows(lengths: Sequence[int], capacity: int) -> list[list[int]]:
     return rows
 
 
-def plan_batches(lengths: Sequence[int], batch_size: int, pack: bool, capacity: int, seed: int) -> Plan:
+def layout_batches(
+    lengths: Sequence[int], batch_size: int, pack: bool, capacity: int, seed: int
+) -> BatchLayout:
     """Batches for one pass over the examples; the order of batches is shuffled with ``seed``.
 
     Unpacked: examples sorted by length and cut into batches of ``batch_size``. Packed: rows from

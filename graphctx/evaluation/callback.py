@@ -25,14 +25,16 @@ from lightning.pytorch.loggers import WandbLogger
 from graphctx.cache import atomic_path
 from graphctx.data import load_qa_dataset
 from graphctx.errors import ConfigError
-from graphctx.evaluation.contexts import ContextBuilder, RetrievedContext
 from graphctx.evaluation.scoring import Scorer
-from graphctx.evaluation.settings import EvaluationSettings
-from graphctx.generation import Generator
+from graphctx.evaluation_settings import EvaluationSettings
+from graphctx.generation.decoder import Generator
+from graphctx.generation.settings import GenerationSettings
 from graphctx.knowledge.extractors import build_extractor
 from graphctx.knowledge.llm import GenerationModel
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics.settings import METRIC_NAMES
+from graphctx.pipeline.contexts import ContextBuilder, RetrievedContext
+from graphctx.pipeline.run_config import RunConfig
 from graphctx.prompts import VARIANTS, build_prompt
 from graphctx.retrieval.settings import RetrievalSettings
 
@@ -69,6 +71,7 @@ class ValidationGeneration(L.Callback):
         evaluation: EvaluationSettings,
         retrieval: RetrievalSettings,
         knowledge: KnowledgeSettings,
+        generation: GenerationSettings,
         fact_label: str = "",
     ) -> None:
         if evaluation.callback_variant not in VARIANTS:
@@ -86,6 +89,7 @@ class ValidationGeneration(L.Callback):
         self.variant = VARIANTS[evaluation.callback_variant]
         self.retrieval = retrieval
         self.knowledge = knowledge
+        self.generation = generation
         self.validations = 0
         self.rows: list[dict[str, Any]] | None = None
         self.contexts: list[RetrievedContext] = []
@@ -160,7 +164,7 @@ class ValidationGeneration(L.Callback):
             for row, retrieved in zip(self.rows, self.contexts, strict=True)
         ]
         with decoding(pl_module, adapter=self.variant.model == "adapter"):
-            generator = Generator(pl_module.model, trainer.datamodule.tokenizer, self.settings.generation)
+            generator = Generator(pl_module.model, trainer.datamodule.tokenizer, self.generation)
             answers = generator.generate(prompts, stop_strings=self.variant.stop_strings)
         generated = [answer.text for answer in answers]
         contexts = [answer.prompt.context for answer in answers]  # as shown, parts dropped to fit gone
@@ -206,13 +210,10 @@ class ValidationGeneration(L.Callback):
         return target
 
 
-def validation_callback(
-    evaluation: EvaluationSettings,
-    retrieval: RetrievalSettings,
-    knowledge: KnowledgeSettings,
-    fact_label: str = "",
-) -> ValidationGeneration | None:
-    """The callback for a config's sections, or None when ``callback_every_n_validations`` is 0."""
-    if evaluation.callback_every_n_validations <= 0:
+def validation_callback(config: RunConfig, fact_label: str = "") -> ValidationGeneration | None:
+    """The callback of a run config, or None when ``evaluation.callback_every_n_validations`` is 0."""
+    if config.evaluation.callback_every_n_validations <= 0:
         return None
-    return ValidationGeneration(evaluation, retrieval, knowledge, fact_label)
+    return ValidationGeneration(
+        config.evaluation, config.retrieval, config.knowledge, config.generation, fact_label
+    )

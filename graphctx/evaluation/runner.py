@@ -12,15 +12,15 @@ Layout of ``evaluation.output_dir``::
     timings.json                  the last run's seconds per stage, per process (``stage_seconds``)
     {predictions,scores/<variant>}/shards/  while a multi-process run goes on: one file per rank
 
-Answers are decoded, and scored, in a fixed plan of length-sorted batches over the whole split
+Answers are decoded, and scored, in a fixed order of length-sorted batches over the whole split
 (:mod:`graphctx.evaluation.shards`); a rerun skips every batch whose rows are already written, so a resumed
 run computes exactly what an uninterrupted one would, and so does a run on any number of processes. The
-contexts are built once, shared by the ranks (:class:`~graphctx.evaluation.contexts.ContextBuilder`): rank
+contexts are built once, shared by the ranks (:class:`~graphctx.pipeline.contexts.ContextBuilder`): rank
 0 builds or reads the pool index and the KG store first, then each rank retrieves its share of the
 questions (through ``predict_hits``) and enhances its share (or reads it from the knowledge cache), and the
 shares are gathered so that every rank has every context. The pending batches are dealt over the ranks,
 each answers and scores its own into its shards, and rank 0 merges them into the files a single process
-writes, rows in plan order.
+writes, rows in decoding order.
 
 A rerun never deletes a row: a metric whose settings changed is re-scored (its old scores moved aside into
 ``stale/``, :mod:`graphctx.evaluation.stale`), the other metrics and the answers are kept; answers made with
@@ -48,16 +48,9 @@ from graphctx.baselines import ANSWER_MAKERS, AnswerMaker, candidates_for
 from graphctx.cache import atomic_path, file_digest, fingerprint, write_json_atomic
 from graphctx.errors import ConfigError
 from graphctx.evaluation.beside_paper import paper_section
-from graphctx.evaluation.contexts import ContextBuilder, RetrievedContext, knowledge_with_cache
-from graphctx.evaluation.memory import check_memory
-from graphctx.evaluation.pipeline import PipelineConfig
-from graphctx.evaluation.plan import Plan, check_models, genqa_dir_of
-from graphctx.evaluation.pool import load_config_dataset
-from graphctx.evaluation.processes import Preempted, Processes, StopRequest
-from graphctx.evaluation.records import RecordFile, check_unique_ids, dump_line, read_records
+from graphctx.evaluation.jsonl import RecordFile, check_unique_ids, dump_line, read_records
 from graphctx.evaluation.score_keys import changed, metric_parts
 from graphctx.evaluation.scoring import Scorer
-from graphctx.evaluation.settings import EvaluationSettings
 from graphctx.evaluation.shards import (
     Unit,
     balance,
@@ -69,19 +62,19 @@ from graphctx.evaluation.shards import (
 from graphctx.evaluation.stale import StaleArea
 from graphctx.evaluation.table import ResultsTable, VariantScores, build_table, write_table
 from graphctx.evaluation.tracking import log_results
-from graphctx.generation import (
-    Answer,
-    BaseWeights,
-    Generator,
-    length_sorted_batches,
-    load_generator,
-    resolve_device,
-)
+from graphctx.evaluation_settings import EvaluationSettings
+from graphctx.generation.decoder import Answer, Generator, length_sorted_batches
+from graphctx.generation.loading import BaseWeights, load_generation_model, resolve_device
 from graphctx.knowledge.extractors import build_extractor
 from graphctx.knowledge.llm import GenerationModel
 from graphctx.metrics.settings import METRIC_NAMES
 from graphctx.model import load_tokenizer
 from graphctx.model.loading import release_memory
+from graphctx.pipeline.contexts import ContextBuilder, RetrievedContext, knowledge_with_cache
+from graphctx.pipeline.memory import check_memory
+from graphctx.pipeline.plan import Plan, check_models
+from graphctx.pipeline.processes import Preempted, Processes, StopRequest
+from graphctx.pipeline.run_config import RunConfig
 from graphctx.prompts import EncodedPrompt, Variant, build_prompt, encode_prompt, get_variants
 from graphctx.retrieval.numerics import numerics
 
@@ -90,12 +83,6 @@ ANSWER_FORMAT = 3
 part of the fingerprint, so a rerun never mixes answers made the old and the new way. 2: the paper's exact
 prompt string, NF4-dequantised merge, stop strings for the base variants. 3: the base rows and the LLM
 extractor decode the released weights (``generation.base_weights``)."""
-
-
-def adapter_dir_of(config: PipelineConfig) -> Path:
-    """``evaluation.adapter``, else ``model.export.adapter_dir``, else ``<default_root_dir>/adapter``."""
-    chosen = config.evaluation.adapter or config.model.export.adapter_dir
-    return Path(chosen) if chosen else config.root_dir / "adapter"
 
 
 SPEED_ONLY: dict[str, set[str]] = {
@@ -155,7 +142,7 @@ class EvaluationRun:
 
     def __init__(
         self,
-        config: PipelineConfig,
+        config: RunConfig,
         variants: Sequence[str] | None = None,
         limit: int | None = None,
         output_dir: str | Path | None = None,
@@ -171,8 +158,8 @@ class EvaluationRun:
         self.limit = limit if limit is not None else self.settings.limit
         if self.limit is not None and self.limit < 1:
             raise ConfigError(f"evaluation.limit (--limit): must be at least 1, got {self.limit}")
-        self.output_dir = Path(output_dir or self.settings.output_dir or config.root_dir / "eval")
-        self.cache_dir = config.data.cache_dir
+        self.output_dir = Path(output_dir) if output_dir else config.output_dir
+        self.cache_dir = config.cache_dir
         self.processes = processes or Processes()
         self.log = log or _stderr_logger(self.processes)
         self.stop = stop or StopRequest()
@@ -189,12 +176,12 @@ class EvaluationRun:
         """Seconds this process spent per stage (contexts, answers, scores)."""
         self.plan = Plan(config)
         self.tokenizer = load_tokenizer(config.model.spec)
-        self.adapter_dir = adapter_dir_of(config)
+        self.adapter_dir = config.adapter_dir
 
     # ---- data and contexts ---------------------------------------------------------------------------
     def load_rows(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """(evaluated rows sorted by id and cut to ``limit``, the training pool)."""
-        dataset = load_config_dataset(self.config)
+        dataset = self.config.load_dataset()
         split = self.settings.split
         if split not in dataset:
             raise ConfigError(f"evaluation.split: no split {split!r}; the dataset has {list(dataset)}")
@@ -256,14 +243,14 @@ class EvaluationRun:
             "dataset": dataclasses.asdict(self.config.data.dataset),
             "split": self.settings.split,
             # base_weights only binds the base rows: it enters as the variant's ``weights``
-            "generation": _settings(self.settings.generation, SPEED_ONLY["generation"] | {"base_weights"}),
+            "generation": _settings(self.config.generation, SPEED_ONLY["generation"] | {"base_weights"}),
             "weights": self.weights(variant.model),
         }
         if variant.model == "adapter":
             parts["adapter"] = _adapter_digest(self.adapter_dir)
         if variant.name == "GenQA":  # a retrained GenQA makes other answers
             parts["genqa"] = [
-                file_digest(p) for p in sorted(genqa_dir_of(self.config).glob("model*.safetensors"))
+                file_digest(p) for p in sorted(self.config.genqa_dir.glob("model*.safetensors"))
             ]
         if variant.retrieval != "none":
             parts["retrieval"] = _settings(self.config.retrieval, SPEED_ONLY["retrieval"])
@@ -347,13 +334,13 @@ class EvaluationRun:
             self.stale.move_file(meta_file, reason)
         write_json_atomic(meta_file, meta)
 
-    # ---- the work plan -------------------------------------------------------------------------------
+    # ---- the work order ------------------------------------------------------------------------------
     def encode(
         self, variant: Variant, rows: Sequence[dict[str, Any]], contexts: Sequence[RetrievedContext]
     ) -> list[EncodedPrompt]:
         """Each row's prompt for ``variant``, fitted to ``max_prompt_tokens``."""
         template = self.config.data.template
-        max_tokens = self.settings.generation.max_prompt_tokens
+        max_tokens = self.config.generation.max_prompt_tokens
         return [
             encode_prompt(
                 self.tokenizer,
@@ -364,16 +351,16 @@ class EvaluationRun:
         ]
 
     def batches(self, encoded: Sequence[EncodedPrompt]) -> list[list[int]]:
-        """The variant's fixed decoding plan over the whole split (independent of what is done already)."""
-        return length_sorted_batches([len(e.ids) for e in encoded], self.settings.generation.batch_size)
+        """The variant's fixed decoding order over the whole split (independent of what is done already)."""
+        return length_sorted_batches([len(e.ids) for e in encoded], self.config.generation.batch_size)
 
     def pending_units(
         self, rows: Sequence[dict[str, Any]], encoded: dict[str, list[EncodedPrompt]]
     ) -> list[Unit]:
-        """Every batch of every variant with a row still to answer or to score (by any metric), in plan
+        """Every batch of every variant with a row still to answer or to score (by any metric), in decoding
         order."""
         units = []
-        new_tokens = self.settings.generation.max_new_tokens
+        new_tokens = self.config.generation.max_new_tokens
         for variant in self.variants:
             answered = self.files[variant.name].predictions.done
             scored = set.intersection(*(f.done for f in self.files[variant.name].scores.values()))
@@ -393,7 +380,7 @@ class EvaluationRun:
     def weights(self, kind: str) -> BaseWeights:
         """The weights the model of ``kind`` decodes: ``generation.base_weights`` for the base rows (and the
         LLM extractor), the trained ones (+ the adapter) for the fine-tuned rows."""
-        return self.settings.generation.base_weights if kind == "base" else "trained"
+        return self.config.generation.base_weights if kind == "base" else "trained"
 
     def load_model(self, kind: str) -> PreTrainedModel:
         """The generation model of ``kind``: ``base`` (its :meth:`weights`), or ``adapter`` (the trained base
@@ -403,10 +390,10 @@ class EvaluationRun:
             f"loading the {kind} model ({self.weights(kind)} weights)"
             + (f" with the adapter {adapter}" if adapter else "")
         )
-        return load_generator(
+        return load_generation_model(
             self.config.model.spec,
             adapter,
-            self.settings.generation,
+            self.config.generation,
             self.processes.device,
             self.weights(kind),
         )
@@ -438,7 +425,7 @@ class EvaluationRun:
             if kind == "none":  # the baselines: answers without the LLM
                 self.answer_without_llm(todo, rows, contexts, encoded)
                 continue
-            generator = Generator(self.load_model(kind), self.tokenizer, self.settings.generation)
+            generator = Generator(self.load_model(kind), self.tokenizer, self.config.generation)
             for number, (unit, missing) in enumerate(todo, start=1):
                 if self.stop.requested:
                     self.log("stop requested: no further batches")
@@ -496,8 +483,8 @@ class EvaluationRun:
             return ANSWER_MAKERS[name]
         from graphctx.baselines.genqa import GenQAAnswerer
 
-        max_new_tokens = self.settings.generation.max_new_tokens
-        return GenQAAnswerer(genqa_dir_of(self.config), max_new_tokens, self.processes.device or "cpu")
+        max_new_tokens = self.config.generation.max_new_tokens
+        return GenQAAnswerer(self.config.genqa_dir, max_new_tokens, self.processes.device or "cpu")
 
     def _unanswered(self, unit: Unit, rows: Sequence[dict[str, Any]]) -> list[int]:
         """The unit's rows (positions) without an answer yet."""
@@ -514,7 +501,7 @@ class EvaluationRun:
         batch: int,
     ) -> dict[str, Any]:
         """One JSONL line; ``context`` and ``prompt`` as the model saw them (parts dropped to fit gone);
-        ``batch``: the position, in the variant's decoding plan, of the batch the row was decoded in."""
+        ``batch``: the position, in the variant's decoding order, of the batch the row was decoded in."""
         return {
             "id": int(row["id"]),
             "variant": variant.name,
@@ -644,7 +631,7 @@ class EvaluationRun:
 
     def tidy(self, rows: Sequence[dict[str, Any]], encoded: dict[str, list[EncodedPrompt]]) -> None:
         """Rank 0, after the final merge: move aside rows whose id is not in the split (and scores without
-        an answer), put every file's rows in plan order (rows outside this run's ``limit`` after them, in
+        an answer), put every file's rows in decoding order (rows outside this run's ``limit`` after them, in
         id order: kept, never dropped), and write each variant's joined scores file."""
         split = self.config.data.dataset.source
         for variant in self.variants:
@@ -701,7 +688,7 @@ class EvaluationRun:
         if zero:
             print(self.plan.to_text(), file=sys.stderr, flush=True)
         check_models(self.plan, "evaluate", self.variants)
-        device = self.processes.device or resolve_device(self.settings.generation)
+        device = self.processes.device or resolve_device(self.config.generation)
         check_memory(self.plan.memory, "evaluate", device)  # a GPU too small for a stage fails here
         if zero:
             for variant in self.variants:

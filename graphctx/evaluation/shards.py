@@ -1,6 +1,6 @@
 """The evaluation's work split over processes, and the per-process shard files it is written to.
 
-The unit of work is one batch of one variant's fixed decoding plan (:func:`graphctx.generation.
+The unit of work is one batch of one variant's fixed decoding order (:func:`graphctx.generation.
 length_sorted_batches` over the whole split), so a row is always decoded, and scored, together with the
 same rows, whichever process takes the batch and however many there are: the answers and scores do not
 depend on the world size. Pending units are dealt to the processes longest-processing-time first: each,
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from graphctx.cache import atomic_path
-from graphctx.evaluation.records import RecordFile, dump_line, read_records
+from graphctx.evaluation.jsonl import RecordFile, dump_line, read_records
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Unit:
 
     variant: str
     number: int
-    """Position of the batch in the variant's plan (longest prompts first)."""
+    """Position of the batch in the variant's decoding order (longest prompts first)."""
     rows: tuple[int, ...]
     cost: int
 

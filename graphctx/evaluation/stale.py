@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from graphctx.cache import atomic_path
-from graphctx.evaluation.records import dump_line, read_records
+from graphctx.evaluation.jsonl import dump_line, read_records
 
 
 def _stderr(message: str) -> None:

@@ -19,12 +19,12 @@ from pathlib import Path
 
 from graphctx.cache import atomic_path
 from graphctx.errors import ConfigError
-from graphctx.evaluation.pipeline import PipelineConfig
-from graphctx.evaluation.plan import Plan
-from graphctx.evaluation.processes import Processes, StopRequest
 from graphctx.evaluation.runner import EvaluationRun
 from graphctx.evaluation.table import METRIC_COLUMNS, ResultsTable, column_name, metric_key, to_csv
 from graphctx.paper import display_name
+from graphctx.pipeline.plan import Plan
+from graphctx.pipeline.processes import Processes, StopRequest
+from graphctx.pipeline.run_config import RunConfig
 from graphctx.prompts import VARIANTS, Variant, get_variants
 
 
@@ -51,7 +51,7 @@ def model_folders(models: Sequence[str]) -> dict[str, str]:
     return names
 
 
-def check_sweep(configs: Mapping[str, PipelineConfig], variants: Sequence[Variant]) -> None:
+def check_sweep(configs: Mapping[str, RunConfig], variants: Sequence[Variant]) -> None:
     """One ``ConfigError`` naming every model (or other model a run needs) that cannot be found."""
     problems = []
     for model, config in configs.items():
@@ -65,7 +65,7 @@ def check_sweep(configs: Mapping[str, PipelineConfig], variants: Sequence[Varian
 
 
 def run_sweep(
-    configs: Mapping[str, PipelineConfig],
+    configs: Mapping[str, RunConfig],
     variants: Sequence[str] | None,
     limit: int | None,
     output_dir: str | Path | None,

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from graphctx.cache import atomic_path
-from graphctx.evaluation.settings import TEXT_TWINS
+from graphctx.evaluation_settings import TEXT_TWINS
 from graphctx.metrics.stats import Interval, PairedComparison, bootstrap_interval, holm, paired_test
 from graphctx.prompts import Variant
 from graphctx.retrieval.graph import describe_linkage, linkage_stats

@@ -6,9 +6,9 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from graphctx.evaluation.records import RecordFile
-from graphctx.evaluation.settings import EvaluationSettings
+from graphctx.evaluation.jsonl import RecordFile
 from graphctx.evaluation.table import ResultsTable, column_name
+from graphctx.evaluation_settings import EvaluationSettings
 
 PREDICTION_COLUMNS = ("id", "question", "context", "generated", "gold")
 

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 from graphctx.model.settings import (
     ExportSettings,
-    GenerationSettings,
     LoraSettings,
     ModelSpec,
     OptimizerSettings,
@@ -22,7 +21,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ExportSettings",
-    "GenerationSettings",
     "InstructionTuner",
     "LoraSettings",
     "ModelSpec",

@@ -36,7 +36,7 @@ def export_merged(
 
     ``base="trained"``: W is the base the adapter was trained against, loaded as in training (4-bit NF4
     under QLoRA, quantised on CUDA when there is one) and dequantised once to bf16: the merge evaluate.py
-    decodes and scores (with ``evaluation.generation.dtype`` bfloat16, its default on CUDA).
+    decodes and scores (with ``generation.dtype`` bfloat16, its default on CUDA).
     ``base="released"``: W is the original unquantised bf16 checkpoint (weights the adapter never saw).
     """
     from peft import PeftModel

@@ -76,7 +76,7 @@ def peak_memory_gib(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # Linux reports KiB
 
 
-def planned_optimizer_steps(trainer: L.Trainer) -> int:
+def fit_optimizer_steps(trainer: L.Trainer) -> int:
     """Optimiser steps this fit will take: ``max_steps``, or fewer when ``max_epochs`` ends it first.
 
     Counts the batches on a throwaway loader of the DataModule, not with
@@ -235,7 +235,7 @@ class InstructionTuner(L.LightningModule):
     def configure_optimizers(self) -> dict[str, Any]:
         parameters = [parameter for parameter in self.parameters() if parameter.requires_grad]
         optimizer = build_optimizer(parameters, self.optimizer_settings, self.device)
-        scheduler = build_scheduler(optimizer, self.optimizer_settings, planned_optimizer_steps(self.trainer))
+        scheduler = build_scheduler(optimizer, self.optimizer_settings, fit_optimizer_steps(self.trainer))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     # ---- checkpoints and export --------------------------------------------------------------------

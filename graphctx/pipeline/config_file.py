@@ -1,16 +1,18 @@
 """One YAML config for every entry point: train.py, evaluate.py and the ``graphctx`` subcommands.
 
-The parsing layer, above evaluation: it reads the YAML into the sections' settings and modules and hands
-them on as a :class:`~graphctx.evaluation.pipeline.PipelineConfig`.
+It reads the YAML into the sections' settings and modules and hands them on as a
+:class:`~graphctx.pipeline.run_config.RunConfig`.
 
 Sections: ``seed_everything``, ``trainer`` (Lightning Trainer arguments), ``model`` (``InstructionTuner``),
 ``data`` (``InstructionDataModule``), ``retrieval`` (``RetrievalSettings``), ``knowledge``
-(``KnowledgeSettings``) and ``evaluation`` (``EvaluationSettings``). jsonargparse checks every key and type
+(``KnowledgeSettings``), ``generation`` (``GenerationSettings``) and ``evaluation``
+(``EvaluationSettings``). jsonargparse checks every key and type
 against those signatures, so a typo or a wrong type fails with the key's dotted name.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,17 +26,19 @@ from graphctx.data.build import split_ranges
 from graphctx.data.datamodule import InstructionDataModule
 from graphctx.data.settings import DatasetSettings, SplitSettings
 from graphctx.errors import ConfigError
-from graphctx.evaluation.pipeline import PipelineConfig
-from graphctx.evaluation.settings import EvaluationSettings
+from graphctx.evaluation_settings import EvaluationSettings
+from graphctx.generation.settings import GenerationSettings
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.model import InstructionTuner
+from graphctx.pipeline.run_config import RunConfig
 from graphctx.prompts import BASELINE_VARIANTS, VARIANTS
 from graphctx.retrieval.settings import RetrievalSettings
 from graphctx.settings_docs import field_docstrings, settings_text
 
-PIPELINE_SECTIONS: dict[str, type] = {
+STAGE_SECTIONS: dict[str, type] = {
     "retrieval": RetrievalSettings,
     "knowledge": KnowledgeSettings,
+    "generation": GenerationSettings,
     "evaluation": EvaluationSettings,
 }
 
@@ -42,7 +46,7 @@ PIPELINE_SECTIONS: dict[str, type] = {
 SETTINGS_SECTIONS: dict[str, type] = {
     "model": InstructionTuner,
     "data": InstructionDataModule,
-    **PIPELINE_SECTIONS,
+    **STAGE_SECTIONS,
 }
 """The sections whose values :func:`check_settings` range-checks (nested settings included)."""
 
@@ -89,9 +93,10 @@ def variant_problems(evaluation: Any) -> list[str]:
     return found
 
 
-def add_pipeline_sections(parser: ArgumentParser) -> None:
-    """Add the ``retrieval``, ``knowledge`` and ``evaluation`` sections (train.py uses it as well)."""
-    for name, settings_class in PIPELINE_SECTIONS.items():
+def add_stage_sections(parser: ArgumentParser) -> None:
+    """Add the ``retrieval``, ``knowledge``, ``generation`` and ``evaluation`` sections (train.py uses it as
+    well)."""
+    for name, settings_class in STAGE_SECTIONS.items():
         parser.add_class_arguments(settings_class, name)
 
 
@@ -196,7 +201,7 @@ def config_parser() -> ArgumentParser:
     parser.add_argument("--trainer", type=dict[str, Any], default={})
     parser.add_class_arguments(InstructionTuner, "model")
     parser.add_class_arguments(InstructionDataModule, "data")
-    add_pipeline_sections(parser)
+    add_stage_sections(parser)
     return parser
 
 
@@ -208,8 +213,15 @@ def settings_help() -> str:
     return "Config settings (YAML keys; train.py also takes them as --section.key VALUE):\n\n" + sections
 
 
-def load_config(path: str | Path, overrides: Sequence[str] = (), devices: bool = True) -> PipelineConfig:
-    """Parse and validate ``path`` (plus dotted ``--section.key value`` overrides) into a PipelineConfig.
+def load_config(
+    path: str | Path,
+    overrides: Sequence[str] = (),
+    devices: bool = True,
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> RunConfig:
+    """Parse and validate ``path`` (plus dotted ``--section.key value`` overrides) into a RunConfig.
+
+    ``cache_dir``: a cache folder given on the command line, which wins over the config's.
 
     ``devices``: refuse CUDA settings on a machine without CUDA (off for ``graphctx plan``, which describes
     a GPU config from a login node)."""
@@ -226,7 +238,7 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), devices: bool =
         raise ConfigError(f"{path}: {exc}") from exc
     except Exception as exc:  # jsonargparse raises ArgumentError / ValueError / TypeError
         raise ConfigError(f"{path}: {exc}") from exc
-    return PipelineConfig(
+    return RunConfig(
         path=path,
         **{
             name: objects[name]
@@ -237,7 +249,9 @@ def load_config(path: str | Path, overrides: Sequence[str] = (), devices: bool =
                 "data",
                 "retrieval",
                 "knowledge",
+                "generation",
                 "evaluation",
             )
         },
+        cache_override=cache_dir,
     )

@@ -34,8 +34,8 @@ import torch
 from transformers import AutoConfig, PretrainedConfig
 
 from graphctx.errors import ConfigError
-from graphctx.evaluation.pipeline import PipelineConfig
 from graphctx.model.settings import SMOLLM2_GGUF, TINY_RANDOM, TinyLlamaSettings
+from graphctx.pipeline.run_config import RunConfig
 from graphctx.retrieval.embeddings import PACKAGED_MINILM
 
 GIB = 2**30
@@ -240,7 +240,7 @@ def kv_cache_bytes(shape: Shape, tokens: int, batch: int) -> int:
 class MemoryEstimate:
     """GiB per rank of each stage of train.py and evaluate.py for one config (:meth:`to_json`)."""
 
-    def __init__(self, config: PipelineConfig) -> None:
+    def __init__(self, config: RunConfig) -> None:
         self.config = config
         self._shapes: dict[str, Shape | None] = {}
 
@@ -259,7 +259,7 @@ class MemoryEstimate:
     def evaluate_stages(self) -> dict[str, float | None]:
         """Bytes per stage (None where a model's shape is unknown here)."""
         config = self.config
-        spec, generation = config.model.spec, config.evaluation.generation
+        spec, generation = config.model.spec, config.generation
         knowledge, metrics = config.knowledge, config.evaluation.metrics
         width = dtype_bytes(generation.dtype)
         base = self.shape(spec.source)
@@ -303,7 +303,7 @@ class MemoryEstimate:
         shape = self.shape(facts.uniner_model)
         if shape is None:
             return None
-        tokens = self.config.evaluation.generation.max_prompt_tokens + facts.max_new_tokens
+        tokens = self.config.generation.max_prompt_tokens + facts.max_new_tokens
         return shape.params * 2 + kv_cache_bytes(shape, tokens, facts.batch_size)
 
     # ---- training -----------------------------------------------------------------------------------
@@ -343,7 +343,7 @@ class MemoryEstimate:
         evaluation, knowledge = self.config.evaluation, self.config.knowledge
         if evaluation.callback_every_n_validations <= 0:
             return 0.0
-        generation = evaluation.generation
+        generation = self.config.generation
         batch = min(evaluation.callback_examples, generation.batch_size)
         tokens = generation.max_prompt_tokens + generation.max_new_tokens
         parts: list[float | None] = [float(kv_cache_bytes(shape, tokens, batch))]

@@ -20,8 +20,6 @@ from typing import Any
 from graphctx.baselines import STAND_INS
 from graphctx.data.instruct import TEMPLATES
 from graphctx.errors import ConfigError
-from graphctx.evaluation.memory import MemoryEstimate
-from graphctx.evaluation.pipeline import PipelineConfig
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics.bertscore import choose_encoder
 from graphctx.metrics.choice import choose_entity_scorer, choose_fact_scorer
@@ -47,6 +45,8 @@ from graphctx.paper import (
     is_reference,
     provenance,
 )
+from graphctx.pipeline.memory import MemoryEstimate
+from graphctx.pipeline.run_config import RunConfig
 from graphctx.prompts import BASELINE_VARIANTS, VARIANTS, Variant, get_variants
 from graphctx.retrieval.embeddings import PACKAGED_MINILM
 
@@ -111,12 +111,6 @@ def spacy_available(name: str) -> str:
 GENQA = Reference("GenQA generator", ("the authors' GenQA model (not public)",), ())
 
 
-def genqa_dir_of(config: PipelineConfig) -> Path:
-    """``evaluation.genqa_model``, else ``<trainer.default_root_dir>/genqa``."""
-    chosen = config.evaluation.genqa_model
-    return Path(chosen) if chosen else config.root_dir / "genqa"
-
-
 FACTSUMM_PAPER = f"FactSumm {FACTSUMM_VERSION} ({FACTSUMM_NER.name} + {FACTSUMM_RELATION.name})"
 UNINER_PAPER = f"UniversalNER ({UNINER.name})"
 
@@ -124,7 +118,7 @@ UNINER_PAPER = f"UniversalNER ({UNINER.name})"
 class Plan:
     """The resolved stack of one config; :meth:`to_json` and :meth:`to_text` render it."""
 
-    def __init__(self, config: PipelineConfig) -> None:
+    def __init__(self, config: RunConfig) -> None:
         self.config = config
         spec = config.model.spec
         knowledge: KnowledgeSettings = config.knowledge
@@ -150,7 +144,7 @@ class Plan:
             "evaluation.metrics.facts.relation_model", facts.relation_model, FACTSUMM_RELATION
         )
         self.uniner = model_use("evaluation.metrics.facts.uniner_model", facts.uniner_model, UNINER)
-        genqa = genqa_dir_of(config)  # always a folder (graphctx genqa writes it), never a Hub id
+        genqa = config.genqa_dir  # always a folder (graphctx genqa writes it), never a Hub id
         found = "folder" if (genqa / "config.json").is_file() else "missing"
         self.genqa = ModelUse(
             "evaluation.genqa_model", str(genqa), GENQA.stage, GENQA.name, False, found, None
@@ -331,7 +325,7 @@ class Plan:
     # ---- rendering ----------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
         config = self.config
-        spec, generation, knowledge = config.model.spec, config.evaluation.generation, config.knowledge
+        spec, generation, knowledge = config.model.spec, config.generation, config.knowledge
         retrieval, metrics, evaluation = config.retrieval, config.evaluation.metrics, config.evaluation
         gen_device = generation.device or AUTO_DEVICE
         gen_dtype = (

@@ -5,7 +5,7 @@ KG sentences (its results are cached per query by ``graphctx.knowledge``). Varia
 get the pairs fitted to the same token budget, so a context differs between variants only by what the
 variant adds.
 
-On several processes (:class:`~graphctx.evaluation.processes.Processes`) the work is shared, never repeated:
+On several processes (:class:`~graphctx.pipeline.processes.Processes`) the work is shared, never repeated:
 rank 0 first builds (or reads from the cache) each method's pool index and the knowledge stage's KG store
 while the others wait, then they read them from the caches. Retrieval goes through
 :func:`graphctx.retrieval.module.predict_hits` on a ``Trainer`` that joins the processes' group (each
@@ -23,12 +23,12 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
-from graphctx.evaluation.processes import Processes
 from graphctx.knowledge.budget import QAPair, build_token_counter, fit_budget
 from graphctx.knowledge.enhance import EnhancedContext, Enhancer, build_enhancer
 from graphctx.knowledge.llm import GenerationModel
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.knowledge.verbalise import Sentence
+from graphctx.pipeline.processes import Processes
 from graphctx.prompts import Variant
 from graphctx.retrieval.encoder import SentenceEncoder
 from graphctx.retrieval.index import RetrievalIndex, build_index

@@ -1,4 +1,5 @@
-"""Settings of evaluation (the ``evaluation:`` section of a config)."""
+"""Settings of evaluation (the ``evaluation:`` section of a config), beside ``graphctx/evaluation/``: a layer
+below the pipeline, whose run config holds them."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from typing import Any, ClassVar, Literal
 
 from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, Range, check_own_fields
 from graphctx.metrics.settings import MetricSettings
-from graphctx.model.settings import GenerationSettings
 from graphctx.prompts import VARIANTS
 
 TEXT_TWINS: dict[str, str] = {
@@ -71,7 +71,6 @@ class EvaluationSettings:
     p-values are Holm-corrected across the table's comparisons (pairs × metrics)."""
     seed: int = 0
     """Seed of the bootstrap."""
-    generation: GenerationSettings = field(default_factory=GenerationSettings)
     metrics: MetricSettings = field(default_factory=MetricSettings)
     wandb_project: str | None = "graphctx"
     """W&B project the results are logged to; null: no W&B logging."""

@@ -1,0 +1,55 @@
+"""Settings of answer generation (the ``generation:`` section of a config): batched greedy decoding."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from graphctx.checks import AT_LEAST_ONE, Range, check_own_fields
+
+
+@dataclass
+class GenerationSettings:
+    """Batched greedy decoding of answers."""
+
+    RANGES: ClassVar[dict[str, Range]] = {
+        "max_new_tokens": AT_LEAST_ONE,
+        "batch_size": AT_LEAST_ONE,
+        "max_prompt_tokens": AT_LEAST_ONE,
+        "cache_bucket_tokens": AT_LEAST_ONE,
+    }
+
+    def __post_init__(self) -> None:
+        check_own_fields(self)
+
+    max_new_tokens: int = 128
+    """Most tokens generated per answer."""
+    batch_size: int = 8
+    """Prompts decoded together, longest first, so a batch holds prompts of similar length (H200 with a
+    7B model: 64-128)."""
+    max_prompt_tokens: int = 1536
+    """Prompts longer than this drop knowledge sentences from the end, then pairs from the lowest rank;
+    never the question or the top pair (when those alone are longer, the prompt is kept over the limit and
+    its prediction is flagged ``prompt_over_limit``)."""
+    base_weights: Literal["released", "trained"] = "released"
+    """What the base-model rows (ZeroShot, the [w/o INST] rows) and the LLM triplet extractor decode in
+    evaluate.py: ``released``, the checkpoint as published, unquantised, in ``dtype`` (Llama-2 as released);
+    ``trained``, the weights the adapter was trained against (the NF4 base dequantised). The fine-tuned rows
+    always decode the trained weights + adapter; the validation callback decodes the training model."""
+    merge_adapter: bool = True
+    """Both paths decode with the weights the adapter was trained against, as the validation callback does
+    (the 4-bit NF4 base under QLoRA). True: those weights are dequantised once to ``dtype`` and the adapter is
+    merged into them, W + (alpha/r)·B·A (several times faster, same model up to ``dtype`` rounding); false:
+    the 4-bit base with the adapter applied on the fly (see ``base_weights`` for the base-model rows)."""
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
+    """With ``merge_adapter``: the dtype of the merged model (the dequantised NF4 weights, or the
+    ``compute_dtype`` weights of plain LoRA, are cast to it before merging), and of the released base
+    weights; ``auto``: bfloat16 on CUDA, float32 on the CPU."""
+    static_cache: bool = False
+    """CUDA only: static KV cache and the decoding step compiled into CUDA graphs. Prompts are padded to
+    multiples of ``cache_bucket_tokens`` and batches to ``batch_size`` so few shapes compile (each costs
+    tens of seconds once); pays for long evaluations."""
+    cache_bucket_tokens: int = 256
+    """With ``static_cache``: prompt widths are rounded up to a multiple of this."""
+    device: str | None = None
+    """Torch device of the generating model; null: ``cuda`` when available, else ``cpu``."""
