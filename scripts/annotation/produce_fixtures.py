@@ -10,7 +10,7 @@ What it does, end to end:
    uploaded (filepond + /upload), the annotator joins as "annotator", logs in and rates each example with
    the rating of ratings_plan.json, and the admin exports the project as JSONL: the zip Doccano returns is
    saved as doccano/<annotator>.zip.
-3. Label Studio (``label-studio start`` with an admin user and API token): per annotator, a project with
+3. Label Studio (``label-studio start`` with an admin user and API token, legacy tokens enabled): per annotator, a project with
    the export's labeling_config.xml, the annotator's tasks imported, one annotation per task with its
    rating, and the JSON export saved as label-studio/<annotator>.json.
 
@@ -75,7 +75,11 @@ class Http:
     def __init__(self, base: str, auth: str | None = None) -> None:
         self.base, self.auth = base, auth
 
-    def call(self, method: str, path: str, body: Any = None, files: dict[str, Path] | None = None) -> Any:
+    def call(
+        self, method: str, path: str, body: Any = None, files: dict[str, Path] | None = None, raw: bool = False
+    ) -> Any:
+        """The answer to ``method path`` (JSON ``body`` or multipart ``files``): parsed JSON, else bytes (or
+        bytes always, with ``raw``)."""
         headers = {"Authorization": self.auth} if self.auth else {}
         data = None
         if files:
@@ -86,10 +90,10 @@ class Http:
             data, headers["Content-Type"] = json.dumps(body).encode(), "application/json"
         request = urllib.request.Request(self.base + path, data=data, method=method, headers=headers)
         with urllib.request.urlopen(request, timeout=120) as response:
-            raw = response.read()
-        if response.headers.get_content_type() == "application/json":
-            return json.loads(raw) if raw else None
-        return raw
+            answer = response.read()
+        if response.headers.get_content_type() == "application/json" and not raw:
+            return json.loads(answer) if answer else None
+        return answer
 
 
 def multipart(boundary: str, files: dict[str, Path]) -> bytes:
@@ -176,7 +180,7 @@ def doccano_project(base: str, exported: Path, annotator: str, ratings: dict[str
         rater.call("POST", f"/v1/projects/{project}/examples/{example['id']}/categories", {"label": labels[rating]})
     task = admin.call("POST", f"/v1/projects/{project}/download", {"format": "JSONL", "exportApproved": False})
     doccano_task(admin, task["task_id"])
-    return admin.call("GET", f"/v1/projects/{project}/download?taskId={task['task_id']}")
+    return admin.call("GET", f"/v1/projects/{project}/download?taskId={task['task_id']}", raw=True)
 
 
 def run_doccano(venv: Path, exported: Path, ratings: dict[str, dict[str, int]], work: Path) -> None:
@@ -211,13 +215,15 @@ def label_studio_project(api: Http, exported: Path, annotator: str, ratings: dic
         choice = str(ratings[task["data"]["item"]])
         result = [{"from_name": "rating", "to_name": "answer", "type": "choices", "value": {"choices": [choice]}}]
         api.call("POST", f"/api/tasks/{task['id']}/annotations", {"result": result})
-    return api.call("GET", f"/api/projects/{project}/export?exportType=JSON")
+    return api.call("GET", f"/api/projects/{project}/export?exportType=JSON", raw=True)
 
 
 def run_label_studio(venv: Path, exported: Path, ratings: dict[str, dict[str, int]], work: Path) -> None:
     """Step 3."""
     token = uuid.uuid4().hex
+    # --user-token is a legacy token, which Label Studio 1.20+ accepts only when enabled at the first start
     env = {**os.environ, "LABEL_STUDIO_BASE_DATA_DIR": str(work / "label-studio")}
+    env["LABEL_STUDIO_ENABLE_LEGACY_API_TOKEN"] = "true"
     command = [str(venv / "bin" / "label-studio"), "start", "--no-browser", "--port", "8766", "--host", ""]
     command += ["--data-dir", str(work / "label-studio"), "--username", "admin@example.com"]
     command += ["--password", PASSWORD, "--user-token", token]
@@ -228,8 +234,7 @@ def run_label_studio(venv: Path, exported: Path, ratings: dict[str, dict[str, in
         (DATA / "label-studio").mkdir(exist_ok=True)
         for annotator in ANNOTATORS:
             exported_json = label_studio_project(api, exported, annotator, ratings[annotator])
-            tasks = json.loads(exported_json)
-            (DATA / "label-studio" / f"{annotator}.json").write_text(json.dumps(tasks, indent=1, ensure_ascii=False))
+            (DATA / "label-studio" / f"{annotator}.json").write_bytes(exported_json)  # as Label Studio wrote it
     finally:
         stop([server])
 
