@@ -131,7 +131,8 @@ def collect_ratings(files: Sequence[Path], keys: dict[str, Key]) -> list[Rating]
         place = (rated.export, rated.annotator, rated.item)
         if place in seen:
             raise DataError(
-                f"{rated.where}: annotator {rated.annotator!r} rated item {rated.item} again (first at {seen[place]})"
+                f"{rated.where}: annotator {rated.annotator!r} rated item {rated.item} again "
+                f"(first: {seen[place]})"
             )
         seen[place] = rated.where
         ratings.append(rating)

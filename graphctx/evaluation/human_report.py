@@ -57,7 +57,8 @@ def markdown(sites: Sequence[SiteRatings]) -> str:
         lines += [
             f"## {site.site}",
             "",
-            f"{site.questions} questions, {site.annotators} annotators; ordinal Krippendorff's alpha {alpha}.",
+            f"{site.questions} questions, {site.annotators} annotators; "
+            f"Krippendorff's alpha (ordinal) {alpha}.",
             "",
             "| source | " + " | ".join(map(str, RATINGS)) + " | mean |",
             "|---" * (len(RATINGS) + 2) + "|",
@@ -106,7 +107,7 @@ def figure(sites: Sequence[SiteRatings]) -> bytes:
     """Figure 3 as PNG bytes."""
     plt = _pyplot()
     bars = [(site.site, source, counts) for site in sites for source, counts in site.distribution.items()]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 1.5 + 0.35 * len(bars)))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, max(3.0, 1.5 + 0.35 * len(bars))))
     for y, (_, _, counts) in enumerate(bars):
         start = 0.0
         for rating, count, color in zip(RATINGS, counts, COLORS, strict=True):
@@ -124,7 +125,7 @@ def figure(sites: Sequence[SiteRatings]) -> bytes:
     right.axhline(0.5, color="#d7191c", linestyle="--", label="50%")
     right.set_xticks(range(len(wins)), [f"{site}\n{variant}" for site, variant, _ in wins], fontsize=8)
     right.set_ylim(0, 1)
-    right.set_ylabel("win rate against gold (ties: half)")
+    right.set_ylabel("win rate vs gold (tie: half)")
     right.legend(frameon=False)
     fig.tight_layout()
     buffer = io.BytesIO()

@@ -10,15 +10,16 @@ What it does, end to end:
    uploaded (filepond + /upload), the annotator joins as "annotator", logs in and rates each example with
    the rating of ratings_plan.json, and the admin exports the project as JSONL: the zip Doccano returns is
    saved as doccano/<annotator>.zip.
-3. Label Studio (``label-studio start`` with an admin user and API token, legacy tokens enabled): per annotator, a project with
-   the export's labeling_config.xml, the annotator's tasks imported, one annotation per task with its
-   rating, and the JSON export saved as label-studio/<annotator>.json.
+3. Label Studio (``label-studio start`` with an admin user and API token, legacy tokens enabled): per
+   annotator, a project with the export's labeling_config.xml, the annotator's tasks imported, one
+   annotation per task with its rating, and the JSON export saved as label-studio/<annotator>.json.
 
 The tools are installed in their own virtual environments (they pin conflicting packages), e.g.::
 
     python3 -m venv /tmp/doccano-venv && /tmp/doccano-venv/bin/pip install doccano "marshmallow<4" "numpy<2"
     python3 -m venv /tmp/ls-venv && /tmp/ls-venv/bin/pip install label-studio
-    python scripts/annotation/produce_fixtures.py --doccano-venv /tmp/doccano-venv --label-studio-venv /tmp/ls-venv
+    python scripts/annotation/produce_fixtures.py \
+        --doccano-venv /tmp/doccano-venv --label-studio-venv /tmp/ls-venv
 
 (doccano 1.8.4 needs ``marshmallow<4``, as its environs reads ``marshmallow.__version_info__``, gone in 4.0,
 and ``numpy<2``, as its pandas 1.5.3 is built against numpy 1.)
@@ -76,7 +77,12 @@ class Http:
         self.base, self.auth = base, auth
 
     def call(
-        self, method: str, path: str, body: Any = None, files: dict[str, Path] | None = None, raw: bool = False
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        files: dict[str, Path] | None = None,
+        raw: bool = False,
     ) -> Any:
         """The answer to ``method path`` (JSON ``body`` or multipart ``files``): parsed JSON, else bytes (or
         bytes always, with ``raw``)."""
@@ -100,7 +106,9 @@ def multipart(boundary: str, files: dict[str, Path]) -> bytes:
     parts = []
     for field, path in files.items():
         head = f'--{boundary}\r\nContent-Disposition: form-data; name="{field}"; filename="{path.name}"\r\n'
-        parts.append(head.encode() + b"Content-Type: application/octet-stream\r\n\r\n" + path.read_bytes() + b"\r\n")
+        parts.append(
+            head.encode() + b"Content-Type: application/octet-stream\r\n\r\n" + path.read_bytes() + b"\r\n"
+        )
     return b"".join(parts) + f"--{boundary}--\r\n".encode()
 
 
@@ -164,8 +172,14 @@ def doccano_project(base: str, exported: Path, annotator: str, ratings: dict[str
             "collaborative_annotation": False,
         },
     )["id"]
-    admin.call("POST", f"/v1/projects/{project}/category-type-upload", files={"file": exported / "doccano/labels.json"})
-    upload = admin.call("POST", "/v1/fp/process/", files={"filepond": exported / f"doccano/{annotator}.jsonl"})
+    admin.call(
+        "POST",
+        f"/v1/projects/{project}/category-type-upload",
+        files={"file": exported / "doccano/labels.json"},
+    )
+    upload = admin.call(
+        "POST", "/v1/fp/process/", files={"filepond": exported / f"doccano/{annotator}.jsonl"}
+    )
     body = {"uploadIds": [upload.decode()], "format": "JSONL", "task": "DocumentClassification"}
     body |= {"column_data": "text", "column_label": "label", "delimiter": "", "encoding": "utf_8"}
     doccano_task(admin, admin.call("POST", f"/v1/projects/{project}/upload", body)["task_id"])
@@ -173,12 +187,18 @@ def doccano_project(base: str, exported: Path, annotator: str, ratings: dict[str
     user = next(u["id"] for u in admin.call("GET", f"/v1/users?q={annotator}") if u["username"] == annotator)
     admin.call("POST", f"/v1/projects/{project}/members", {"user": user, "role": role})
     rater = doccano_login(base, annotator)
-    labels = {label["text"]: label["id"] for label in rater.call("GET", f"/v1/projects/{project}/category-types")}
+    labels = {
+        label["text"]: label["id"] for label in rater.call("GET", f"/v1/projects/{project}/category-types")
+    }
     examples = rater.call("GET", f"/v1/projects/{project}/examples?limit=1000")["results"]
     for example in examples:
         rating = str(ratings[example["meta"]["item"]])
-        rater.call("POST", f"/v1/projects/{project}/examples/{example['id']}/categories", {"label": labels[rating]})
-    task = admin.call("POST", f"/v1/projects/{project}/download", {"format": "JSONL", "exportApproved": False})
+        rater.call(
+            "POST", f"/v1/projects/{project}/examples/{example['id']}/categories", {"label": labels[rating]}
+        )
+    task = admin.call(
+        "POST", f"/v1/projects/{project}/download", {"format": "JSONL", "exportApproved": False}
+    )
     doccano_task(admin, task["task_id"])
     return admin.call("GET", f"/v1/projects/{project}/download?taskId={task['task_id']}", raw=True)
 
@@ -189,7 +209,9 @@ def run_doccano(venv: Path, exported: Path, ratings: dict[str, dict[str, int]], 
     doccano = str(venv / "bin" / "doccano")
     subprocess.run([doccano, "init"], env=env, check=True, capture_output=True)
     for username in ("admin", *ANNOTATORS):
-        subprocess.run([doccano, "createuser", "--username", username, "--password", PASSWORD], env=env, check=True)
+        subprocess.run(
+            [doccano, "createuser", "--username", username, "--password", PASSWORD], env=env, check=True
+        )
     servers = [
         start([doccano, "webserver", "--port", "8765", "--workers", "1"], env, work / "doccano-web.log"),
         start([doccano, "task", "--concurrency", "1"], env, work / "doccano-task.log"),
@@ -207,13 +229,17 @@ def run_doccano(venv: Path, exported: Path, ratings: dict[str, dict[str, int]], 
 def label_studio_project(api: Http, exported: Path, annotator: str, ratings: dict[str, int]) -> bytes:
     """One annotator's Label Studio project, rated; returns its JSON export."""
     config = (exported / "label-studio/labeling_config.xml").read_text()
-    project = api.call("POST", "/api/projects", {"title": f"cardano-{annotator}", "label_config": config})["id"]
+    project = api.call("POST", "/api/projects", {"title": f"cardano-{annotator}", "label_config": config})[
+        "id"
+    ]
     tasks = json.loads((exported / f"label-studio/{annotator}.json").read_text())
     api.call("POST", f"/api/projects/{project}/import", tasks)
     listed = api.call("GET", f"/api/tasks?project={project}&page_size=1000")
     for task in listed["tasks"] if isinstance(listed, dict) else listed:
         choice = str(ratings[task["data"]["item"]])
-        result = [{"from_name": "rating", "to_name": "answer", "type": "choices", "value": {"choices": [choice]}}]
+        result = [
+            {"from_name": "rating", "to_name": "answer", "type": "choices", "value": {"choices": [choice]}}
+        ]
         api.call("POST", f"/api/tasks/{task['id']}/annotations", {"result": result})
     return api.call("GET", f"/api/projects/{project}/export?exportType=JSON", raw=True)
 
@@ -234,15 +260,21 @@ def run_label_studio(venv: Path, exported: Path, ratings: dict[str, dict[str, in
         (DATA / "label-studio").mkdir(exist_ok=True)
         for annotator in ANNOTATORS:
             exported_json = label_studio_project(api, exported, annotator, ratings[annotator])
-            (DATA / "label-studio" / f"{annotator}.json").write_bytes(exported_json)  # as Label Studio wrote it
+            (DATA / "label-studio" / f"{annotator}.json").write_bytes(
+                exported_json
+            )  # as Label Studio wrote it
     finally:
         stop([server])
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--doccano-venv", type=Path, help="virtual environment with doccano installed")
-    parser.add_argument("--label-studio-venv", type=Path, help="virtual environment with label-studio installed")
+    parser.add_argument(
+        "--label-studio-venv", type=Path, help="virtual environment with label-studio installed"
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="graphctx-annotation-"))
     try:
