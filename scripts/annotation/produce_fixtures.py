@@ -24,6 +24,8 @@ The tools are installed in their own virtual environments (they pin conflicting 
 (doccano 1.8.4 needs ``marshmallow<4``, as its environs reads ``marshmallow.__version_info__``, gone in 4.0,
 and ``numpy<2``, as its pandas 1.5.3 is built against numpy 1.)
 Run from the repository root with graphctx's own environment active. Only the standard library is used here.
+A rerun gives the same files up to the tools' timestamps and ids (zip dates, Label Studio's ``created_at``,
+``unique_id``): the items, their order and the ratings are the same.
 """
 
 from __future__ import annotations
