@@ -17,7 +17,7 @@ from graphctx.errors import debug_enabled, report
 from graphctx.quiet import quiet_third_party
 from graphctx.settings_help import add_settings_help, every_setting
 
-COMMANDS: tuple[str, ...] = ("data", "index", "retrieve", "enhance", "answer", "plan", "genqa")
+COMMANDS: tuple[str, ...] = ("data", "index", "retrieve", "enhance", "answer", "plan", "genqa", "annotate")
 
 
 def build_parser() -> argparse.ArgumentParser:

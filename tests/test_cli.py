@@ -33,6 +33,7 @@ def bad_invocations(missing: Path) -> dict[str, tuple]:
         "answer": (cli_main, ["answer", *config, *QUESTION]),
         "plan": (cli_main, ["plan", *config]),
         "genqa": (cli_main, ["genqa", *config]),
+        "annotate": (cli_main, ["annotate", "import", "--key", str(missing), "--ratings", "r", "--out", "o"]),
         "train.py": (train.main, config),
         "evaluate.py": (evaluate.main, config),
     }

@@ -1,0 +1,92 @@
+"""Human evaluation: export a blinded annotation set (Doccano, Label Studio), import its ratings (Figure 3).
+
+``graphctx annotate export`` draws N questions answered by every chosen variant of evaluate.py's
+predictions and writes, per annotator, the question × (each variant's answer + the gold answer) items in
+their own order, in Doccano JSONL and Label Studio JSON, plus the private key. ``graphctx annotate import``
+reads the tools' exports back with the keys (one export per site) and writes the rating distribution, the
+win rate against gold and ordinal Krippendorff's alpha per site (markdown, CSV, one JSON line, a plot).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, TextIO
+
+from graphctx.errors import ConfigError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", required=True)
+    export = actions.add_parser("export", help="write a blinded annotation set and its key")
+    export.add_argument("--config", help="YAML config: its evaluation output folder and site are used")
+    export.add_argument("--predictions-dir", help="folder of <variant>.jsonl (default: the config's)")
+    export.add_argument("--site", help="site name (default: the config's data.dataset.site or dump name)")
+    export.add_argument("--variants", nargs="+", required=True, help="variants whose answers are rated")
+    export.add_argument("--questions", type=int, default=50, help="questions to draw (paper: 50)")
+    export.add_argument("--annotators", nargs="+", required=True, help="annotator names (paper: 3 per site)")
+    export.add_argument("--seed", type=int, default=0, help="seed of the draw and of the orders")
+    export.add_argument("--out", required=True, help="export folder to write (must not exist)")
+    export.add_argument("--overwrite", action="store_true", help="replace an existing export folder")
+    imported = actions.add_parser("import", help="read the ratings back and compute Figure 3")
+    imported.add_argument(
+        "--key", nargs="+", required=True, help="export folders (or key.json), one per site"
+    )
+    imported.add_argument(
+        "--ratings",
+        nargs="+",
+        required=True,
+        help="exports of the tools: Doccano .zip/.jsonl, Label Studio .json",
+    )
+    imported.add_argument("--out", required=True, help="folder for human_eval.{md,csv,json} and figure3.png")
+    imported.add_argument(
+        "--bootstrap-samples", type=int, default=2000, help="resamples of the win-rate intervals"
+    )
+    imported.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+
+
+def config_sources(config_path: str) -> tuple[Path, str]:
+    """The predictions folder and the site of a config: ``<evaluation.output_dir or
+    trainer.default_root_dir/eval>/predictions`` (where evaluate.py writes them), and ``data.dataset.site``
+    or the name of its dump. (The one place this command reads a config.)"""
+    from graphctx.config import load_config
+    from graphctx.data.dumpfiles import site_name
+
+    config = load_config(config_path, devices=False)
+    output = Path(config.evaluation.output_dir or config.root_dir / "eval")
+    dataset = config.data.dataset
+    return output / "predictions", dataset.site or site_name(Path(dataset.source.removeprefix("hf:")))
+
+
+def run_export(args: argparse.Namespace) -> dict[str, Any]:
+    from graphctx.evaluation.annotation_export import ExportSpec, make_items, read_predictions, write_export
+
+    if args.config is None and (args.predictions_dir is None or args.site is None):
+        raise ConfigError("annotate export: give --config, or both --predictions-dir and --site")
+    predictions, site = config_sources(args.config) if args.config else (None, None)
+    predictions = Path(args.predictions_dir) if args.predictions_dir else predictions
+    spec = ExportSpec(
+        args.site or site, tuple(args.variants), args.questions, tuple(args.annotators), args.seed
+    )
+    items, export = make_items(read_predictions(predictions, spec.variants), spec)
+    files = write_export(Path(args.out), items, spec, export, args.overwrite)
+    return {"export": export, "site": spec.site, "items": len(items), "files": [str(f) for f in files]}
+
+
+def run_import(args: argparse.Namespace) -> dict[str, Any]:
+    from graphctx.evaluation.annotation_import import collect_ratings, read_keys
+    from graphctx.evaluation.human_ratings import every_site
+    from graphctx.evaluation.human_report import summary, write_report
+
+    keys = read_keys([Path(path) for path in args.key])
+    ratings = collect_ratings([Path(path) for path in args.ratings], keys)
+    sites = every_site(ratings, args.bootstrap_samples, args.seed)
+    files = write_report(sites, Path(args.out))
+    return {"sites": summary(sites), "files": {kind: str(path) for kind, path in files.items()}}
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    result = run_export(args) if args.action == "export" else run_import(args)
+    print(json.dumps(result), file=out)
+    return 0

@@ -1,0 +1,185 @@
+"""A blinded, shuffled annotation set from evaluate.py's predictions (``graphctx annotate export``).
+
+The items: N questions, drawn with the seed from those every chosen variant answered, each shown once with
+each variant's answer and once with its gold (accepted) answer. The annotators of a site rate the same items,
+each in their own seeded order. What an annotator sees names no variant: an item id is
+``<tag>-<k>``, ``tag`` the first 8 hex digits of the export's fingerprint and ``k`` the item's place in a
+seeded shuffle of all items. Only the private key file maps an id back to its question and its source
+(a variant, or ``gold``).
+
+The fingerprint is the SHA-256 of the export's content (site, seed, annotators, and each item's question id,
+source and answer text), so ratings can be checked against the key they were made from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from graphctx.cache import atomic_path
+from graphctx.errors import ConfigError, DataError
+from graphctx.evaluation.annotation_formats import (
+    DOCCANO_LABELS,
+    GOLD,
+    LABEL_STUDIO_CONFIG,
+    Item,
+    doccano_lines,
+    label_studio_tasks,
+)
+from graphctx.evaluation.records import check_unique_ids, read_records
+
+
+@dataclass(frozen=True)
+class ExportSpec:
+    """What to export: ``questions`` questions of ``site`` × (``variants`` + gold), for ``annotators``."""
+
+    site: str
+    variants: tuple[str, ...]
+    questions: int
+    annotators: tuple[str, ...]
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.questions < 1:
+            raise ConfigError(f"--questions {self.questions}: choose at least 1")
+        for what, names in (("--variants", self.variants), ("--annotators", self.annotators)):
+            if not names:
+                raise ConfigError(f"{what}: name at least one")
+            if len(set(names)) < len(names):
+                raise ConfigError(f"{what} {' '.join(names)}: a name is given twice")
+        if GOLD in self.variants:
+            raise ConfigError(f"--variants: {GOLD!r} is the gold answer, always included; name variants only")
+        bad = [name for name in self.annotators if not name.replace("-", "").replace("_", "").isalnum()]
+        if bad:
+            raise ConfigError(f"--annotators: {bad[0]!r} is not a file name (letters, digits, - and _ only)")
+
+
+def read_predictions(directory: Path, variants: Sequence[str]) -> dict[str, dict[int, dict[str, Any]]]:
+    """Per variant, its predictions (``<directory>/<variant>.jsonl``, the rows evaluate.py writes) by id."""
+    answers = {}
+    for variant in variants:
+        path = Path(directory) / f"{variant}.jsonl"
+        if not path.is_file():
+            found = sorted(p.stem for p in Path(directory).glob("*.jsonl"))
+            raise DataError(f"{path}: no predictions of variant {variant!r} (found: {found or 'none'})")
+        rows = read_records(path)
+        check_unique_ids(rows, path)
+        for number, row in enumerate(rows, start=1):
+            missing = [key for key in ("id", "question", "generated", "gold") if key not in row]
+            if missing:
+                raise DataError(f"{path}: line {number} has no {missing[0]!r}; is it evaluate.py's output?")
+        answers[variant] = {int(row["id"]): row for row in rows}
+    return answers
+
+
+def draw_questions(answers: Mapping[str, Mapping[int, dict[str, Any]]], spec: ExportSpec) -> list[int]:
+    """``spec.questions`` ids, drawn with the seed from those every variant answered (sorted)."""
+    common = sorted(set.intersection(*(set(rows) for rows in answers.values())))
+    if len(common) < spec.questions:
+        raise DataError(
+            f"--questions {spec.questions}: only {len(common)} questions are answered by every one of "
+            f"{list(spec.variants)}"
+        )
+    return sorted(random.Random(spec.seed).sample(common, spec.questions))
+
+
+def _contents(
+    answers: Mapping[str, Mapping[int, dict[str, Any]]], question_id: int
+) -> list[tuple[str, str, str]]:
+    """(source, question, answer) of each variant and of gold for one question; variants must agree on the
+    question and its gold answer (else they come from different datasets)."""
+    rows = [answers[variant][question_id] for variant in answers]
+    for variant, row in zip(answers, rows, strict=True):
+        if (row["question"], row["gold"]) != (rows[0]["question"], rows[0]["gold"]):
+            first = next(iter(answers))
+            raise DataError(
+                f"question {question_id}: the predictions of {variant!r} and {first!r} show another question "
+                "or gold answer; export predictions of one dataset"
+            )
+    gold = (GOLD, rows[0]["question"], rows[0]["gold"])
+    return [
+        (variant, row["question"], row["generated"]) for variant, row in zip(answers, rows, strict=True)
+    ] + [gold]
+
+
+def fingerprint(spec: ExportSpec, contents: Sequence[tuple[int, str, str]]) -> str:
+    """SHA-256 of the site, seed, annotators and each (question id, source, SHA-256 of the answer)."""
+    digest = [(qid, source, hashlib.sha256(answer.encode()).hexdigest()) for qid, source, answer in contents]
+    payload = {"site": spec.site, "seed": spec.seed, "annotators": spec.annotators, "items": sorted(digest)}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def make_items(
+    answers: Mapping[str, Mapping[int, dict[str, Any]]], spec: ExportSpec
+) -> tuple[list[Item], str]:
+    """The export's items (in id order) and its fingerprint."""
+    drawn = [(qid, *content) for qid in draw_questions(answers, spec) for content in _contents(answers, qid)]
+    export = fingerprint(spec, [(qid, source, answer) for qid, source, _, answer in drawn])
+    random.Random(f"{spec.seed}:{export}").shuffle(drawn)
+    width = len(str(len(drawn)))
+    items = [
+        Item(f"{export[:8]}-{k:0{width}d}", qid, source, question, answer)
+        for k, (qid, source, question, answer) in enumerate(drawn, start=1)
+    ]
+    return items, export
+
+
+def annotator_order(items: Sequence[Item], annotator: str, export: str) -> list[Item]:
+    """``items`` in ``annotator``'s own order (seeded by the export and the annotator's name)."""
+    ordered = list(items)
+    random.Random(f"{export}:{annotator}").shuffle(ordered)
+    return ordered
+
+
+def key_payload(items: Sequence[Item], spec: ExportSpec, export: str) -> dict[str, Any]:
+    """The private key: the export's settings and fingerprint, and each item id's question and source."""
+    return {
+        "fingerprint": export,
+        "site": spec.site,
+        "variants": list(spec.variants),
+        "annotators": list(spec.annotators),
+        "questions": spec.questions,
+        "seed": spec.seed,
+        "items": {item.id: {"question_id": item.question_id, "source": item.source} for item in items},
+    }
+
+
+KEY_FILE = "key.json"
+"""The private key inside an export folder (not for the annotators)."""
+
+
+def write_export(
+    out: Path, items: Sequence[Item], spec: ExportSpec, export: str, overwrite: bool
+) -> list[Path]:
+    """Write the export folder ``out`` at once (built beside it, then renamed)::
+
+        key.json                      private: item id -> question id, source; the fingerprint
+        doccano/<annotator>.jsonl     one per annotator, to import into a Doccano text-classification project
+        doccano/labels.json           the labels 1..5 (Doccano's label import)
+        label-studio/<annotator>.json one per annotator, tasks for label-studio/labeling_config.xml
+        label-studio/labeling_config.xml
+
+    An existing ``out`` is refused unless ``overwrite``. Returns the files written (under ``out``)."""
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise ConfigError(f"--out {out}: already exists; choose another folder or pass --overwrite")
+    with atomic_path(out) as tmp:
+        (tmp / "doccano").mkdir(parents=True)
+        (tmp / "label-studio").mkdir()
+        (tmp / KEY_FILE).write_text(json.dumps(key_payload(items, spec, export), indent=2) + "\n")
+        (tmp / "doccano" / "labels.json").write_text(json.dumps(DOCCANO_LABELS, indent=2) + "\n")
+        (tmp / "label-studio" / "labeling_config.xml").write_text(LABEL_STUDIO_CONFIG)
+        for annotator in spec.annotators:
+            ordered = annotator_order(items, annotator, export)
+            (tmp / "doccano" / f"{annotator}.jsonl").write_text(doccano_lines(ordered, annotator, export))
+            tasks = label_studio_tasks(ordered, annotator, export)
+            (tmp / "label-studio" / f"{annotator}.json").write_text(
+                json.dumps(tasks, ensure_ascii=False, indent=1)
+            )
+        written = sorted(path.relative_to(tmp) for path in tmp.rglob("*") if path.is_file())
+    return [out / path for path in written]
