@@ -47,16 +47,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def config_sources(config_path: str) -> tuple[Path, str]:
-    """The predictions folder and the site of a config: ``<evaluation.output_dir or
-    trainer.default_root_dir/eval>/predictions`` (where evaluate.py writes them), and ``data.dataset.site``
-    or the name of its dump. (The one place this command reads a config.)"""
-    from graphctx.config import load_config
+    """The predictions folder and the site of a config: ``<RunConfig.output_dir>/predictions`` (where
+    evaluate.py writes them), and ``data.dataset.site`` or the name of its dump. (The one place this command
+    reads a config.)"""
     from graphctx.data.dumpfiles import site_name
+    from graphctx.pipeline.config_file import load_config
 
     config = load_config(config_path, devices=False)
-    output = Path(config.evaluation.output_dir or config.root_dir / "eval")
     dataset = config.data.dataset
-    return output / "predictions", dataset.site or site_name(Path(dataset.source.removeprefix("hf:")))
+    site = dataset.site or site_name(Path(dataset.source.removeprefix("hf:")))
+    return config.output_dir / "predictions", site
 
 
 def run_export(args: argparse.Namespace) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from graphctx.evaluation.annotation_formats import (
     doccano_lines,
     label_studio_tasks,
 )
-from graphctx.evaluation.records import check_unique_ids, read_records
+from graphctx.evaluation.jsonl import check_unique_ids, read_records
 
 
 @dataclass(frozen=True)
