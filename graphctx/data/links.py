@@ -83,16 +83,22 @@ def add_link(grades: Grades, row: Mapping[str, str]) -> bool:
     return True
 
 
-def read_dump_links(source: str | Path) -> DumpLinks:
-    """Stream the dump at ``source`` (folder, Posts.xml or ``.7z``): every link of type 1 or 3, and the
-    title, body and date of each linked question. A dump without PostLinks.xml is a ``DataError``."""
-    files = resolve_dump(source)
+def require_links(files: DumpFiles) -> Path:
+    """The dump's PostLinks.xml; a ``DataError`` naming the dump when it has none."""
     if files.links is None:
         where = files.archive or files.posts.parent
         raise DataError(
             f"{where}: no PostLinks.xml: retrieval-eval takes its ground truth from the dump's links "
             "(duplicate and linked questions); use the site's full dump"
         )
+    return files.links
+
+
+def read_dump_links(source: str | Path) -> DumpLinks:
+    """Stream the dump at ``source`` (folder, Posts.xml or ``.7z``): every link of type 1 or 3, and the
+    title, body and date of each linked question. A dump without PostLinks.xml is a ``DataError``."""
+    files = resolve_dump(source)
+    require_links(files)
     grades: Grades = {}
     found = DumpLinks(grades, {}, {}, files.links, 0)
     links_read = posts_skipped = False

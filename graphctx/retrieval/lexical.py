@@ -9,8 +9,8 @@ Okapi BM25 (``bm25s``'s default Lucene variant) scores pool question :math:`d` f
 
 with :math:`f(t, d)` the count of term :math:`t` in :math:`d`, :math:`n_t` the pool questions holding it.
 Texts are lower-cased, split into word tokens of two or more characters, stripped of Lucene's 33
-English stop words and Snowball-stemmed (nltk). A pool question sharing no term with the query (score 0) is not
-retrieved: its place in the ranking would be arbitrary.
+English stop words and Snowball-stemmed (nltk). A pool question sharing no term with the query (score 0)
+is not retrieved: its place in the ranking would be arbitrary.
 """
 
 from __future__ import annotations
