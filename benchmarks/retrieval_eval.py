@@ -9,9 +9,12 @@ scale (sibling cosines about 0.55-0.9), re-normalised. Queries are further pertu
 relevant pool questions are the seed's siblings (grade 1). The embeddings make those siblings by
 construction, so the quality figures only check that the methods run; the times are the point.
 
-    python benchmarks/retrieval_eval.py [--config configs/tiny.yaml] [--pool 20000] [--queries 500]
+    python benchmarks/retrieval_eval.py [--config configs/tiny.yaml] [--pool 20000] [--queries 100]
 
-Prints one JSON line.
+Prints one JSON line. Measured on the 2-core machine (100 queries): 127 s in all, the T sweep 103 s (the
+graph at T = 0.5 has 676k edges, mean degree 68: PageRank dominates), graph PPR 3.0 s/query with its
+graph build against networkx's 11.2 s/query (same top 10 on all 5 compared), bm25s 2.2 ms/query against
+rank_bm25's 1649 ms.
 """
 
 from __future__ import annotations
@@ -129,7 +132,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="configs/tiny.yaml")
     parser.add_argument("--pool", type=int, default=20_000)
-    parser.add_argument("--queries", type=int, default=500)
+    parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--competitor-queries", type=int, default=20)
     args = parser.parse_args()
     config = load_config(args.config)
