@@ -17,7 +17,18 @@ from graphctx.errors import debug_enabled, report
 from graphctx.quiet import quiet_third_party
 from graphctx.settings_help import add_settings_help, every_setting
 
-COMMANDS: tuple[str, ...] = ("data", "index", "retrieve", "enhance", "answer", "plan", "genqa", "annotate")
+COMMANDS: tuple[str, ...] = (
+    "data",
+    "index",
+    "retrieve",
+    "retrieval-eval",
+    "enhance",
+    "answer",
+    "plan",
+    "genqa",
+    "annotate",
+)
+"""Subcommand names; each is the module of :mod:`graphctx.commands` of that name, ``-`` read as ``_``."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -28,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
-        module = importlib.import_module(f"graphctx.commands.{name}")
+        module = importlib.import_module(f"graphctx.commands.{name.replace('-', '_')}")
         sub = subparsers.add_parser(name, help=module.__doc__.strip().splitlines()[0], add_help=False)
         module.add_arguments(sub)
         if "--config" in sub._option_string_actions:  # its --help lists the config's settings too

@@ -29,6 +29,7 @@ def bad_invocations(missing: Path) -> dict[str, tuple]:
         "data": (cli_main, ["data", str(missing)]),
         "index": (cli_main, ["index", *config]),
         "retrieve": (cli_main, ["retrieve", *config, *QUESTION]),
+        "retrieval-eval": (cli_main, ["retrieval-eval", *config]),
         "enhance": (cli_main, ["enhance", *config, *QUESTION]),
         "answer": (cli_main, ["answer", *config, *QUESTION]),
         "plan": (cli_main, ["plan", *config]),

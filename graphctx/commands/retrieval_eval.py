@@ -1,0 +1,107 @@
+"""Judge retrieval against the dump's own links: graph PPR, dense, BM25 and a hybrid, and a sweep of T.
+
+Queries are the evaluated split's questions linked (PostLinks.xml: duplicate = 2, linked = 1) to older
+pool questions (see graphctx.evaluation.retrieval_queries for what is counted and why). Writes
+results.md, results.csv, results.json and sweep.png to --output-dir (default
+<trainer.default_root_dir>/retrieval_eval); prints the markdown, or the JSON line with --json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from graphctx.errors import ConfigError
+
+
+def parse_thresholds(text: str) -> list[float]:
+    """``0.5,0.6,0.7`` or ``start:stop:step`` (stop included) -> the list of thresholds."""
+    try:
+        if ":" in text:
+            start, stop, step = (float(part) for part in text.split(":"))
+            if step <= 0:
+                raise ValueError("the step must be positive")
+            count = round((stop - start) / step) + 1
+            return [round(start + i * step, 6) for i in range(max(count, 0))]
+        return [float(part) for part in text.split(",") if part.strip()]
+    except ValueError as error:
+        raise ConfigError(f"--thresholds {text!r}: {error} (give 0.5,0.6 or start:stop:step)") from error
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", required=True, help="YAML config (sections data, retrieval, evaluation)")
+    parser.add_argument("--json", action="store_true", help="print the one JSON line instead of markdown")
+    parser.add_argument(
+        "--thresholds", default="0.50:0.90:0.05", help="T values of the sweep: 0.5,0.6 or start:stop:step"
+    )
+    parser.add_argument("--split", help="evaluated split (default: the config's evaluation.split)")
+    parser.add_argument("--recall-k", type=int, default=10, help="a second recall cut-off beside top_k")
+    parser.add_argument(
+        "--keep-links", action="store_true", help="leave the query's links to its targets in its text"
+    )
+    parser.add_argument(
+        "--output-dir", help="report folder (default <trainer.default_root_dir>/retrieval_eval)"
+    )
+    parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's data.cache_dir)")
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    from graphctx.evaluation.retrieval_eval import check_thresholds, evaluate_retrieval
+    from graphctx.evaluation.retrieval_queries import (
+        check_link_source,
+        few_queries_warning,
+        load_link_queries,
+    )
+    from graphctx.evaluation.retrieval_report import markdown, write_report
+    from graphctx.pipeline.config_file import load_config
+
+    thresholds = check_thresholds(parse_thresholds(args.thresholds), "--thresholds")
+    if args.recall_k < 1:
+        raise ConfigError(f"--recall-k {args.recall_k}: must be at least 1")
+    config = load_config(args.config, cache_dir=args.cache_dir)
+    split = args.split or config.evaluation.split
+    dataset_settings = config.data.dataset
+    check_link_source(dataset_settings, split)
+    dataset = config.load_dataset()
+    queries, links = load_link_queries(dataset_settings, dataset, split, mask=not args.keep_links)
+    warning = few_queries_warning(len(queries), split)
+    if warning:
+        print(warning, file=sys.stderr)
+    pool, judged = _embedded(config, dataset["train"], queries, config.cache_dir)
+    settings = config.retrieval
+    recall_ks = sorted({settings.top_k, args.recall_k})
+    evaluation = evaluate_retrieval(pool, judged, settings, thresholds, recall_ks)
+    about = {
+        "config": str(config.path),
+        "split": split,
+        "in_split": sum(query.in_split for query in queries),
+        "graded": {"duplicate": _count(queries, 2), "linked": _count(queries, 1)},
+        "link_rows": links.rows,
+        "masked_links": not args.keep_links,
+        "embedding_model": settings.embedding_model,
+    }
+    folder = Path(args.output_dir) if args.output_dir else config.root_dir / "retrieval_eval"
+    document = write_report(evaluation, about, folder)
+    print(json.dumps(document) if args.json else markdown(evaluation, about), file=out)
+    return 0
+
+
+def _count(queries: list, grade: int) -> int:
+    """Relevant (query, pool question) pairs of ``grade``."""
+    return sum(list(query.relevant.values()).count(grade) for query in queries)
+
+
+def _embedded(config, train, queries, cache_dir):
+    """Pool and queries embedded once each (cached like the retrieval index's embeddings), on the CPU."""
+    from graphctx.evaluation.retrieval_eval import Pool, Queries
+    from graphctx.retrieval.embeddings import embed_texts
+
+    settings = config.retrieval
+    pool_texts = list(train["question"])
+    pool = Pool(list(train["id"]), pool_texts, embed_texts(pool_texts, settings, cache_dir=cache_dir).cpu())
+    texts = [query.text for query in queries]
+    embeddings = embed_texts(texts, settings, cache_dir=cache_dir).cpu()
+    return pool, Queries([q.id for q in queries], texts, embeddings, [q.relevant for q in queries])
