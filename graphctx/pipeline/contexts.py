@@ -17,7 +17,7 @@ cache); the shares are gathered, so every process ends with every query's contex
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +55,22 @@ def pairs_for_hits(hits: Sequence[Hit], pool: Mapping[int, Mapping[str, Any]]) -
     if missing:
         raise KeyError(f"retrieved ids {missing} are not in the retrieval pool (a stale index?)")
     return [QAPair(pool[hit.id]["question"], pool[hit.id]["answer"], hit.id) for hit in hits]
+
+
+def pool_index(
+    pool: Iterable[Mapping[str, Any]], settings: RetrievalSettings, cache_dir: str | None
+) -> RetrievalIndex:
+    """The index of the retrieval pool's questions (embedded, and their graph for ``graph``): built once,
+    then read from the cache."""
+    rows = {int(row["id"]): row for row in pool}
+    return build_index(list(rows), [row["question"] for row in rows.values()], settings, cache_dir)
+
+
+def pool_retriever(
+    pool: Iterable[Mapping[str, Any]], settings: RetrievalSettings, cache_dir: str | None
+) -> EmbeddingRetriever:
+    """The ``settings.method`` retriever over the pool's :func:`pool_index`, in this process."""
+    return build_retriever(pool_index(pool, settings, cache_dir), settings)
 
 
 def knowledge_with_cache(settings: KnowledgeSettings, cache_dir: str | None) -> KnowledgeSettings:
@@ -114,9 +130,7 @@ class ContextBuilder:
     def index(self, method: str) -> RetrievalIndex:
         """The pool index of ``method`` (built once, then read from the cache)."""
         if method not in self._indexes:
-            ids = list(self.pool)
-            texts = [self.pool[i]["question"] for i in ids]
-            self._indexes[method] = build_index(ids, texts, self.settings(method), self.cache_dir)
+            self._indexes[method] = pool_index(self.pool.values(), self.settings(method), self.cache_dir)
         return self._indexes[method]
 
     def retriever(self, method: str) -> EmbeddingRetriever:
@@ -163,6 +177,11 @@ class ContextBuilder:
         )
         self.enhanced += len(share)
         return [context for part in self.processes.gather(mine) for context in part]
+
+    def enhanced(self, queries: Sequence[str]) -> list[EnhancedContext]:
+        """Every query's context C ⊕ S: the pairs ``retrieval.method`` retrieves, and their KG sentences."""
+        hits = self.hits(queries, self.retrieval.method)
+        return self.enhance(queries, [pairs_for_hits(h, self.pool) for h in hits])
 
     def contexts(
         self, queries: Sequence[str], hits: list[list[Hit]], with_knowledge: bool
