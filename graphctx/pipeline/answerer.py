@@ -28,6 +28,7 @@ from graphctx.data.instruct import InstructionTemplate
 from graphctx.generation.decoder import Answer, Generated, Generator
 from graphctx.generation.loading import BaseWeights, load_generation_model
 from graphctx.generation.settings import GenerationSettings
+from graphctx.knowledge.enhance import EnhancedContext
 from graphctx.knowledge.extractors import build_extractor
 from graphctx.knowledge.llm import GenerationModel
 from graphctx.knowledge.settings import KnowledgeSettings
@@ -208,6 +209,10 @@ class Answerer:
             f"here{summary if self.processes.is_zero else ''}"
         )
         return contexts
+
+    def enhanced(self, questions: Sequence[str]) -> list[EnhancedContext]:
+        """Each question's context C ⊕ S: the pairs ``retrieval.method`` retrieves and their KG sentences."""
+        return self.context_builder().enhanced(questions)
 
     def triplet_extractor(self) -> TripletExtractor:
         """The triplet extractors of ``knowledge.extractors`` alone (the fact score's), the LLM extractor
