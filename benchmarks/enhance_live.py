@@ -123,7 +123,8 @@ def load_questions(count: int, cache: Path) -> tuple[list[str], list[list[QAPair
     """``count`` cardano questions (test, then validation, then train) with their two nearest others."""
     from graphctx.data import load_qa_dataset
     from graphctx.data.settings import DatasetSettings, SplitSettings
-    from graphctx.pipeline.contexts import pairs_for_hits, pool_retriever
+    from graphctx.pipeline.contexts import pairs_for_hits
+    from graphctx.pipeline.pool import pool_retriever
     from graphctx.retrieval.settings import RetrievalSettings
 
     repo = Path(__file__).resolve().parents[1]

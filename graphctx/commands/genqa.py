@@ -36,7 +36,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.errors import ConfigError
     from graphctx.paper import availability, how_to_get
     from graphctx.pipeline.config_file import load_config
-    from graphctx.pipeline.contexts import pool_retriever
+    from graphctx.pipeline.pool import pool_retriever
 
     config = load_config(args.config)
     base = args.base or DEFAULT_BASE

@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.pipeline.config_file import load_config
-    from graphctx.pipeline.contexts import pool_index
+    from graphctx.pipeline.pool import pool_index
     from graphctx.retrieval.embeddings import embed_texts
     from graphctx.retrieval.graph import (
         density_warning,

@@ -22,7 +22,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     question = read_question(args)  # before anything loads
     from graphctx.paper import EMBEDDING, is_reference
     from graphctx.pipeline.config_file import load_config
-    from graphctx.pipeline.contexts import pool_retriever
+    from graphctx.pipeline.pool import pool_retriever
 
     config = load_config(args.config, cache_dir=args.cache_dir)
     settings = config.retrieval

@@ -17,7 +17,7 @@ cache); the shares are gathered, so every process ends with every query's contex
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,10 +28,11 @@ from graphctx.knowledge.enhance import EnhancedContext, Enhancer, build_enhancer
 from graphctx.knowledge.llm import GenerationModel
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.knowledge.verbalise import Sentence
+from graphctx.pipeline.pool import pool_index
 from graphctx.pipeline.processes import Processes
 from graphctx.prompts import Variant
 from graphctx.retrieval.encoder import SentenceEncoder
-from graphctx.retrieval.index import RetrievalIndex, build_index
+from graphctx.retrieval.index import RetrievalIndex
 from graphctx.retrieval.module import RetrievalModule, WholeBatches, batch_count, predict_hits
 from graphctx.retrieval.retriever import EmbeddingRetriever, Hit, build_retriever
 from graphctx.retrieval.settings import RetrievalSettings
@@ -55,22 +56,6 @@ def pairs_for_hits(hits: Sequence[Hit], pool: Mapping[int, Mapping[str, Any]]) -
     if missing:
         raise KeyError(f"retrieved ids {missing} are not in the retrieval pool (a stale index?)")
     return [QAPair(pool[hit.id]["question"], pool[hit.id]["answer"], hit.id) for hit in hits]
-
-
-def pool_index(
-    pool: Iterable[Mapping[str, Any]], settings: RetrievalSettings, cache_dir: str | None
-) -> RetrievalIndex:
-    """The index of the retrieval pool's questions (embedded, and their graph for ``graph``): built once,
-    then read from the cache."""
-    rows = {int(row["id"]): row for row in pool}
-    return build_index(list(rows), [row["question"] for row in rows.values()], settings, cache_dir)
-
-
-def pool_retriever(
-    pool: Iterable[Mapping[str, Any]], settings: RetrievalSettings, cache_dir: str | None
-) -> EmbeddingRetriever:
-    """The ``settings.method`` retriever over the pool's :func:`pool_index`, in this process."""
-    return build_retriever(pool_index(pool, settings, cache_dir), settings)
 
 
 def knowledge_with_cache(settings: KnowledgeSettings, cache_dir: str | None) -> KnowledgeSettings:
