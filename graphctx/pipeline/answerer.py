@@ -212,7 +212,7 @@ class Answerer:
 
     def enhanced(self, questions: Sequence[str]) -> list[EnhancedContext]:
         """Each question's context C ⊕ S: the pairs ``retrieval.method`` retrieves and their KG sentences."""
-        return self.context_builder().enhanced(questions)
+        return self.context_builder().enhanced_contexts(questions)
 
     def triplet_extractor(self) -> TripletExtractor:
         """The triplet extractors of ``knowledge.extractors`` alone (the fact score's), the LLM extractor

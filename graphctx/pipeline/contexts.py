@@ -163,7 +163,7 @@ class ContextBuilder:
         self.enhanced += len(share)
         return [context for part in self.processes.gather(mine) for context in part]
 
-    def enhanced(self, queries: Sequence[str]) -> list[EnhancedContext]:
+    def enhanced_contexts(self, queries: Sequence[str]) -> list[EnhancedContext]:
         """Every query's context C ⊕ S: the pairs ``retrieval.method`` retrieves, and their KG sentences."""
         hits = self.hits(queries, self.retrieval.method)
         return self.enhance(queries, [pairs_for_hits(h, self.pool) for h in hits])
