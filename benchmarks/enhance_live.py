@@ -123,8 +123,8 @@ def load_questions(count: int, cache: Path) -> tuple[list[str], list[list[QAPair
     """``count`` cardano questions (test, then validation, then train) with their two nearest others."""
     from graphctx.data import load_qa_dataset
     from graphctx.data.settings import DatasetSettings, SplitSettings
-    from graphctx.retrieval.index import build_index
-    from graphctx.retrieval.retriever import build_retriever
+    from graphctx.pipeline.contexts import pairs_for_hits
+    from graphctx.pipeline.pool import pool_retriever
     from graphctx.retrieval.settings import RetrievalSettings
 
     repo = Path(__file__).resolve().parents[1]
@@ -136,12 +136,9 @@ def load_questions(count: int, cache: Path) -> tuple[list[str], list[list[QAPair
     pool = {int(row["id"]): row for row in rows}
     chosen = rows[:count]
     retrieval = RetrievalSettings(method="dense", top_k=3)
-    index = build_index(list(pool), [r["question"] for r in pool.values()], retrieval, cache)
-    hits = build_retriever(index, retrieval).retrieve([r["question"] for r in chosen])
+    hits = pool_retriever(rows, retrieval, str(cache)).retrieve([r["question"] for r in chosen])
     pairs = [
-        [QAPair(pool[h.id]["question"], pool[h.id]["answer"], h.id) for h in found if h.id != int(row["id"])][
-            :2
-        ]
+        [pair for pair in pairs_for_hits(found, pool) if pair.id != int(row["id"])][:2]
         for row, found in zip(chosen, hits, strict=True)
     ]
     return [r["question"] for r in chosen], pairs

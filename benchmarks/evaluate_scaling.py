@@ -38,22 +38,11 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 def warm_caches(config_path: str, variants: list[str], limit: int) -> None:
     """Retrieval and enhancement of the slice once, so that both timed runs read them from the caches."""
     from graphctx.evaluation.runner import EvaluationRun
-    from graphctx.knowledge.llm import GenerationModel
     from graphctx.pipeline.config_file import load_config
-    from graphctx.pipeline.contexts import ContextBuilder
 
     run = EvaluationRun(load_config(config_path), variants, limit)
-    rows, pool = run.load_rows()
-    base = run.load_model("base") if run.config.knowledge.uses_generation_model else None
-    builder = ContextBuilder(
-        pool,
-        run.config.retrieval,
-        run.config.knowledge,
-        run.cache_dir,
-        generation_model=GenerationModel(base, run.tokenizer) if base is not None else None,
-        tokenizer=run.tokenizer,
-    )
-    builder.for_variants(run.variants, [row["question"] for row in rows])
+    rows, _ = run.load_rows()
+    run.build_contexts(rows)
 
 
 def stage_seconds(output: Path) -> dict[str, float]:

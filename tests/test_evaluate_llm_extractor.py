@@ -8,7 +8,7 @@ import pytest
 import yaml
 from tiny_config import tiny_split
 
-import graphctx.evaluation.runner as runner
+import graphctx.pipeline.answerer as answerer
 from graphctx.evaluation.jsonl import read_records
 from graphctx.evaluation.runner import EvaluationRun
 from graphctx.knowledge.llm import LLM_TRIPLET_PROMPT
@@ -71,8 +71,8 @@ def test_the_llm_extractor_is_the_loaded_base_model(tmp_path, cardano_dir, monke
         loads.append((adapter_dir, model))
         return model
 
-    real_load_generator = runner.load_generation_model
-    monkeypatch.setattr(runner, "load_generation_model", load_generation_model)  # the real loader, counted
+    real_load_generator = answerer.load_generation_model
+    monkeypatch.setattr(answerer, "load_generation_model", load_generation_model)  # the real loader, counted
 
     table = EvaluationRun(config).run()
     assert [row.variant.name for row in table.rows] == ["ZeroShot", "Base-TextContextGen"]

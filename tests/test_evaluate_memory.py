@@ -10,7 +10,7 @@ import pytest
 from evaluation_workspace import write_workspace
 from transformers import PreTrainedModel
 
-import graphctx.evaluation.runner as runner
+import graphctx.pipeline.answerer as answerer
 from graphctx.evaluation.runner import EvaluationRun
 from graphctx.pipeline.config_file import load_config
 from graphctx.prompts import VARIANTS
@@ -68,8 +68,8 @@ def test_each_stage_loads_after_the_previous_stages_models_are_freed(
         weights.append((adapter_dir, kind, model.get_decoder().layers[0].mlp.gate_proj.weight.clone()))
         return model
 
-    real_load_generator = runner.load_generation_model
-    monkeypatch.setattr(runner, "load_generation_model", load_generation_model)
+    real_load_generator = answerer.load_generation_model
+    monkeypatch.setattr(answerer, "load_generation_model", load_generation_model)
     run = EvaluationRun(config, log=log)
     run.run()
     assert [message.split(" (")[0].split(" with ")[0] for message, _ in loads] == [

@@ -8,7 +8,7 @@ import math
 from typing import TextIO
 
 from graphctx.commands import add_question_arguments, read_question
-from graphctx.prompts import VARIANTS, build_prompt
+from graphctx.prompts import VARIANTS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,45 +28,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     question = read_question(args)  # before anything loads
-    from graphctx.generation.decoder import Generator
-    from graphctx.generation.loading import load_generation_model
-    from graphctx.knowledge.llm import GenerationModel
     from graphctx.metrics import AutoAIS, build_judge
-    from graphctx.model import load_tokenizer
+    from graphctx.pipeline.answerer import Answerer
     from graphctx.pipeline.config_file import load_config
-    from graphctx.pipeline.contexts import ContextBuilder
     from graphctx.pipeline.plan import Plan, check_models
 
     config = load_config(args.config, cache_dir=args.cache_dir)
     variant = VARIANTS[args.variant]
     check_models(Plan(config), "answer", [variant])  # a missing model is named before anything loads
-    cache_dir = config.cache_dir
-    settings, generation = config.evaluation, config.generation
-    pool = config.load_dataset()["train"]
-    tokenizer = load_tokenizer(config.model.spec)
-    # the LLM extractor is the base generation model: loaded first, it also answers a base-model variant
-    base = (
-        load_generation_model(config.model.spec, None, generation, None, generation.base_weights)
-        if config.knowledge.uses_generation_model
-        else None
-    )
-    lent = GenerationModel(base, tokenizer) if base is not None else None
-    builder = ContextBuilder(
-        pool, config.retrieval, config.knowledge, cache_dir, generation_model=lent, tokenizer=tokenizer
-    )
-    retrieved = builder.for_variants([variant], [question])[variant.name][0]
-
-    model = base if variant.model == "base" else None
-    del builder, lent, base  # the extractor's hold on the base model goes before another model loads
-    if model is None:
-        adapter = config.adapter_dir if variant.model == "adapter" else None
-        weights = generation.base_weights if adapter is None else "trained"
-        model = load_generation_model(config.model.spec, adapter, generation, None, weights)
-    generator = Generator(model, tokenizer, generation)
-    prompt = build_prompt(variant, question, retrieved.pairs, retrieved.sentences, config.data.template)
-    answer = generator.generate([prompt], stop_strings=variant.stop_strings)[0]
+    cache_dir, settings = config.cache_dir, config.evaluation
+    answerer = Answerer.from_config(config)
+    # the LLM extractor is the base generation model: held after the contexts, it also answers a base variant
+    retrieved = answerer.contexts([variant], [question])[variant.name][0]
+    prompts = answerer.prompts(variant, [question], [retrieved])
+    answer = answerer.answer_prompts(variant, prompts)[0]
     context = answer.prompt.context  # as the model saw it: parts dropped to fit max_prompt_tokens are gone
-    del model, generator
+    answerer.release()  # before the judge loads
 
     judgement: dict[str, float | str] = {"autoais": "n/a (the prompt had no context to attribute to)"}
     if context:

@@ -36,8 +36,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.errors import ConfigError
     from graphctx.paper import availability, how_to_get
     from graphctx.pipeline.config_file import load_config
-    from graphctx.retrieval.index import build_index
-    from graphctx.retrieval.retriever import build_retriever
+    from graphctx.pipeline.pool import pool_retriever
 
     config = load_config(args.config)
     base = args.base or DEFAULT_BASE
@@ -46,8 +45,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     pool = config.load_dataset()["train"]
     rows = sorted(pool, key=lambda row: int(row["id"]))[: args.limit]
     settings = dataclasses.replace(config.retrieval, method="dense", top_k=config.retrieval.top_k + 1)
-    index = build_index(pool["id"], pool["question"], settings, cache_dir=config.cache_dir)
-    hits = build_retriever(index, settings).retrieve([row["question"] for row in rows])
+    hits = pool_retriever(pool, settings, config.cache_dir).retrieve([row["question"] for row in rows])
     by_id = {int(row["id"]): row for row in pool}
     candidates = [
         [by_id[h.id]["answer"] for h in found if h.id != int(row["id"])][: config.retrieval.top_k]

@@ -16,6 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.pipeline.config_file import load_config
+    from graphctx.pipeline.pool import pool_index
     from graphctx.retrieval.embeddings import embed_texts
     from graphctx.retrieval.graph import (
         density_warning,
@@ -25,14 +26,13 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         linkage_stats,
         query_edges,
     )
-    from graphctx.retrieval.index import build_index
     from graphctx.retrieval.numerics import pinned_threads
 
     config = load_config(args.config, cache_dir=args.cache_dir)
     cache_dir = config.cache_dir
     dataset = config.load_dataset()
     train, split = dataset["train"], config.evaluation.split
-    index = build_index(train["id"], train["question"], config.retrieval, cache_dir)
+    index = pool_index(train, config.retrieval, cache_dir)
     print(f"question graph: {describe_degrees(index.stats)}", file=sys.stderr)
     warning = density_warning(index.stats, config.retrieval)
     if warning:

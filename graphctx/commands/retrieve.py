@@ -22,17 +22,14 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     question = read_question(args)  # before anything loads
     from graphctx.paper import EMBEDDING, is_reference
     from graphctx.pipeline.config_file import load_config
-    from graphctx.retrieval.index import build_index
-    from graphctx.retrieval.retriever import build_retriever
+    from graphctx.pipeline.pool import pool_retriever
 
     config = load_config(args.config, cache_dir=args.cache_dir)
     settings = config.retrieval
     if args.top_k is not None:
         settings = replace(settings, top_k=args.top_k)
-    cache_dir = config.cache_dir
     train = config.load_dataset()["train"]
-    index = build_index(train["id"], train["question"], settings, cache_dir)
-    hits = build_retriever(index, settings).retrieve([question])[0]
+    hits = pool_retriever(train, settings, config.cache_dir).retrieve([question])[0]
     titles = dict(zip(train["id"], train["title"], strict=True))
     rows = [
         {"rank": rank, "id": hit.id, "score": hit.score, "fallback": hit.fallback, "title": titles[hit.id]}

@@ -15,6 +15,7 @@ import csv
 import functools
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +28,14 @@ from graphctx.data import load_qa_dataset
 from graphctx.errors import ConfigError
 from graphctx.evaluation.scoring import Scorer
 from graphctx.evaluation_settings import EvaluationSettings
-from graphctx.generation.decoder import Generator
 from graphctx.generation.settings import GenerationSettings
-from graphctx.knowledge.extractors import build_extractor
 from graphctx.knowledge.llm import GenerationModel
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics.settings import METRIC_NAMES
-from graphctx.pipeline.contexts import ContextBuilder, RetrievedContext
+from graphctx.pipeline.answerer import Answerer, AnswerSettings
+from graphctx.pipeline.contexts import RetrievedContext
 from graphctx.pipeline.run_config import RunConfig
-from graphctx.prompts import VARIANTS, build_prompt
+from graphctx.prompts import VARIANTS, ModelKind
 from graphctx.retrieval.settings import RetrievalSettings
 
 TABLE_COLUMNS = ("id", "question", "context", "generated", "gold")
@@ -61,6 +61,19 @@ def decoding(pl_module: L.LightningModule, adapter: bool) -> Iterator[None]:
         if attention != "sdpa":
             base.set_attn_implementation(attention)
         model.train(was_training)
+
+
+@dataclass
+class TrainingModel:
+    """The training model as the :class:`Answerer`'s model source (nothing is loaded): ``adapter`` is it
+    as it trains, ``base`` is it with its adapter disabled (:func:`decoding` around every use)."""
+
+    pl_module: L.LightningModule
+    tokenizer: Any
+
+    def load(self, kind: ModelKind) -> GenerationModel:
+        session = functools.partial(decoding, self.pl_module, adapter=kind == "adapter")
+        return GenerationModel(self.pl_module.model, self.tokenizer, session)
 
 
 class ValidationGeneration(L.Callback):
@@ -94,6 +107,7 @@ class ValidationGeneration(L.Callback):
         self.rows: list[dict[str, Any]] | None = None
         self.contexts: list[RetrievedContext] = []
         self.scorer: Scorer | None = None
+        self.answerer: Answerer | None = None
 
     def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking:
@@ -121,18 +135,13 @@ class ValidationGeneration(L.Callback):
         dataset = load_qa_dataset(datamodule.dataset, datamodule.cache_dir, datamodule.tokenizer)
         validation = sorted(dataset["validation"], key=lambda row: int(row["id"]))
         self.rows = validation[: self.settings.callback_examples]
+        settings = AnswerSettings(
+            self.retrieval, self.knowledge, self.generation, datamodule.template, datamodule.cache_dir
+        )
+        models = TrainingModel(pl_module, datamodule.tokenizer)
+        self.answerer = Answerer(settings, dataset["train"], datamodule.tokenizer, models)
+        builder = self.answerer.context_builder()  # kept here: its extractor also scores the facts
         questions = [row["question"] for row in self.rows]
-        lent = GenerationModel(
-            pl_module.model, datamodule.tokenizer, functools.partial(decoding, pl_module, adapter=False)
-        )
-        builder = ContextBuilder(
-            dataset["train"],
-            self.retrieval,
-            self.knowledge,
-            datamodule.cache_dir,
-            generation_model=lent,
-            tokenizer=datamodule.tokenizer,
-        )
         self.contexts = builder.for_variants([self.variant], questions)[self.variant.name]
         extractor = None  # the triplet fact score's; the knowledge stage's when the variant has built it
         if self.variant.knowledge:
@@ -141,7 +150,7 @@ class ValidationGeneration(L.Callback):
             "fact_score" in self.settings.callback_metrics
             and self.settings.metrics.facts.fact_method == "triplets"
         ):
-            extractor = build_extractor(builder.knowledge, lent)
+            extractor = self.answerer.triplet_extractor()
         self.scorer = Scorer(
             self.settings.metrics,
             extractor,
@@ -156,16 +165,11 @@ class ValidationGeneration(L.Callback):
         self, trainer: L.Trainer, pl_module: L.LightningModule
     ) -> tuple[list[dict[str, Any]], list[dict[str, float]]]:
         """Answers and per-row scores of the subset; the model is restored to its previous state."""
-        if self.rows is None:
+        if self.rows is None or self.answerer is None:
             self.prepare(trainer, pl_module)
-        template = trainer.datamodule.template
-        prompts = [
-            build_prompt(self.variant, row["question"], retrieved.pairs, retrieved.sentences, template)
-            for row, retrieved in zip(self.rows, self.contexts, strict=True)
-        ]
-        with decoding(pl_module, adapter=self.variant.model == "adapter"):
-            generator = Generator(pl_module.model, trainer.datamodule.tokenizer, self.generation)
-            answers = generator.generate(prompts, stop_strings=self.variant.stop_strings)
+        questions = [row["question"] for row in self.rows]
+        prompts = self.answerer.prompts(self.variant, questions, self.contexts)
+        answers = self.answerer.answer_prompts(self.variant, prompts)
         generated = [answer.text for answer in answers]
         contexts = [answer.prompt.context for answer in answers]  # as shown, parts dropped to fit gone
         scores = self.scorer.score(

@@ -79,7 +79,7 @@ def run_sweep(
     folders = model_folders(list(configs))
     check_sweep(configs, chosen)
     first = next(iter(configs.values()))
-    root = Path(output_dir or first.evaluation.output_dir or first.root_dir / "eval")
+    root = Path(output_dir) if output_dir else first.output_dir
     tables: dict[str, ResultsTable] = {}
     for model, config in configs.items():
         run = EvaluationRun(

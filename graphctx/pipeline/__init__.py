@@ -3,6 +3,9 @@
 - ``run_config``: :class:`RunConfig`, a parsed config with every path resolved once and its dataset;
 - ``config_file``: parsing and checking a YAML config into a :class:`RunConfig`;
 - ``plan``: the model stack a config runs (``graphctx plan``), ``memory``: its memory estimate;
-- ``contexts``: the retrieved and enhanced context of each question (:class:`ContextBuilder`);
+- ``answerer``: the answering recipe every entry point shares, pool → contexts → prompts → answers
+  (:class:`Answerer`), holding one generation model at a time;
+- ``contexts``: the retrieved and enhanced context of each question (:class:`ContextBuilder`), ``pool``: the
+  retrieval pool's index and retriever;
 - ``processes``: the process group several ranks share the work over.
 """

@@ -28,10 +28,11 @@ from graphctx.knowledge.enhance import EnhancedContext, Enhancer, build_enhancer
 from graphctx.knowledge.llm import GenerationModel
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.knowledge.verbalise import Sentence
+from graphctx.pipeline.pool import pool_index
 from graphctx.pipeline.processes import Processes
 from graphctx.prompts import Variant
 from graphctx.retrieval.encoder import SentenceEncoder
-from graphctx.retrieval.index import RetrievalIndex, build_index
+from graphctx.retrieval.index import RetrievalIndex
 from graphctx.retrieval.module import RetrievalModule, WholeBatches, batch_count, predict_hits
 from graphctx.retrieval.retriever import EmbeddingRetriever, Hit, build_retriever
 from graphctx.retrieval.settings import RetrievalSettings
@@ -114,9 +115,7 @@ class ContextBuilder:
     def index(self, method: str) -> RetrievalIndex:
         """The pool index of ``method`` (built once, then read from the cache)."""
         if method not in self._indexes:
-            ids = list(self.pool)
-            texts = [self.pool[i]["question"] for i in ids]
-            self._indexes[method] = build_index(ids, texts, self.settings(method), self.cache_dir)
+            self._indexes[method] = pool_index(self.pool.values(), self.settings(method), self.cache_dir)
         return self._indexes[method]
 
     def retriever(self, method: str) -> EmbeddingRetriever:
@@ -163,6 +162,11 @@ class ContextBuilder:
         )
         self.enhanced += len(share)
         return [context for part in self.processes.gather(mine) for context in part]
+
+    def enhanced_contexts(self, queries: Sequence[str]) -> list[EnhancedContext]:
+        """Every query's context C ⊕ S: the pairs ``retrieval.method`` retrieves, and their KG sentences."""
+        hits = self.hits(queries, self.retrieval.method)
+        return self.enhance(queries, [pairs_for_hits(h, self.pool) for h in hits])
 
     def contexts(
         self, queries: Sequence[str], hits: list[list[Hit]], with_knowledge: bool

@@ -1,0 +1,135 @@
+"""The answers stage of an evaluation: each pending batch's unanswered rows answered and written.
+
+The answers come from the :class:`~graphctx.pipeline.answerer.Answerer`: the baselines first (no LLM), then
+every base-model batch with the base model, then every fine-tuned batch with the base + adapter, each model
+loaded once and freed before the next. A row's line is appended as soon as its batch is decoded, so an
+interrupted run loses at most the batch it was on; a stop request is honoured after each batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from graphctx.evaluation.layout import VariantFiles
+from graphctx.evaluation.shards import Unit
+from graphctx.generation.decoder import Answer
+from graphctx.pipeline.answerer import Answerer
+from graphctx.pipeline.contexts import RetrievedContext
+from graphctx.pipeline.processes import StopRequest
+from graphctx.prompts import EncodedPrompt, Variant
+
+Work = list[tuple[Unit, list[int]]]
+"""Units with the positions of their rows still to answer."""
+
+
+def prediction(
+    variant: Variant,
+    row: dict[str, Any],
+    retrieved: RetrievedContext,
+    encoded: EncodedPrompt,
+    answer: Answer,
+    batch: int,
+) -> dict[str, Any]:
+    """One JSONL line; ``context`` and ``prompt`` as the model saw them (parts dropped to fit gone);
+    ``batch``: the position, in the variant's decoding order, of the batch the row was decoded in."""
+    return {
+        "id": int(row["id"]),
+        "variant": variant.name,
+        "question": row["question"],
+        "context": encoded.prompt.context,
+        "prompt": encoded.prompt.text,
+        "generated": answer.text,
+        "gold": row["answer"],
+        "retrieved_ids": [hit.id for hit in retrieved.hits],
+        "retrieval_fallback": [hit.fallback for hit in retrieved.hits],
+        "kg_lost_entities": retrieved.kg_lost_entities,
+        "prompt_tokens": len(encoded.ids),
+        "prompt_truncated": encoded.truncated,
+        "prompt_over_limit": encoded.over_limit,
+        "new_tokens": len(answer.token_ids),
+        "stop": answer.stop,
+        "batch": batch,
+    }
+
+
+@dataclass
+class AnswerStage:
+    """The answers of one evaluation's rows: their contexts and prompts per variant, and the files."""
+
+    answerer: Answerer
+    variants: Sequence[Variant]
+    rows: Sequence[dict[str, Any]]
+    contexts: Mapping[str, list[RetrievedContext]]
+    encoded: Mapping[str, list[EncodedPrompt]]
+    files: Mapping[str, VariantFiles]
+    stop: StopRequest
+    log: Callable[[str], None]
+
+    def run(self, units: Sequence[Unit]) -> None:
+        """Answer the rows of ``units`` not answered yet, model kind by model kind (see the module
+        docstring); stops early, after a whole batch, on a stop request."""
+        by_name = {v.name: v for v in self.variants}
+        for kind in ("none", "base", "adapter"):
+            todo = [
+                (unit, missing)
+                for unit in units
+                if by_name[unit.variant].model == kind and (missing := self.unanswered(unit))
+            ]
+            if not todo:
+                continue
+            if kind == "none":  # the baselines: answers without the LLM
+                self.without_llm(todo)
+                continue
+            self.with_model(kind, todo)
+            self.answerer.release()  # the model goes before the next one loads
+            if self.stop.requested:
+                return
+
+    def unanswered(self, unit: Unit) -> list[int]:
+        """The unit's rows (positions) without an answer yet."""
+        done = self.files[unit.variant].all_predictions
+        return [i for i in unit.rows if int(self.rows[i]["id"]) not in done]
+
+    def with_model(self, kind: str, todo: Work) -> None:
+        """``todo``'s rows answered by the generation model of ``kind``, loaded once before its batches."""
+        self.answerer.model(kind)  # type: ignore[arg-type]
+        by_name = {v.name: v for v in self.variants}
+        for number, (unit, missing) in enumerate(todo, start=1):
+            if self.stop.requested:
+                self.log("stop requested: no further batches")
+                break
+            variant = by_name[unit.variant]
+            answers = self.answerer.answer(variant, [self.encoded[variant.name][i] for i in missing])
+            self.write(variant, unit, missing, answers)
+            self.log(f"{variant.name}: batch {unit.number + 1} answered ({number}/{len(todo)} {kind})")
+
+    def without_llm(self, todo: Work) -> None:
+        """The baseline variants' answers (:mod:`graphctx.baselines`) for ``todo``'s rows, a batch at a time;
+        every row's candidates are checked first (no retrieval pool: an error before any answer)."""
+        makers = {unit.variant: self.answerer.baseline(unit.variant) for unit, _ in todo}  # GenQA loads once
+        candidates = {
+            (unit.variant, i): self.answerer.candidates(unit.variant, self.contexts[unit.variant][i])
+            for unit, missing in todo
+            for i in missing
+        }
+        for unit, missing in todo:
+            if self.stop.requested:
+                self.log("stop requested: no further batches")
+                return
+            make, variant = makers[unit.variant], next(v for v in self.variants if v.name == unit.variant)
+            answers = [
+                Answer(make(self.rows[i]["question"], candidates[unit.variant, i]), [], "no_llm")
+                for i in missing
+            ]
+            self.write(variant, unit, missing, answers)
+            self.log(f"{variant.name}: batch {unit.number + 1} answered (no LLM)")
+
+    def write(self, variant: Variant, unit: Unit, missing: list[int], answers: Sequence[Answer]) -> None:
+        """Append the lines of ``missing``'s rows of ``unit`` to this process's predictions of ``variant``."""
+        contexts, encoded = self.contexts[variant.name], self.encoded[variant.name]
+        self.files[variant.name].mine_predictions.append(
+            prediction(variant, self.rows[i], contexts[i], encoded[i], answer, unit.number)
+            for i, answer in zip(missing, answers, strict=True)
+        )

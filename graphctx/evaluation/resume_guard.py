@@ -1,0 +1,182 @@
+"""The resume guard: a rerun extends only what was made with the same settings.
+
+Every variant's answers carry the fingerprint of everything they depend on
+(:meth:`ResumeGuard.prediction_fingerprint`: model, template, dataset, split, decoding, weights, adapter,
+retrieval and knowledge, less the speed-only knobs of :data:`SPEED_ONLY`), every metric's scores that of the
+metric and the answers (:meth:`ResumeGuard.metric_fingerprint`), both stored in a ``.meta.json`` beside the
+file. Answers made with other settings are refused (or moved aside with ``--overwrite``); scores of other
+metric settings are moved aside and scored again (:mod:`graphctx.evaluation.stale`). Nothing is deleted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from graphctx.cache import file_digest, fingerprint, write_json_atomic
+from graphctx.errors import ConfigError
+from graphctx.evaluation.jsonl import RecordFile
+from graphctx.evaluation.layout import RunLayout
+from graphctx.evaluation.score_keys import changed, metric_parts
+from graphctx.evaluation.stale import StaleArea
+from graphctx.metrics.settings import METRIC_NAMES
+from graphctx.pipeline.answerer import decoded_weights
+from graphctx.pipeline.run_config import RunConfig
+from graphctx.prompts import Variant
+from graphctx.retrieval.numerics import numerics
+
+ANSWER_FORMAT = 3
+"""Bump when the same settings start making other answers (prompt encoding, the weights decoded, stopping);
+part of the fingerprint, so a rerun never mixes answers made the old and the new way. 2: the paper's exact
+prompt string, NF4-dequantised merge, stop strings for the base variants. 3: the base rows and the LLM
+extractor decode the released weights (``generation.base_weights``)."""
+
+
+SPEED_ONLY: dict[str, set[str]] = {
+    "model": {
+        "cache_dir",
+        "attention",
+        "gradient_checkpointing",
+        "checkpoint_fraction",
+        "compile",
+        "liger",
+        "loss_chunk_tokens",
+    },
+    "generation": {"batch_size", "device", "static_cache", "cache_bucket_tokens"},
+    "retrieval": {
+        "device",  # its type (cpu/cuda), which changes the numbers, is in the fingerprint's numerics
+        "embedding_batch_size",
+        "query_batch_size",
+        "similarity_chunk_size",
+        "max_batch_slots",
+        "shared_component_nodes",
+    },
+    "knowledge": {"batch_size", "device", "cache_dir"},
+}
+"""Settings that change how fast answers are made (or only training), not which answers: left out of the
+fingerprint that guards a resumed run."""
+
+
+def _settings(settings: Any, leave_out: set[str]) -> dict[str, Any]:
+    return {k: v for k, v in dataclasses.asdict(settings).items() if k not in leave_out}
+
+
+def adapter_digest(config: RunConfig) -> str:
+    """The digest of the adapter's weights file (``adapter_model.*`` in ``config.adapter_dir``)."""
+    weights = sorted(config.adapter_dir.glob("adapter_model.*"))
+    if not weights:
+        raise ConfigError(f"evaluation.adapter: no adapter weights (adapter_model.*) in {config.adapter_dir}")
+    return file_digest(weights[0])
+
+
+def _as_json(parts: dict[str, Any]) -> Any:
+    """``parts`` as a meta file stores them (tuples as lists), to compare with a stored copy."""
+    return json.loads(json.dumps(parts, default=str))
+
+
+class ResumeGuard:
+    """The fingerprints of one evaluation's answers and scores, and the check of the files on disk."""
+
+    def __init__(self, config: RunConfig, layout: RunLayout, stale: StaleArea, fact_label: str) -> None:
+        self.config = config
+        self.layout = layout
+        self.stale = stale
+        self.fact_label = fact_label
+        self._fingerprints: dict[str, str] = {}
+        self._metric_parts: dict[str, dict[str, Any]] | None = None
+
+    def prediction_fingerprint(self, variant: Variant) -> dict[str, Any]:
+        """Everything a variant's answers depend on; speed-only and training-only knobs are left out, so
+        a run can resume on another device or with another batch size."""
+        config = self.config
+        parts: dict[str, Any] = {
+            "answer_format": ANSWER_FORMAT,
+            "variant": dataclasses.asdict(variant),
+            "stop_strings": list(variant.stop_strings),
+            "model": _settings(config.model.spec, SPEED_ONLY["model"]),
+            "template": dataclasses.asdict(config.data.template),
+            "dataset": dataclasses.asdict(config.data.dataset),
+            "split": config.evaluation.split,
+            # base_weights only binds the base rows: it enters as the variant's ``weights``
+            "generation": _settings(config.generation, SPEED_ONLY["generation"] | {"base_weights"}),
+            "weights": decoded_weights(variant.model, config.generation),
+        }
+        if variant.model == "adapter":
+            parts["adapter"] = adapter_digest(config)
+        if variant.name == "GenQA":  # a retrained GenQA makes other answers
+            parts["genqa"] = [file_digest(p) for p in sorted(config.genqa_dir.glob("model*.safetensors"))]
+        if variant.retrieval != "none":
+            parts["retrieval"] = _settings(config.retrieval, SPEED_ONLY["retrieval"])
+            parts["retrieval"]["numerics"] = numerics(config.retrieval)  # auto resolved
+            parts["knowledge"] = _settings(config.knowledge, SPEED_ONLY["knowledge"])
+        return parts
+
+    def fingerprint(self, variant: Variant) -> str:
+        """The hash of :meth:`prediction_fingerprint` (computed once)."""
+        if variant.name not in self._fingerprints:
+            self._fingerprints[variant.name] = fingerprint(self.prediction_fingerprint(variant))
+        return self._fingerprints[variant.name]
+
+    def metric_fingerprint_parts(self, variant: Variant, metric: str) -> dict[str, Any]:
+        """Everything ``metric``'s scores of ``variant`` depend on: its settings, models and library
+        (:func:`~graphctx.evaluation.score_keys.metric_parts`), and the variant's answers."""
+        if self._metric_parts is None:
+            config = self.config
+            self._metric_parts = metric_parts(
+                config.evaluation.metrics, config.knowledge, config.model.spec, self.fact_label
+            )
+        return {"metric": metric, "predictions": self.fingerprint(variant)} | self._metric_parts[metric]
+
+    def metric_fingerprint(self, variant: Variant, metric: str) -> str:
+        """The hash of :meth:`metric_fingerprint_parts` (computed once)."""
+        key = f"{variant.name}/{metric}"
+        if key not in self._fingerprints:
+            self._fingerprints[key] = fingerprint(self.metric_fingerprint_parts(variant, metric))
+        return self._fingerprints[key]
+
+    def check_settings(self, variant: Variant, overwrite: bool) -> None:
+        """Refuse to extend predictions made with other settings (``overwrite``: move them, and every score
+        of the variant, aside into ``stale/``); move aside each metric's scores made with other metric
+        settings, so that only that metric is scored again. Nothing is deleted.
+
+        A meta file without a single row (a run that failed before its first answer, e.g. loading the
+        adapter) binds nothing: it is replaced."""
+        parts = self.prediction_fingerprint(variant)
+        meta = {"fingerprint": fingerprint(parts), "settings": parts}
+        predictions = self.layout.predictions_file(variant)
+        meta_file = predictions.with_suffix(".meta.json")
+        if meta_file.is_file() and RecordFile(predictions).records:
+            previous = json.loads(meta_file.read_text())
+            if previous["fingerprint"] != meta["fingerprint"]:
+                if not overwrite:
+                    raise ConfigError(
+                        f"{meta_file}: the predictions of {variant.name} were made with other settings; "
+                        "use another evaluation.output_dir or pass --overwrite (the old answers are then "
+                        "moved into stale/)"
+                    )
+                differ = ", ".join(changed(previous.get("settings"), _as_json(parts))) or "fingerprint"
+                for path in self.layout.variant_files(variant):
+                    self.stale.move_file(path, f"--overwrite: answers made with other settings ({differ})")
+        legacy = self.layout.scores_file(variant)
+        if legacy.is_file() and not legacy.with_suffix("").is_dir():
+            self.stale.move_file(legacy, "scores without per-metric fingerprints (an older graphctx)")
+        write_json_atomic(meta_file, meta)
+        for metric in METRIC_NAMES:
+            self._check_metric(variant, metric)
+
+    def _check_metric(self, variant: Variant, metric: str) -> None:
+        """Move aside ``metric``'s scores of ``variant`` made with other settings; record this run's."""
+        path = self.layout.metric_file(variant, metric)
+        parts = self.metric_fingerprint_parts(variant, metric)
+        meta = {"fingerprint": self.metric_fingerprint(variant, metric), "settings": parts}
+        meta_file = path.with_suffix(".meta.json")
+        previous = json.loads(meta_file.read_text()) if meta_file.is_file() else None
+        if previous is not None and previous["fingerprint"] == meta["fingerprint"]:
+            return
+        if path.is_file() and RecordFile(path).records:
+            differ = changed((previous or {}).get("settings"), _as_json(parts))
+            reason = f"{metric} scores made with other settings ({', '.join(differ) or 'no record'})"
+            self.stale.move_file(path, reason)
+            self.stale.move_file(meta_file, reason)
+        write_json_atomic(meta_file, meta)

@@ -1,0 +1,125 @@
+"""The scores stage of an evaluation, and the scores of the requested rows collected for the table.
+
+Metric by metric (each metric's models loaded once in this process, on its own device when launched on
+GPUs, and freed before the next), one unit (a decoding batch) at a time, every answered row a metric has not
+scored yet is scored and its line appended; a stop request is honoured before each batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from graphctx.evaluation.jsonl import RecordFile
+from graphctx.evaluation.layout import RunLayout, VariantFiles
+from graphctx.evaluation.scoring import Scorer
+from graphctx.evaluation.shards import Unit
+from graphctx.evaluation.table import VariantScores
+from graphctx.evaluation_settings import EvaluationSettings
+from graphctx.metrics.settings import METRIC_NAMES
+from graphctx.pipeline.answerer import Answerer
+from graphctx.pipeline.processes import StopRequest
+from graphctx.prompts import Variant
+
+
+@dataclass
+class ScoreStage:
+    """The scores of one evaluation's answered rows; the fact score's LLM extractor is the base model,
+    lent by ``answerer``."""
+
+    settings: EvaluationSettings
+    answerer: Answerer
+    fact_label: str
+    device: str | None
+    rows: Sequence[dict[str, Any]]
+    files: Mapping[str, VariantFiles]
+    stop: StopRequest
+    log: Callable[[str], None]
+
+    def run(self, units: Sequence[Unit]) -> None:
+        """Score the answered rows of ``units`` that a metric has not scored yet (module docstring)."""
+        for metric in METRIC_NAMES:
+            if not self.score_metric(metric, units):
+                return
+            self.answerer.release()  # the metric's models (and a lent base model) go before the next
+
+    def unscored(self, unit: Unit, metric: str) -> list[int]:
+        """The ids of the unit's answered rows that ``metric`` has not scored."""
+        files = self.files[unit.variant]
+        answers, scored = files.all_predictions, files.all_scores(metric)
+        ids = (int(self.rows[r]["id"]) for r in unit.rows)
+        return [i for i in ids if i in answers and i not in scored]
+
+    def score_metric(self, metric: str, units: Sequence[Unit]) -> bool:
+        """Score ``units``' rows by ``metric``; False when a stop request ended the stage."""
+        scorer: Scorer | None = None
+        for unit in units:
+            chunk = self.unscored(unit, metric)
+            if not chunk:
+                continue
+            if self.stop.requested:
+                self.log("stop requested: no further scoring")
+                return False
+            if scorer is None:
+                self.log(f"loading the {metric} metric")
+                scorer = self.scorer((metric,))
+            files = self.files[unit.variant]
+            rows = [files.all_predictions[i] for i in chunk]
+            values = scorer.score(
+                [r["question"] for r in rows],
+                [r["generated"] for r in rows],
+                [r["gold"] for r in rows],
+                [r["context"] or None for r in rows],
+            )
+            files.mine_scores[metric].append({"id": i, **v} for i, v in zip(chunk, values, strict=True))
+            self.log(f"{unit.variant}: batch {unit.number + 1} scored ({metric})")
+        return True
+
+    def scorer(self, metrics: tuple[str, ...]) -> Scorer:
+        """A :class:`Scorer` of ``metrics`` alone; the fact score's triplet extractors are loaded for it."""
+        extractor = None
+        # FactSumm brings its own models; only the triplet fact score needs the extractors
+        if "fact_score" in metrics and self.settings.metrics.facts.fact_method == "triplets":
+            extractor = self.answerer.triplet_extractor()
+        return Scorer(
+            self.settings.metrics,
+            extractor,
+            self.answerer.settings.cache_dir,
+            metrics=metrics,
+            fact_label=self.fact_label,
+            device=self.device,
+        )
+
+
+def collect(
+    variants: Sequence[Variant], layout: RunLayout, rows: Sequence[dict[str, Any]]
+) -> list[VariantScores]:
+    """Every variant's scores of the requested ``rows`` (rows outside them stay in the files, left out of
+    the table), read from its (merged) metric files, rows in id order."""
+    ids = [int(row["id"]) for row in rows]
+    return [_variant_scores(variant, layout, ids) for variant in variants]
+
+
+def _variant_scores(variant: Variant, layout: RunLayout, ids: list[int]) -> VariantScores:
+    predictions = RecordFile(layout.predictions_file(variant)).records
+    by_metric = [RecordFile(path).records for path, _ in layout.metric_files(variant)]
+    scored = [i for i in ids if i in predictions and all(i in s for s in by_metric)]
+    scores = {i: {k: v for s in by_metric for k, v in s[i].items()} for i in scored}
+    keys = sorted({key for i in scored for key in scores[i] if key != "id"})
+    columns = {
+        key: np.array([np.nan if (v := scores[i].get(key)) is None else v for i in scored], dtype=float)
+        for key in keys
+    }
+    answered = [predictions[i] for i in scored]
+    return VariantScores(
+        variant,
+        scored,
+        columns,
+        prompts_truncated=sum(bool(p.get("prompt_truncated")) for p in answered),
+        prompts_over_limit=sum(bool(p.get("prompt_over_limit")) for p in answered),
+        kg_lost_entities=sum(len(p.get("kg_lost_entities", ())) for p in answered),
+        retrieval_fallbacks=[p.get("retrieval_fallback", []) for p in answered],
+    )

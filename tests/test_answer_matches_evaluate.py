@@ -1,0 +1,38 @@
+"""`graphctx answer` and evaluate.py share one answering recipe (graphctx.pipeline.answerer): the same
+question and variant get the same retrieved pairs, context and answer from both."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from evaluation_workspace import write_workspace
+
+from graphctx.cli import main as cli_main
+from graphctx.evaluation.jsonl import read_records
+from graphctx.evaluation.runner import EvaluationRun
+from graphctx.pipeline.config_file import load_config
+
+pytestmark = pytest.mark.slow
+
+
+def test_graphctx_answer_gives_the_answer_evaluate_py_gives(tmp_path, cardano_dir, tiny_bert, capsys):
+    """GraphContextGen (the adapter on graph retrieval + KG sentences), 3 new tokens: the evaluation's
+    answer steps (contexts, prompts, answers; the scores are not the recipe's) against the command."""
+    variant = "GraphContextGen"
+    evaluation = {"output_dir": str(tmp_path / "out"), "limit": 1}
+    generation = {"max_new_tokens": 3, "batch_size": 1, "max_prompt_tokens": 320}
+    path = write_workspace(tmp_path, cardano_dir, tiny_bert, "eval.yaml", evaluation, generation=generation)
+    run = EvaluationRun(load_config(path), [variant])
+    run.check_settings(run.variants[0], overwrite=False)
+    rows, _ = run.load_rows()
+    run.generate(rows, run.build_contexts(rows))
+    (evaluated,) = read_records(tmp_path / "out" / "predictions" / f"{variant}.jsonl")
+
+    capsys.readouterr()
+    argv = ["answer", "--config", str(path), "--question", evaluated["question"], "--variant", variant]
+    assert cli_main([*argv, "--json"]) == 0
+    answered = json.loads(capsys.readouterr().out)
+    assert [hit["id"] for hit in answered["hits"]] == evaluated["retrieved_ids"]
+    assert answered["context"] == evaluated["context"]
+    assert answered["answer"] == evaluated["generated"] and evaluated["new_tokens"] > 0
