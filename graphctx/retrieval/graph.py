@@ -17,15 +17,9 @@ from torch_geometric.utils import degree, to_undirected
 
 from graphctx.cache import atomic_path
 from graphctx.errors import ConfigError
-from graphctx.retrieval.pagerank import QueryEdges, connected_components
-from graphctx.retrieval.settings import RetrievalSettings
-
-
-def similarity_dtype(settings: RetrievalSettings, device: torch.device) -> torch.dtype:
-    """The matrix-product dtype: bfloat16 on CUDA under ``auto``, else float32."""
-    if settings.similarity_dtype == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
-    return getattr(torch, settings.similarity_dtype)
+from graphctx.retrieval.components import connected_components
+from graphctx.retrieval.numerics import similarity_dtype
+from graphctx.retrieval.pagerank import QueryEdges
 
 
 def strict_threshold(threshold: float, dtype: torch.dtype) -> Tensor:
@@ -54,23 +48,36 @@ def exact_dot(left: Tensor, right: Tensor, rows: Tensor, cols: Tensor, chunk: in
 
 
 def similarity_edges(
-    left: Tensor, right: Tensor, settings: RetrievalSettings, *, upper_triangle: bool = False
+    left: Tensor,
+    right: Tensor,
+    threshold: float,
+    *,
+    chunk_size: int = 4096,
+    dtype: str | torch.dtype = "auto",
+    upper_triangle: bool = False,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """All pairs ``(i, j)`` with ``cos(left[i], right[j]) > settings.threshold``, as (rows, cols, cosines).
+    r"""All pairs ``(i, j)`` with :math:`\cos(l_i, r_j) > T` (``threshold``), as (rows, cols, cosines).
 
     Inputs must be L2-normalised. With ``upper_triangle`` (``left is right``) only ``j > i`` is kept.
-    Products run ``settings.similarity_chunk_size`` rows at a time (fewer if a block would pass 2**31
-    entries) in :func:`similarity_dtype`. When that is less precise than the inputs (bfloat16 on CUDA), the
-    products only propose candidates (cosine above ``T - LOW_PRECISION_MARGIN``) whose cosine is then
-    recomputed in the inputs' precision, so edges and weights are the same as a full-precision build.
+    Products run ``chunk_size`` rows at a time (fewer if a block would pass 2**31 entries) in ``dtype``
+    (:func:`~graphctx.retrieval.numerics.similarity_dtype`: ``auto`` is bfloat16 on CUDA). When that is less
+    precise than the inputs, the products only propose candidates (cosine above ``T -
+    LOW_PRECISION_MARGIN``) whose cosine is then recomputed in the inputs' precision, so edges and weights
+    are the same as a full-precision build.
+
+    Examples:
+        >>> unit = torch.tensor([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]])
+        >>> rows, cols, cosines = similarity_edges(unit, unit, 0.5, upper_triangle=True)
+        >>> rows.tolist(), cols.tolist(), cosines.tolist()
+        ([0, 1], [1, 2], [0.800000011920929, 0.6000000238418579])
     """
-    dtype = similarity_dtype(settings, left.device)
+    dtype = similarity_dtype(dtype, left.device)
     left_cast, right_cast = left.to(dtype), right.to(dtype)
     refine = dtype.itemsize < left.dtype.itemsize
     margin = LOW_PRECISION_MARGIN if refine else 0.0
-    candidate = strict_threshold(settings.threshold - margin, dtype).to(left.device)
+    candidate = strict_threshold(threshold - margin, dtype).to(left.device)
     # Keep each block under 2**31 entries (the limit of 32-bit indexing in some CUDA kernels, e.g. nonzero).
-    step = max(1, min(settings.similarity_chunk_size, (2**31 - 1) // max(len(right), 1)))
+    step = max(1, min(chunk_size, (2**31 - 1) // max(len(right), 1)))
     rows, cols, values = [], [], []
     for start in range(0, len(left), step):
         stop = min(start + step, len(left))
@@ -83,7 +90,7 @@ def similarity_edges(
         row, col = row + start, col + offset
         if refine:
             value = exact_dot(left, right, row, col)
-            keep = value > strict_threshold(settings.threshold, value.dtype).to(left.device)
+            keep = value > strict_threshold(threshold, value.dtype).to(left.device)
             row, col, value = row[keep], col[keep], value[keep]
         else:
             value = block[row - start, col - offset]
@@ -96,9 +103,10 @@ def similarity_edges(
     return torch.cat(rows), torch.cat(cols), torch.cat(values)
 
 
-def check_max_neighbors(settings: RetrievalSettings) -> int | None:
-    """``settings.max_neighbors`` if it is null or a positive integer; else a one-line ConfigError."""
-    cap = settings.max_neighbors
+def check_max_neighbors(max_neighbors: int | None) -> int | None:
+    """``max_neighbors`` if it is None or a positive integer; else a one-line ConfigError naming
+    ``retrieval.max_neighbors``."""
+    cap = max_neighbors
     if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
         raise ConfigError(f"retrieval.max_neighbors={cap!r}: must be a positive integer or null (no cap)")
     return cap
@@ -136,22 +144,53 @@ def cap_neighbors(rows: Tensor, cols: Tensor, weights: Tensor, m: int) -> tuple[
     return rows[keep], cols[keep], weights[keep]
 
 
-def build_question_graph(embeddings: Tensor, settings: RetrievalSettings) -> Data:
-    """The pool's question graph as a torch_geometric ``Data`` (both directions of every edge stored),
-    capped at ``settings.max_neighbors`` (:func:`cap_neighbors`) when that is set."""
-    cap = check_max_neighbors(settings)
-    rows, cols, weights = similarity_edges(embeddings, embeddings, settings, upper_triangle=True)
+def build_question_graph(
+    embeddings: Tensor,
+    threshold: float,
+    *,
+    max_neighbors: int | None = None,
+    chunk_size: int = 4096,
+    dtype: str | torch.dtype = "auto",
+) -> Data:
+    r"""The pool's question graph: an undirected edge :math:`\{i, j\}` of weight :math:`\cos(e_i, e_j)`
+    wherever that exceeds ``threshold`` (:func:`similarity_edges`), capped at ``max_neighbors``
+    (:func:`cap_neighbors`) when that is set; a ``torch_geometric`` ``Data`` with both directions stored.
+
+    Examples:
+        >>> unit = torch.tensor([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]])
+        >>> build_question_graph(unit, 0.5).edge_index.tolist()
+        [[0, 1, 1, 2], [1, 0, 2, 1]]
+    """
+    cap = check_max_neighbors(max_neighbors)
+    rows, cols, weights = similarity_edges(
+        embeddings, embeddings, threshold, chunk_size=chunk_size, dtype=dtype, upper_triangle=True
+    )
     if cap is not None:
         rows, cols, weights = cap_neighbors(rows, cols, weights, cap)
     edge_index, edge_weight = to_undirected(torch.stack([rows, cols]), weights, num_nodes=len(embeddings))
     return Data(edge_index=edge_index, edge_weight=edge_weight, num_nodes=len(embeddings))
 
 
-def query_edges(queries: Tensor, pool: Tensor, settings: RetrievalSettings) -> QueryEdges:
-    """Edges from each query to the pool questions it is similar to (queries never link each other); with
-    ``settings.max_neighbors`` = m, each query keeps its m most similar pool questions."""
-    cap = check_max_neighbors(settings)
-    rows, cols, weights = similarity_edges(queries, pool, settings)
+def query_edges(
+    queries: Tensor,
+    pool: Tensor,
+    threshold: float,
+    *,
+    max_neighbors: int | None = None,
+    chunk_size: int = 4096,
+    dtype: str | torch.dtype = "auto",
+) -> QueryEdges:
+    """Edges from each query to the pool questions whose cosine exceeds ``threshold`` (queries never link
+    each other); with ``max_neighbors`` = m, each query keeps its m most similar pool questions.
+
+    Examples:
+        >>> pool = torch.tensor([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]])
+        >>> edges = query_edges(torch.tensor([[0.0, 1.0], [-1.0, 0.0]]), pool, 0.5)
+        >>> edges.query.tolist(), edges.node.tolist(), edges.num_queries
+        ([0, 0], [1, 2], 2)
+    """
+    cap = check_max_neighbors(max_neighbors)
+    rows, cols, weights = similarity_edges(queries, pool, threshold, chunk_size=chunk_size, dtype=dtype)
     if cap is not None:
         keep = top_m_mask(rows, cols, weights, cap)
         rows, cols, weights = rows[keep], cols[keep], weights[keep]
@@ -240,12 +279,13 @@ def describe_degrees(stats: dict[str, float]) -> str:
     return f"{degrees}; {isolated}; {stats['edges']} edges"
 
 
-def density_warning(stats: dict[str, float], settings: RetrievalSettings) -> str | None:
-    """A warning when the graph has no edge, or a mean degree above :data:`DENSE_MEAN_DEGREE`; else None."""
+def density_warning(stats: dict[str, float], threshold: float) -> str | None:
+    """A warning when the graph (:func:`degree_stats`, built at ``threshold``) has no edge, or a mean degree
+    above :data:`DENSE_MEAN_DEGREE`; else None."""
     if stats["edges"] == 0 and stats["nodes"] > 1:
         return (
             f"warning: the question graph has no edge: no two of its {stats['nodes']} questions have a "
-            f"cosine above retrieval.threshold={settings.threshold}, so PageRank reaches only a query's "
+            f"cosine above retrieval.threshold={threshold}, so PageRank reaches only a query's "
             "direct neighbours and graph retrieval is little more than dense ranking; lower "
             "retrieval.threshold"
         )
@@ -254,7 +294,7 @@ def density_warning(stats: dict[str, float], settings: RetrievalSettings) -> str
     mean, limit = stats["mean_degree"], DENSE_MEAN_DEGREE
     return (
         f"warning: the question graph is dense (mean degree {mean:.1f} > {limit:g} at "
-        f"retrieval.threshold={settings.threshold}, max degree {stats['max_degree']}): PageRank slows "
+        f"retrieval.threshold={threshold}, max degree {stats['max_degree']}): PageRank slows "
         "with the edges and hubs crowd the rankings; set retrieval.max_neighbors (e.g. 20) or raise "
         "retrieval.threshold"
     )
