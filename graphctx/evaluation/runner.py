@@ -76,7 +76,7 @@ from graphctx.pipeline.plan import Plan, check_models
 from graphctx.pipeline.processes import Preempted, Processes, StopRequest
 from graphctx.pipeline.run_config import RunConfig
 from graphctx.prompts import EncodedPrompt, Variant, build_prompt, encode_prompt, get_variants
-from graphctx.retrieval.numerics import numerics
+from graphctx.retrieval.builders import retrieval_numerics
 
 ANSWER_FORMAT = 3
 """Bump when the same settings start making other answers (prompt encoding, the weights decoded, stopping);
@@ -254,7 +254,7 @@ class EvaluationRun:
             ]
         if variant.retrieval != "none":
             parts["retrieval"] = _settings(self.config.retrieval, SPEED_ONLY["retrieval"])
-            parts["retrieval"]["numerics"] = numerics(self.config.retrieval)  # auto resolved
+            parts["retrieval"]["numerics"] = retrieval_numerics(self.config.retrieval)  # auto resolved
             parts["knowledge"] = _settings(self.config.knowledge, SPEED_ONLY["knowledge"])
         return parts
 
