@@ -84,7 +84,12 @@ def encode(
 
 
 def texts_digest(texts: Sequence[str]) -> str:
-    """SHA-256 over the texts, each length-prefixed so that boundaries count."""
+    """SHA-256 over the texts, each length-prefixed so that boundaries count.
+
+    Examples:
+        >>> texts_digest(["ab", "c"]) == texts_digest(["a", "bc"])
+        False
+    """
     digest = hashlib.sha256()
     for text in texts:
         blob = text.encode()
@@ -144,11 +149,9 @@ def embed_texts(
     cache_dir: str | os.PathLike[str] | None = None,
     model: SentenceEncoder | None = None,
 ) -> Tensor:
-    """Cached :func:`encode`: loads :func:`embedding_cache_path` if present, else computes and writes it.
-
-    Returned on the CPU as float32; the model (``model``, else :func:`load_encoder` of ``model_name``) is
-    only loaded on a cache miss (or when the cached file does not read back as one embedding per text: it
-    is moved aside and rebuilt).
+    """Cached :func:`encode`: reads :func:`embedding_cache_path`, else computes and writes it (float32, on
+    the CPU). Only a miss loads a model (``model``, else :func:`load_encoder` of ``model_name``); an entry
+    that does not read back as one embedding per text is moved aside and rebuilt.
 
     Examples:
         >>> import tempfile

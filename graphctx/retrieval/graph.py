@@ -25,7 +25,13 @@ from graphctx.retrieval.pagerank import QueryEdges
 def strict_threshold(threshold: float, dtype: torch.dtype) -> Tensor:
     """The value ``t`` of ``dtype`` such that ``x > t`` in ``dtype`` equals ``float(x) > threshold`` for every
     ``x`` of ``dtype`` (the largest ``dtype`` value not above ``threshold``), so products in bfloat16 need no
-    float32 copy to be compared, and float32 cosines compare against the real threshold."""
+    float32 copy to be compared, and float32 cosines compare against the real threshold.
+
+    Examples:
+        >>> t = strict_threshold(0.8, torch.bfloat16)
+        >>> float(t) <= 0.8 < float(torch.nextafter(t, torch.tensor(1.0, dtype=torch.bfloat16)))
+        True
+    """
     value = torch.tensor(threshold, dtype=torch.float64).to(dtype)
     if float(value) > threshold:
         value = torch.nextafter(value, torch.tensor(float("-inf"), dtype=dtype))
@@ -39,7 +45,13 @@ LOW_PRECISION_MARGIN = 0.02
 
 
 def exact_dot(left: Tensor, right: Tensor, rows: Tensor, cols: Tensor, chunk: int = 1 << 18) -> Tensor:
-    """``left[rows[i]] · right[cols[i]]`` in the inputs' own precision, ``chunk`` pairs at a time."""
+    """``left[rows[i]] · right[cols[i]]`` in the inputs' own precision, ``chunk`` pairs at a time.
+
+    Examples:
+        >>> vectors = torch.tensor([[1.0, 0.0], [0.6, 0.8]])
+        >>> exact_dot(vectors, vectors, torch.tensor([0, 1]), torch.tensor([1, 1])).tolist()
+        [0.6000000238418579, 1.0]
+    """
     out = torch.empty(len(rows), dtype=left.dtype, device=left.device)
     for start in range(0, len(rows), chunk):
         pick = slice(start, start + chunk)
@@ -58,12 +70,11 @@ def similarity_edges(
 ) -> tuple[Tensor, Tensor, Tensor]:
     r"""All pairs ``(i, j)`` with :math:`\cos(l_i, r_j) > T` (``threshold``), as (rows, cols, cosines).
 
-    Inputs must be L2-normalised. With ``upper_triangle`` (``left is right``) only ``j > i`` is kept.
-    Products run ``chunk_size`` rows at a time (fewer if a block would pass 2**31 entries) in ``dtype``
-    (:func:`~graphctx.retrieval.numerics.similarity_dtype`: ``auto`` is bfloat16 on CUDA). When that is less
-    precise than the inputs, the products only propose candidates (cosine above ``T -
-    LOW_PRECISION_MARGIN``) whose cosine is then recomputed in the inputs' precision, so edges and weights
-    are the same as a full-precision build.
+    Inputs L2-normalised; with ``upper_triangle`` (``left is right``) only ``j > i`` is kept. Products run
+    ``chunk_size`` rows at a time (fewer if a block would pass 2**31 entries) in ``dtype`` (``auto``:
+    bfloat16 on CUDA). When that is less precise than the inputs, they only propose candidates (cosine
+    above ``T - LOW_PRECISION_MARGIN``), re-scored in the inputs' precision (:func:`exact_pairs_above`),
+    so edges and weights equal a full-precision build's.
 
     Examples:
         >>> unit = torch.tensor([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]])
@@ -78,7 +89,7 @@ def similarity_edges(
     candidate = strict_threshold(threshold - margin, dtype).to(left.device)
     # Keep each block under 2**31 entries (the limit of 32-bit indexing in some CUDA kernels, e.g. nonzero).
     step = max(1, min(chunk_size, (2**31 - 1) // max(len(right), 1)))
-    rows, cols, values = [], [], []
+    pieces = []
     for start in range(0, len(left), step):
         stop = min(start + step, len(left))
         offset = start if upper_triangle else 0
@@ -89,18 +100,25 @@ def similarity_edges(
         row, col = (block > candidate).nonzero(as_tuple=True)
         row, col = row + start, col + offset
         if refine:
-            value = exact_dot(left, right, row, col)
-            keep = value > strict_threshold(threshold, value.dtype).to(left.device)
-            row, col, value = row[keep], col[keep], value[keep]
+            row, col, value = exact_pairs_above(left, right, row, col, threshold)
         else:
             value = block[row - start, col - offset]
-        rows.append(row)
-        cols.append(col)
-        values.append(value.float())
-    empty = torch.zeros(0, dtype=torch.long, device=left.device)
-    if not rows:
+        pieces.append((row, col, value.float()))
+    if not pieces:
+        empty = torch.zeros(0, dtype=torch.long, device=left.device)
         return empty, empty, torch.zeros(0, device=left.device)
-    return torch.cat(rows), torch.cat(cols), torch.cat(values)
+    rows, cols, values = (torch.cat(part) for part in zip(*pieces, strict=True))
+    return rows, cols, values
+
+
+def exact_pairs_above(
+    left: Tensor, right: Tensor, rows: Tensor, cols: Tensor, threshold: float
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The candidate pairs whose cosine, recomputed in the inputs' precision (:func:`exact_dot`), is above
+    ``threshold``: (rows, cols, cosines)."""
+    value = exact_dot(left, right, rows, cols)
+    keep = value > strict_threshold(threshold, value.dtype).to(left.device)
+    return rows[keep], cols[keep], value[keep]
 
 
 def check_max_neighbors(max_neighbors: int | None) -> int | None:
@@ -116,6 +134,11 @@ def top_m_mask(source: Tensor, target: Tensor, weight: Tensor, m: int) -> Tensor
     """Bool mask of the directed edges ``source -> target`` that are among ``source``'s ``m`` heaviest.
 
     Ties in weight go to the lower ``target`` index, so the choice does not depend on edge order.
+
+    Examples:
+        >>> source, target = torch.tensor([0, 0, 0, 1]), torch.tensor([1, 2, 3, 0])
+        >>> top_m_mask(source, target, torch.tensor([0.9, 0.8, 0.9, 0.5]), m=2).tolist()
+        [True, False, True, True]
     """
     if len(source) == 0:
         return torch.zeros(0, dtype=torch.bool, device=source.device)
@@ -136,7 +159,14 @@ def top_m_mask(source: Tensor, target: Tensor, weight: Tensor, m: int) -> Tensor
 def cap_neighbors(rows: Tensor, cols: Tensor, weights: Tensor, m: int) -> tuple[Tensor, Tensor, Tensor]:
     r"""Undirected edges ``{i, j}`` (given once each) kept when :math:`j \in \mathrm{top}_m(i)` or
     :math:`i \in \mathrm{top}_m(j)`, where :math:`\mathrm{top}_m(v)` holds ``v``'s ``m`` most similar
-    neighbours (the union keeps the graph symmetric; every node keeps at least ``min(m, degree)`` edges)."""
+    neighbours (the union keeps the graph symmetric; every node keeps at least ``min(m, degree)`` edges).
+
+    Examples:
+        >>> rows, cols = torch.tensor([0, 0, 1]), torch.tensor([1, 2, 2])
+        >>> kept = cap_neighbors(rows, cols, torch.tensor([0.9, 0.85, 0.95]), m=1)
+        >>> kept[0].tolist(), kept[1].tolist()
+        ([0, 1], [1, 2])
+    """
     count = len(rows)
     source, target = torch.cat([rows, cols]), torch.cat([cols, rows])
     chosen = top_m_mask(source, target, torch.cat([weights, weights]), m)
@@ -199,7 +229,14 @@ def query_edges(
 
 def degree_stats(graph: Data) -> dict[str, float]:
     """Edges, density (edges / possible pairs), min/mean/median/max degree, isolated nodes (count and
-    share) and connected components."""
+    share) and connected components.
+
+    Examples:
+        >>> path = Data(edge_index=torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]), num_nodes=4)
+        >>> stats = degree_stats(path)
+        >>> stats["edges"], stats["max_degree"], stats["isolated"], stats["components"]
+        (2, 2, 1, 2)
+    """
     num_nodes = int(graph.num_nodes)
     degrees = degree(graph.edge_index[0], num_nodes=num_nodes)
     components = connected_components(graph.edge_index, num_nodes)
@@ -224,7 +261,13 @@ def linkage_stats(fallbacks: Sequence[Sequence[bool]], graph: Mapping[str, float
     prediction records them): ``queries``; ``no_edge``, those without any edge above T (every hit by
     cosine); ``topped_up``, those with edges that reached fewer than k pool questions (some hits by
     cosine); ``linked`` = queries - no_edge; the shares of each; and, given :func:`degree_stats` of the
-    graph, its ``density`` and ``mean_degree``."""
+    graph, its ``density`` and ``mean_degree``.
+
+    Examples:
+        >>> stats = linkage_stats([[False, False], [True, True], [False, True]])
+        >>> stats["linked"], stats["no_edge"], stats["topped_up"]
+        (2, 1, 1)
+    """
     queries = len(fallbacks)
     no_edge = sum(bool(flags) and all(flags) for flags in fallbacks)
     topped_up = sum(any(flags) and not all(flags) for flags in fallbacks)
@@ -252,7 +295,14 @@ def describe_linkage(stats: Mapping[str, float]) -> str:
 def graph_fallbacks(graph: Data, edges: QueryEdges, top_k: int) -> list[list[bool]]:
     """The ``fallback`` flags :class:`~graphctx.retrieval.retriever.GraphRetriever` gives each query,
     without running PageRank: a query's graph hits are the ``min(k, reach)`` best of the pool nodes in the
-    components its edges touch (``reach`` of them); the rest of its k hits are cosine's."""
+    components its edges touch (``reach`` of them); the rest of its k hits are cosine's.
+
+    Examples:
+        >>> path = Data(edge_index=torch.tensor([[0, 1], [1, 0]]), num_nodes=3)
+        >>> edges = QueryEdges(torch.tensor([0, 1]), torch.tensor([0, 2]), torch.ones(2), num_queries=3)
+        >>> graph_fallbacks(path, edges, top_k=2)
+        [[False, False], [False, True], [True, True]]
+    """
     num_nodes = int(graph.num_nodes)
     components = connected_components(graph.edge_index, num_nodes)
     sizes = torch.bincount(components, minlength=1)
@@ -281,7 +331,13 @@ def describe_degrees(stats: dict[str, float]) -> str:
 
 def density_warning(stats: dict[str, float], threshold: float) -> str | None:
     """A warning when the graph (:func:`degree_stats`, built at ``threshold``) has no edge, or a mean degree
-    above :data:`DENSE_MEAN_DEGREE`; else None."""
+    above :data:`DENSE_MEAN_DEGREE`; else None.
+
+    Examples:
+        >>> lonely = {"nodes": 3, "edges": 0, "mean_degree": 0.0, "max_degree": 0}
+        >>> density_warning(lonely, threshold=0.8)[:40]
+        'warning: the question graph has no edge:'
+    """
     if stats["edges"] == 0 and stats["nodes"] > 1:
         return (
             f"warning: the question graph has no edge: no two of its {stats['nodes']} questions have a "

@@ -94,7 +94,17 @@ def build_index(
     settings: RetrievalSettings,
     cache_dir: str | os.PathLike[str] | None = None,
 ) -> RetrievalIndex:
-    """Embed the pool and build its question graph, or read both from ``<cache>/retrieval-index/<key>``."""
+    """Embed the pool and build its question graph, or read both from ``<cache>/retrieval-index/<key>``.
+
+    Examples:
+        >>> import tempfile
+        >>> from graphctx.retrieval.settings import RetrievalSettings
+        >>> texts = ["How do I stake ADA?", "How to stake ADA", "What is a UTXO?"]
+        >>> with tempfile.TemporaryDirectory() as cache:
+        ...     index = build_index([7, 8, 9], texts, RetrievalSettings(device="cpu", threshold=0.7), cache)
+        >>> index.embeddings.shape, index.stats["edges"]
+        (torch.Size([3, 384]), 1)
+    """
     if len(ids) != len(texts):
         raise ValueError(f"pool has {len(ids)} ids but {len(texts)} texts")
     if len(set(map(int, ids))) != len(ids):

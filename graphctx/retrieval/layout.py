@@ -88,6 +88,20 @@ class Layouts:
     """Cuts the linked queries of :class:`QueryEdges` into batches and lays each out (see the module).
 
     ``dtype`` is the iteration's; ``max_columns`` bounds the queries of one shared batch.
+
+    Examples:
+        >>> from graphctx.retrieval.components import PoolComponents
+        >>> from graphctx.retrieval.pagerank import untouched_residuals
+        >>> edge_index = torch.tensor([[0, 1, 1, 2, 3, 4], [1, 0, 2, 1, 4, 3]])  # path 0-1-2, pair 3-4
+        >>> parts = PoolComponents(edge_index, torch.ones(6), num_nodes=5)
+        >>> residuals = untouched_residuals(edge_index, torch.ones(6, dtype=torch.float64), parts, 0.85, 9)
+        >>> layouts = Layouts(parts, residuals, dtype=torch.float32, max_batch_slots=100,
+        ...                   shared_component_nodes=2, max_columns=8)
+        >>> edges = QueryEdges(torch.tensor([0, 1, 2]), torch.tensor([0, 3, 4]), torch.ones(3), 3)
+        >>> for queries, layout in layouts(edges):  # two private copies of 3-4, then 0-1-2 shared
+        ...     print(queries.tolist(), layout.slot_node.tolist(), layout.slot_query is None)
+        [1, 2] [3, 4, 3, 4] False
+        [0] [0, 1, 2] True
     """
 
     def __init__(

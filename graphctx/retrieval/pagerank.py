@@ -112,7 +112,7 @@ class PoolPageRank:
         >>> query = QueryEdges(torch.tensor([0]), torch.tensor([2]), torch.tensor([1.0]), num_queries=1)
         >>> result = ranker.run(query, k=3)
         >>> result.node_ids.tolist(), [round(score, 4) for score in result.scores[0].tolist()]
-        ([[2, 1, 0]], [0.2313, 0.1966, 0.0836])
+        ([[2, 1, 0]], [0.3582, 0.2383, 0.1013])
     """
 
     def __init__(

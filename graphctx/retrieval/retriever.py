@@ -182,7 +182,18 @@ def build_retriever(
     encoder: SentenceEncoder | None = None,
     device: str | torch.device | None = None,
 ) -> EmbeddingRetriever:
-    """The retriever named by ``settings.method``."""
+    """The retriever named by ``settings.method``.
+
+    Examples:
+        >>> import tempfile
+        >>> from graphctx.retrieval.index import build_index
+        >>> settings = RetrievalSettings(device="cpu", threshold=0.7, top_k=1)
+        >>> texts = ["How do I stake ADA?", "How to stake ADA", "What is a UTXO?"]
+        >>> with tempfile.TemporaryDirectory() as cache:
+        ...     retriever = build_retriever(build_index([7, 8, 9], texts, settings, cache), settings)
+        >>> [hit.id for hit in retriever.retrieve(["staking ADA"])[0]]
+        [8]
+    """
     retrievers = {"graph": GraphRetriever, "dense": DenseRetriever}
     if settings.method not in retrievers:
         raise ValueError(f"retrieval.method must be one of {sorted(retrievers)}, got {settings.method!r}")
