@@ -16,14 +16,9 @@ import dataclasses
 import json
 
 from graphctx.pipeline.config_file import load_config
-from graphctx.retrieval.embeddings import embed_texts, encode, load_encoder
-from graphctx.retrieval.graph import (
-    build_question_graph,
-    degree_stats,
-    graph_fallbacks,
-    linkage_stats,
-    query_edges,
-)
+from graphctx.retrieval.builders import build_embeddings, build_encoder, build_graph, build_query_edges
+from graphctx.retrieval.embeddings import encode
+from graphctx.retrieval.graph import degree_stats, graph_fallbacks, linkage_stats
 
 BGE = "Represent this sentence for searching relevant passages: "
 
@@ -37,7 +32,7 @@ def main() -> None:
     cache = config.cache_dir
     data = config.load_dataset()
     train, split = data["train"], data[config.evaluation.split]
-    encoder = load_encoder(config.retrieval)
+    encoder = build_encoder(config.retrieval)
     report: dict = {"pool": len(train), "queries": len(split)}
     for threshold in args.thresholds or [config.retrieval.threshold]:
         plain = dataclasses.replace(config.retrieval, threshold=threshold, instruction="")
@@ -49,9 +44,16 @@ def main() -> None:
         }
         report[f"T={threshold}"] = {}
         for name, (pool_side, query_side) in cases.items():
-            pool = embed_texts(train["question"], pool_side, cache_dir=cache, model=encoder)
-            graph = build_question_graph(pool, pool_side)
-            edges = query_edges(encode(encoder, split["question"], query_side), pool, pool_side)
+            pool = build_embeddings(train["question"], pool_side, cache_dir=cache, model=encoder)
+            graph = build_graph(pool, pool_side)
+            queries = encode(
+                encoder,
+                split["question"],
+                instruction=query_side.instruction,
+                batch_size=query_side.embedding_batch_size,
+                cpu_threads=query_side.cpu_threads,
+            )
+            edges = build_query_edges(queries, pool, pool_side)
             fallbacks = graph_fallbacks(graph, edges, pool_side.top_k)
             report[f"T={threshold}"][name] = linkage_stats(fallbacks, degree_stats(graph))
     print(json.dumps(report))

@@ -42,7 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from graphctx.retrieval.graph import build_question_graph, degree_stats, describe_degrees, query_edges
 from graphctx.retrieval.pagerank import PoolPageRank, QueryEdges
-from graphctx.retrieval.settings import RetrievalSettings
+
+ALPHA, MAX_ITER, TOL = 0.85, 100, 1e-6  # PageRank's (networkx's defaults, the paper's), for all three
 
 
 def log(message: str) -> None:
@@ -78,7 +79,7 @@ def real_embeddings(pool: int, queries: int, device: torch.device) -> tuple[torc
     """MiniLM embeddings of real cardano questions (pool first, queries after)."""
     from graphctx.data import load_qa_dataset
     from graphctx.data.settings import DatasetSettings
-    from graphctx.retrieval.embeddings import embed_texts
+    from graphctx.retrieval.embeddings import PACKAGED_MINILM, embed_texts
 
     cardano = Path(__file__).resolve().parents[2] / "shared" / "data" / "stackexchange" / "cardano"
     settings = DatasetSettings(source=str(cardano))
@@ -86,11 +87,11 @@ def real_embeddings(pool: int, queries: int, device: torch.device) -> tuple[torc
     texts = [text for split in dataset.values() for text in split["question"]]
     if pool + queries > len(texts):
         raise SystemExit(f"--real: only {len(texts)} questions, asked for {pool} + {queries}")
-    embeddings = embed_texts(texts[: pool + queries], RetrievalSettings(device=str(device))).to(device)
+    embeddings = embed_texts(texts[: pool + queries], PACKAGED_MINILM, device=str(device)).to(device)
     return embeddings[:pool], embeddings[pool:]
 
 
-def networkx_top(graph_nx, edges: list[list[tuple[int, float]]], sample: list[int], settings, k: int):
+def networkx_top(graph_nx, edges: list[list[tuple[int, float]]], sample: list[int], k: int):
     """The paper's way, per query: copy the graph, add the query node, networkx.pagerank."""
     import networkx as nx
 
@@ -99,20 +100,14 @@ def networkx_top(graph_nx, edges: list[list[tuple[int, float]]], sample: list[in
         graph = graph_nx.copy()
         graph.add_node("q")
         graph.add_weighted_edges_from(("q", node, weight) for node, weight in edges[query])
-        scores = nx.pagerank(
-            graph,
-            alpha=settings.alpha,
-            personalization={"q": 1},
-            max_iter=settings.max_iter,
-            tol=settings.tol,
-        )
+        scores = nx.pagerank(graph, alpha=ALPHA, personalization={"q": 1}, max_iter=MAX_ITER, tol=TOL)
         reachable = nx.node_connected_component(graph, "q") - {"q"}
         ranked = sorted(reachable, key=lambda node: -scores[node])[: k + 1]
         tops[query] = [(node, scores[node]) for node in ranked]
     return tops, (time.perf_counter() - start) * 1000 / max(len(sample), 1)
 
 
-def igraph_time(graph_data, edges: list[list[tuple[int, float]]], sample: list[int], settings) -> float:
+def igraph_time(graph_data, edges: list[list[tuple[int, float]]], sample: list[int]) -> float:
     """HippoRAG's way, per query: add the query vertex, igraph personalized_pagerank (prpack), remove it."""
     import igraph
 
@@ -129,7 +124,7 @@ def igraph_time(graph_data, edges: list[list[tuple[int, float]]], sample: list[i
         )
         graph.personalized_pagerank(
             directed=False,
-            damping=settings.alpha,
+            damping=ALPHA,
             reset_vertices=[num_nodes],
             weights="weight",
             implementation="prpack",
@@ -160,11 +155,11 @@ def select_queries(edges: QueryEdges, chosen: torch.Tensor) -> QueryEdges:
     return QueryEdges(new_index[edges.query[keep]], edges.node[keep], edges.weight[keep], len(chosen))
 
 
-def timed_run(ranker: PoolPageRank, edges: QueryEdges, device: torch.device) -> tuple[float, object]:
+def timed_run(ranker: PoolPageRank, edges: QueryEdges, k: int, device: torch.device) -> tuple[float, object]:
     """graphctx's batched PageRank over ``edges``: (ms per query, result)."""
     synchronize(device)
     start = time.perf_counter()
-    result = ranker.run(edges)
+    result = ranker.run(edges, k)
     synchronize(device)
     return (time.perf_counter() - start) * 1000 / max(edges.num_queries, 1), result
 
@@ -201,16 +196,7 @@ def main(argv: list[str] | None = None) -> dict:
     torch.set_num_threads(args.threads)
 
     device = torch.device(args.device)
-    settings = RetrievalSettings(
-        device=args.device,
-        threshold=args.threshold,
-        max_neighbors=args.max_neighbors,
-        top_k=args.top_k,
-        pagerank_dtype=args.dtype,
-        similarity_chunk_size=args.chunk_size,
-        query_batch_size=args.queries,
-        max_batch_slots=args.batch_slots or (1 << 24 if device.type == "cpu" else 1 << 28),
-    )
+    graph_options = {"max_neighbors": args.max_neighbors, "chunk_size": args.chunk_size}
     log(f"embeddings: pool {args.pool}, queries {args.queries}, device {device}")
     if args.real:
         pool, queries = real_embeddings(args.pool, args.queries, device)
@@ -223,22 +209,30 @@ def main(argv: list[str] | None = None) -> dict:
 
     synchronize(device)
     start = time.perf_counter()
-    graph = build_question_graph(pool, settings)
-    ranker = PoolPageRank(graph, settings)
+    graph = build_question_graph(pool, args.threshold, **graph_options)
+    ranker = PoolPageRank(
+        graph,
+        alpha=ALPHA,
+        tol=TOL,
+        max_iter=MAX_ITER,
+        dtype=getattr(torch, args.dtype),
+        max_batch_slots=args.batch_slots or (1 << 24 if device.type == "cpu" else 1 << 28),
+        max_columns=args.queries,
+    )
     synchronize(device)
     build_s = time.perf_counter() - start
     stats = degree_stats(graph)
     log(f"graph built in {build_s:.2f} s: {describe_degrees(stats)}")
 
-    ranker.run(query_edges(queries[:64], pool, settings))  # warm-up (kernels, allocator)
+    ranker.run(query_edges(queries[:64], pool, args.threshold, **graph_options), args.top_k)  # warm-up
     synchronize(device)
     start = time.perf_counter()
-    edges = query_edges(queries, pool, settings)
+    edges = query_edges(queries, pool, args.threshold, **graph_options)
     synchronize(device)
     edges_ms = (time.perf_counter() - start) * 1000 / args.queries
-    graphctx_ms, result = timed_run(ranker, edges, device)
+    graphctx_ms, result = timed_run(ranker, edges, args.top_k, device)
     linked_ids = result.linked.nonzero()[:, 0]
-    linked_ms, _ = timed_run(ranker, select_queries(edges, linked_ids), device)
+    linked_ms, _ = timed_run(ranker, select_queries(edges, linked_ids), args.top_k, device)
     log(
         f"graphctx: PPR {graphctx_ms:.4f} ms/query over all, {linked_ms:.4f} ms per linked query; "
         f"query edges {edges_ms:.4f} ms/query; {len(linked_ids)} of {args.queries} queries linked, "
@@ -249,7 +243,8 @@ def main(argv: list[str] | None = None) -> dict:
     sample = rng.permutation(linked_ids.cpu().numpy())[: args.peer_queries].tolist()
     networkx_ms = igraph_ms = sample_ms = topk = None
     if sample:
-        sample_ms, _ = timed_run(ranker, select_queries(edges, torch.tensor(sample, device=device)), device)
+        chosen = select_queries(edges, torch.tensor(sample, device=device))
+        sample_ms, _ = timed_run(ranker, chosen, args.top_k, device)
         per_query: list[list[tuple[int, float]]] = [[] for _ in range(args.queries)]
         triples = zip(edges.query.tolist(), edges.node.tolist(), edges.weight.tolist(), strict=True)
         for query, node, weight in triples:
@@ -263,11 +258,11 @@ def main(argv: list[str] | None = None) -> dict:
         graph_nx.add_weighted_edges_from(
             zip(*edge_index[:, keep].tolist(), weight[keep].double().tolist(), strict=True)
         )
-        reference, networkx_ms = networkx_top(graph_nx, per_query, sample, settings, args.top_k)
+        reference, networkx_ms = networkx_top(graph_nx, per_query, sample, args.top_k)
         topk = agreement(result.node_ids.cpu(), reference, args.top_k)
         log(f"networkx: {networkx_ms:.2f} ms/query on {len(sample)} linked queries; top-k agreement {topk}")
         try:
-            igraph_ms = igraph_time(graph, per_query, sample, settings)
+            igraph_ms = igraph_time(graph, per_query, sample)
             log(f"igraph/prpack: {igraph_ms:.3f} ms/query on the same {len(sample)} queries")
         except ImportError:
             log("igraph is not installed: its figure is null (pip install igraph)")

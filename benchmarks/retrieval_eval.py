@@ -31,8 +31,7 @@ from rank_bm25 import BM25Okapi
 
 from graphctx.evaluation.retrieval_eval import Pool, Queries, evaluate_retrieval, graph_ranking
 from graphctx.pipeline.config_file import load_config
-from graphctx.retrieval.embeddings import embed_texts
-from graphctx.retrieval.graph import build_question_graph, query_edges
+from graphctx.retrieval.builders import build_embeddings, build_graph, build_query_edges
 from graphctx.retrieval.lexical import BM25Index, tokenize
 
 SYNONYMS = {
@@ -75,14 +74,14 @@ def noisy(base: torch.Tensor, origin: list[int], generator: torch.Generator) -> 
 
 def networkx_ppr(pool: Pool, queries: Queries, settings, sample: int, depth: int) -> tuple[float, list]:
     """networkx.pagerank per query on the pool graph plus the query node: seconds per query, rankings."""
-    graph = build_question_graph(pool.embeddings, settings)
+    graph = build_graph(pool.embeddings, settings)
     g = nx.Graph()
     g.add_nodes_from(range(len(pool.ids)))
     rows, cols = graph.edge_index.tolist()
     g.add_weighted_edges_from(
         (a, b, w) for a, b, w in zip(rows, cols, graph.edge_weight.tolist(), strict=True) if a < b
     )
-    edges = query_edges(queries.embeddings[:sample], pool.embeddings, settings)
+    edges = build_query_edges(queries.embeddings[:sample], pool.embeddings, settings)
     rankings, start = [], time.perf_counter()
     for q in range(sample):
         mine = edges.query == q
@@ -138,7 +137,7 @@ def main() -> None:
     settings = config.retrieval
     data = config.load_dataset()
     seeds = [text for split in data.values() for text in split["question"]]
-    base = embed_texts(seeds, settings, cache_dir=config.cache_dir).cpu()
+    base = build_embeddings(seeds, settings, cache_dir=config.cache_dir).cpu()
     rng, generator = random.Random(0), torch.Generator().manual_seed(0)
     taken = set(seeds)
     pool_texts, pool_origin = synthesise(seeds, args.pool, rng, taken)

@@ -52,14 +52,14 @@ def build(artefact: str, cache: str, shared: Path) -> None:
         settings.filters = FilterSettings(max_tokens=None)
         load_qa_dataset(settings, cache)
     elif artefact in ("embeddings", "index"):
-        from graphctx.retrieval.embeddings import embed_texts
+        from graphctx.retrieval.builders import build_embeddings
         from graphctx.retrieval.index import build_index
         from graphctx.retrieval.settings import RetrievalSettings
 
         texts = POOL_TEXTS
         settings = RetrievalSettings(device="cpu", threshold=0.3)
         if artefact == "embeddings":
-            embed_texts(texts, settings, cache_dir=cache)
+            build_embeddings(texts, settings, cache_dir=cache)
         else:
             build_index(list(range(len(texts))), texts, settings, cache_dir=cache)
     elif artefact == "kg-store":

@@ -280,13 +280,14 @@ def test_duplicate_keys_in_a_yaml_value_on_the_command_line_are_refused() -> Non
 
 # ---- graphs without an edge, or dense ones ---------------------------------------------------------------
 def graph_retriever_warning(embeddings: torch.Tensor, capsys: pytest.CaptureFixture[str]) -> str:
-    from graphctx.retrieval.graph import build_question_graph, degree_stats
+    from graphctx.retrieval.builders import build_graph
+    from graphctx.retrieval.graph import degree_stats
     from graphctx.retrieval.index import RetrievalIndex
     from graphctx.retrieval.retriever import build_retriever
     from graphctx.retrieval.settings import RetrievalSettings
 
     settings = RetrievalSettings(threshold=0.5, device="cpu", similarity_dtype="float32")
-    graph = build_question_graph(embeddings, settings)
+    graph = build_graph(embeddings, settings)
     index = RetrievalIndex(torch.arange(len(embeddings)), embeddings, graph, degree_stats(graph))
     build_retriever(index, settings)
     return capsys.readouterr().err

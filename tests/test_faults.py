@@ -45,13 +45,13 @@ def read_back(artefact: str, cache: Path, shared: Path) -> dict:
     if artefact in ("embeddings", "index"):
         from kill_during_write import POOL_TEXTS
 
-        from graphctx.retrieval.embeddings import embed_texts
+        from graphctx.retrieval.builders import build_embeddings
         from graphctx.retrieval.index import build_index
         from graphctx.retrieval.settings import RetrievalSettings
 
         settings = RetrievalSettings(device="cpu", threshold=0.3)
         if artefact == "embeddings":
-            return {"embeddings": embed_texts(POOL_TEXTS, settings, cache_dir=cache)}
+            return {"embeddings": build_embeddings(POOL_TEXTS, settings, cache_dir=cache)}
         index = build_index(list(range(len(POOL_TEXTS))), POOL_TEXTS, settings, cache_dir=cache)
         return {"ids": index.ids.tolist(), "edges": index.graph.edge_index.tolist(), "stats": index.stats}
     from graphctx.knowledge.settings import KnowledgeSettings

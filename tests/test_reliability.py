@@ -280,7 +280,8 @@ def test_a_damaged_embedding_file_or_retrieval_index_is_moved_aside_and_rebuilt(
 ) -> None:
     import torch
 
-    from graphctx.retrieval.embeddings import embed_texts, embedding_cache_path
+    from graphctx.retrieval.builders import build_embeddings
+    from graphctx.retrieval.embeddings import embedding_cache_path
     from graphctx.retrieval.index import build_index
     from graphctx.retrieval.settings import RetrievalSettings
 
@@ -288,9 +289,9 @@ def test_a_damaged_embedding_file_or_retrieval_index_is_moved_aside_and_rebuilt(
     ids = list(range(len(POOL)))
     expected = build_index(ids, POOL, settings, cache_dir=tmp_path)
     if damage == "embeddings":
-        damaged = embedding_cache_path(POOL, settings, cache_dir=tmp_path)
+        damaged = embedding_cache_path(POOL, settings.embedding_model, device="cpu", cache_dir=tmp_path)
         truncate(damaged)
-        torch.testing.assert_close(embed_texts(POOL, settings, cache_dir=tmp_path), expected.embeddings)
+        torch.testing.assert_close(build_embeddings(POOL, settings, cache_dir=tmp_path), expected.embeddings)
     else:
         damaged = next((tmp_path / "retrieval-index").iterdir())
         truncate(damaged / damage)

@@ -19,14 +19,9 @@ from torch.utils.data.distributed import DistributedSampler
 
 import graphctx.retrieval.embeddings as embeddings_module
 from graphctx.data import DatasetSettings, load_qa_dataset
-from graphctx.retrieval.embeddings import embed_texts, embedding_cache_path, load_encoder
-from graphctx.retrieval.graph import (
-    build_question_graph,
-    degree_stats,
-    graph_fallbacks,
-    linkage_stats,
-    query_edges,
-)
+from graphctx.retrieval.builders import build_embeddings, build_encoder, build_graph, build_query_edges
+from graphctx.retrieval.embeddings import embedding_cache_path
+from graphctx.retrieval.graph import degree_stats, graph_fallbacks, linkage_stats
 from graphctx.retrieval.index import RetrievalIndex, build_index, index_key
 from graphctx.retrieval.module import GatherPredictions, RetrievalModule, predict_hits, query_loader
 from graphctx.retrieval.retriever import DenseRetriever, GraphRetriever, Hit, build_retriever
@@ -40,7 +35,7 @@ POOL_SIZE = 80
 
 def index_of(pool: torch.Tensor, settings: RetrievalSettings) -> RetrievalIndex:
     """The index of ``pool``'s embeddings, ids 0..n-1, with its question graph and degree statistics."""
-    graph = build_question_graph(pool, settings)
+    graph = build_graph(pool, settings)
     return RetrievalIndex(torch.arange(len(pool)), pool, graph, degree_stats(graph))
 
 
@@ -53,20 +48,20 @@ def questions(cardano_dir: Path, tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="module")
 def encoder():
-    return load_encoder(SETTINGS)
+    return build_encoder(SETTINGS)
 
 
 @pytest.fixture(scope="module")
 def index(questions, encoder, tmp_path_factory: pytest.TempPathFactory) -> RetrievalIndex:
     train = questions["train"].select(range(POOL_SIZE))
     cache = tmp_path_factory.mktemp("retrieval-cache")
-    embed_texts(train["question"], SETTINGS, cache_dir=cache, model=encoder)  # warm the embedding cache
+    build_embeddings(train["question"], SETTINGS, cache_dir=cache, model=encoder)  # warm the embedding cache
     return build_index(train["id"], train["question"], SETTINGS, cache)
 
 
 def test_embeddings_are_cached_by_model_and_texts(questions, encoder, tmp_path, monkeypatch) -> None:
     texts = questions["train"]["question"][:6]
-    first = embed_texts(texts, SETTINGS, cache_dir=tmp_path, model=encoder)
+    first = build_embeddings(texts, SETTINGS, cache_dir=tmp_path, model=encoder)
     assert first.shape == (6, 384)
     assert torch.allclose(first.norm(dim=1), torch.ones(6), atol=1e-5)
 
@@ -74,9 +69,9 @@ def test_embeddings_are_cached_by_model_and_texts(questions, encoder, tmp_path, 
         raise AssertionError("the cache should have answered")
 
     monkeypatch.setattr(embeddings_module, "load_encoder", no_model)
-    assert torch.equal(embed_texts(texts, SETTINGS, cache_dir=tmp_path), first)
+    assert torch.equal(build_embeddings(texts, SETTINGS, cache_dir=tmp_path), first)
     with pytest.raises(AssertionError, match="cache should have answered"):
-        embed_texts(texts[:5], SETTINGS, cache_dir=tmp_path)  # other texts: a miss
+        build_embeddings(texts[:5], SETTINGS, cache_dir=tmp_path)  # other texts: a miss
 
 
 def test_instruction_goes_before_pool_questions_and_queries_alike(questions, encoder, tmp_path) -> None:
@@ -85,11 +80,11 @@ def test_instruction_goes_before_pool_questions_and_queries_alike(questions, enc
     texts = questions["train"]["question"][:4]
     for instruction in ("", "Represent this sentence for searching relevant passages: "):
         settings = replace(SETTINGS, instruction=instruction)
-        pool = embed_texts(texts, settings, cache_dir=tmp_path, model=encoder)
+        pool = build_embeddings(texts, settings, cache_dir=tmp_path, model=encoder)
         index = index_of(pool, settings)
         queries = GraphRetriever(index, settings, encoder=encoder).embed(texts)
         torch.testing.assert_close(queries, pool, atol=1e-6, rtol=0)
-        edges = query_edges(queries, pool, settings)
+        edges = build_query_edges(queries, pool, settings)
         self_edges = edges.weight[edges.query == edges.node]
         assert len(self_edges) == 4 and bool((self_edges > 1 - 1e-5).all())
     assert len(list((tmp_path / "embeddings").iterdir())) == 2  # the instruction is in the key
@@ -105,7 +100,19 @@ def test_embedding_and_index_keys_name_device_dtype_and_threads(questions) -> No
         replace(SETTINGS, device="cuda"),  # auto dtype: bfloat16 there (no GPU needed to name it)
         replace(SETTINGS, device="cuda", embedding_dtype="float32"),
     ]
-    embedding_keys = {embedding_cache_path(texts, s, cache_dir="c") for s in variants}
+    embedding_keys = {
+        embedding_cache_path(
+            texts,
+            s.embedding_model,
+            instruction=s.instruction,
+            max_seq_length=s.max_seq_length,
+            device=s.device,
+            dtype=s.embedding_dtype,
+            cpu_threads=s.cpu_threads,
+            cache_dir="c",
+        )
+        for s in variants
+    }
     assert len(embedding_keys) == len(variants)
     assert len({index_key(ids, texts, s) for s in variants}) == len(variants)
     # on CUDA the CPU thread count changes nothing, and names nothing
@@ -166,7 +173,7 @@ def test_linkage_counted_from_edges_equals_the_retrievers_fallbacks(index, quest
     queries = questions["test"]["question"][:40]
     hits = retriever.retrieve(queries)
     flags = [[hit.fallback for hit in ranked] for ranked in hits]
-    edges = query_edges(retriever.embed(queries), retriever.index.embeddings, settings)
+    edges = build_query_edges(retriever.embed(queries), retriever.index.embeddings, settings)
     assert graph_fallbacks(retriever.index.graph, edges, settings.top_k) == flags
     stats = linkage_stats(flags, degree_stats(retriever.index.graph))
     no_edge = int((torch.bincount(edges.query, minlength=len(queries)) == 0).sum())
@@ -178,7 +185,7 @@ def test_linkage_counted_from_edges_equals_the_retrievers_fallbacks(index, quest
 
 def build_index_at(index: RetrievalIndex, settings: RetrievalSettings) -> RetrievalIndex:
     """The index's pool with the question graph of ``settings`` (another threshold)."""
-    graph = build_question_graph(index.embeddings, settings)
+    graph = build_graph(index.embeddings, settings)
     return RetrievalIndex(index.ids, index.embeddings, graph, degree_stats(graph))
 
 
@@ -216,7 +223,7 @@ def test_predict_step_matches_retrieve(index, questions, encoder) -> None:
     trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False)
     batches = trainer.predict(
         RetrievalModule(index, SETTINGS, encoder=encoder),
-        query_loader(queries, replace(SETTINGS, query_batch_size=4)),
+        query_loader(queries, batch_size=4),
     )
     predicted = [ranked for batch in batches for ranked in batch]
     assert len(batches) == 3 and all(isinstance(hit, Hit) for ranked in predicted for hit in ranked)
@@ -349,7 +356,7 @@ def test_hits_do_not_change_when_embeddings_move_a_few_ulps(questions, encoder, 
     train = questions["train"]
     texts = [*train["question"][:40], *train["question"][:10]]
     settings = replace(SETTINGS, method=method)
-    pool = embed_texts(texts, settings, model=encoder, cache_dir=None)
+    pool = build_embeddings(texts, settings, model=encoder, cache_dir=None)
     queries = GraphRetriever(index_of(pool, settings), settings, encoder).embed(train["question"][:10])
 
     def hits(seed: int) -> list[list[Hit]]:

@@ -5,7 +5,6 @@ pooling, as sentence-transformers builds for one); unsupported layouts are one-l
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,6 @@ from transformers import AutoTokenizer, BertConfig, BertModel
 from graphctx.errors import ConfigError
 from graphctx.retrieval.embeddings import PACKAGED_MINILM, encode, load_encoder, resolve_model_path
 from graphctx.retrieval.encoder import SentenceEncoder
-from graphctx.retrieval.settings import RetrievalSettings
 
 MINILM = resolve_model_path(PACKAGED_MINILM)
 ATOL = 1e-5
@@ -55,13 +53,13 @@ def test_packaged_minilm_equals_sentence_transformers(minilm: SentenceEncoder, t
 
 
 def test_max_seq_length_override_and_instruction(texts: list[str]) -> None:
-    settings = RetrievalSettings(device="cpu", max_seq_length=32, instruction="Represent this: ")
-    model = load_encoder(settings)
+    model = load_encoder(PACKAGED_MINILM, device="cpu", max_seq_length=32)
     assert model.max_length == 32
     long = texts[:4]
     expected = reference(MINILM, ["Represent this: " + text for text in long], max_seq_length=32)
-    torch.testing.assert_close(encode(model, long, settings), expected, atol=ATOL, rtol=0)
-    pool = encode(model, long, replace(settings, instruction=""))
+    instructed = encode(model, long, instruction="Represent this: ")
+    torch.testing.assert_close(instructed, expected, atol=ATOL, rtol=0)
+    pool = encode(model, long, instruction="")
     torch.testing.assert_close(pool, reference(MINILM, long, max_seq_length=32), atol=ATOL, rtol=0)
     assert not torch.allclose(pool, reference(MINILM, long), atol=1e-3)  # the override truncates
 
@@ -114,9 +112,8 @@ def test_unsupported_module_is_one_line(bert_folder, tmp_path) -> None:
 
 
 def test_missing_model_names_the_setting(tmp_path) -> None:
-    settings = replace(RetrievalSettings(device="cpu"), embedding_model="graphctx-tests/no-such-model")
     with pytest.raises(ConfigError, match=r"^retrieval\.embedding_model='graphctx-tests/no-such") as e:
-        load_encoder(settings)
+        load_encoder("graphctx-tests/no-such-model", device="cpu")
     assert "\n" not in str(e.value)
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 import torch
 from torch_geometric.data import Data
@@ -18,7 +16,6 @@ from graphctx.retrieval.graph import (
     query_edges,
     save_graph,
 )
-from graphctx.retrieval.settings import RetrievalSettings
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -48,8 +45,7 @@ def test_graph_edges_equal_brute_force(chunk: int) -> None:
     embeddings = clustered(150, seed=0)
     similarity = embeddings.double() @ embeddings.double().T
     assert ((similarity - 0.8).abs() > 1e-5).all()  # no pair so close to T that rounding could flip it
-    settings = RetrievalSettings(threshold=0.8, similarity_chunk_size=chunk, similarity_dtype="float32")
-    graph = build_question_graph(embeddings, settings)
+    graph = build_question_graph(embeddings, 0.8, chunk_size=chunk, dtype="float32")
     expected = {
         pair: w for pair, w in brute_force_pairs(embeddings, embeddings, 0.8).items() if pair[0] != pair[1]
     }
@@ -67,8 +63,7 @@ def test_graph_edges_equal_brute_force(chunk: int) -> None:
 def test_query_edges_equal_brute_force(chunk: int) -> None:
     both = clustered(150, seed=1)
     pool, queries = both[:120], both[120:]
-    settings = RetrievalSettings(threshold=0.8, similarity_chunk_size=chunk)
-    edges = query_edges(queries, pool, settings)
+    edges = query_edges(queries, pool, 0.8, chunk_size=chunk)
     expected = brute_force_pairs(queries, pool, 0.8)
     got = dict(
         zip(zip(edges.query.tolist(), edges.node.tolist(), strict=True), edges.weight.tolist(), strict=True)
@@ -98,14 +93,14 @@ def test_density_warning_only_above_mean_degree_50() -> None:
         edge_weight=torch.ones(2 * leaves),
         num_nodes=leaves + 1,
     )
-    assert density_warning(degree_stats(star(10)), RetrievalSettings()) is None
+    assert density_warning(degree_stats(star(10)), threshold=0.8) is None
     complete = torch.combinations(torch.arange(60)).T
     dense = Data(
         edge_index=torch.cat([complete, complete.flip(0)], 1),
         edge_weight=torch.ones(2 * complete.shape[1]),
         num_nodes=60,
     )
-    warning = density_warning(degree_stats(dense), RetrievalSettings())
+    warning = density_warning(degree_stats(dense), threshold=0.8)
     assert "mean degree 59.0 > 50" in warning and "retrieval.max_neighbors" in warning
 
 
@@ -129,9 +124,8 @@ def top_m_union_brute_force(
 @pytest.mark.parametrize("m", [1, 2, 4])
 def test_max_neighbors_keeps_the_union_of_each_nodes_top_m(m: int) -> None:
     embeddings = clustered(120, seed=4).double()
-    settings = RetrievalSettings(threshold=0.8, similarity_dtype="float64", similarity_chunk_size=17)
-    full = build_question_graph(embeddings, settings)
-    capped = build_question_graph(embeddings, replace(settings, max_neighbors=m))
+    full = build_question_graph(embeddings, 0.8, dtype="float64", chunk_size=17)
+    capped = build_question_graph(embeddings, 0.8, max_neighbors=m, dtype="float64", chunk_size=17)
     assert is_undirected(capped.edge_index, capped.edge_weight)
     got = {
         (r, c): w for (r, c), w in zip(capped.edge_index.T.tolist(), capped.edge_weight.tolist(), strict=True)
@@ -151,8 +145,7 @@ def test_max_neighbors_keeps_the_union_of_each_nodes_top_m(m: int) -> None:
 def test_max_neighbors_caps_query_edges_at_the_m_most_similar() -> None:
     embeddings = clustered(100, seed=5).double()
     pool, queries = embeddings[:70], embeddings[70:]
-    settings = RetrievalSettings(threshold=0.8, similarity_dtype="float64", max_neighbors=2)
-    edges = query_edges(queries, pool, settings)
+    edges = query_edges(queries, pool, 0.8, max_neighbors=2, dtype="float64")
     everything = brute_force_pairs(queries, pool, 0.8)
     for query in range(30):
         mine = sorted((-w, node) for (q, node), w in everything.items() if q == query)
@@ -161,13 +154,12 @@ def test_max_neighbors_caps_query_edges_at_the_m_most_similar() -> None:
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, True])
 def test_max_neighbors_must_be_a_positive_integer(bad) -> None:
-    settings = RetrievalSettings(max_neighbors=bad)
     with pytest.raises(ConfigError, match=r"retrieval\.max_neighbors"):
-        build_question_graph(clustered(10, seed=0), settings)
+        build_question_graph(clustered(10, seed=0), 0.8, max_neighbors=bad)
 
 
 def test_save_and_load_round_trip(tmp_path) -> None:
-    graph = build_question_graph(clustered(60, seed=3), RetrievalSettings())
+    graph = build_question_graph(clustered(60, seed=3), 0.8)
     path = tmp_path / "graphs" / "pool.pt"
     save_graph(graph, path)
     loaded = load_graph(path)
@@ -187,8 +179,7 @@ def test_load_errors_name_the_file(tmp_path) -> None:
 
 def test_threshold_is_strict() -> None:
     embeddings = torch.tensor([[1.0, 0.0], [0.6, 0.8], [1.0, 0.0]], dtype=torch.float64)  # unit rows
-    settings = replace(RetrievalSettings(), threshold=0.6, similarity_dtype="float64")
-    graph = build_question_graph(embeddings, settings)
+    graph = build_question_graph(embeddings, 0.6, dtype="float64")
     pairs = set(map(tuple, graph.edge_index.T.tolist()))
     assert (0, 2) in pairs  # cos 1 > 0.6
     assert (0, 1) not in pairs  # cos 0.6 is not above 0.6
@@ -197,8 +188,7 @@ def test_threshold_is_strict() -> None:
 def test_bfloat16_products_give_the_full_precision_graph() -> None:
     """bfloat16 products only propose candidates: edges and weights equal the float64 brute force."""
     embeddings = clustered(150, seed=0)
-    settings = RetrievalSettings(threshold=0.8, similarity_dtype="bfloat16", similarity_chunk_size=16)
-    graph = build_question_graph(embeddings, settings)
+    graph = build_question_graph(embeddings, 0.8, dtype="bfloat16", chunk_size=16)
     expected = {
         pair: w for pair, w in brute_force_pairs(embeddings, embeddings, 0.8).items() if pair[0] != pair[1]
     }
@@ -221,16 +211,13 @@ def test_pagerank_on_the_capped_graph_equals_networkx() -> None:
 
     embeddings = clustered(130, seed=6).double()
     pool, queries = embeddings[:100], embeddings[100:]
-    settings = RetrievalSettings(
-        threshold=0.8, similarity_dtype="float64", pagerank_dtype="float64", max_neighbors=3, top_k=4
-    )
-    graph = build_question_graph(pool, settings)
-    edges = query_edges(queries, pool, settings)
-    ranker = PoolPageRank(graph, settings)
-    computed, result = ranker.all_scores(edges), ranker.run(edges)
+    graph = build_question_graph(pool, 0.8, max_neighbors=3, dtype="float64")
+    edges = query_edges(queries, pool, 0.8, max_neighbors=3, dtype="float64")
+    ranker = PoolPageRank(graph, dtype=torch.float64)
+    computed, result = ranker.all_scores(edges), ranker.run(edges, k=4)
     assert (
         degree_stats(graph)["max_degree"]
-        < degree_stats(build_question_graph(pool, replace(settings, max_neighbors=None)))["max_degree"]
+        < degree_stats(build_question_graph(pool, 0.8, dtype="float64"))["max_degree"]
     )
 
     reference = nx.Graph()
@@ -249,11 +236,11 @@ def test_pagerank_on_the_capped_graph_equals_networkx() -> None:
         linked += 1
         with_query = reference.copy()
         with_query.add_weighted_edges_from(("q", node, -negative) for negative, node in similar[:3])
-        scores = nx.pagerank(with_query, alpha=settings.alpha, personalization={"q": 1}, tol=settings.tol)
+        scores = nx.pagerank(with_query, alpha=0.85, personalization={"q": 1}, tol=1e-6)
         mine = computed.query == query
         for node, score in zip(computed.node[mine].tolist(), computed.score[mine].tolist(), strict=True):
             assert abs(score - scores[node]) < 1e-6
         reachable = nx.node_connected_component(with_query, "q") - {"q"}
-        ranked = sorted(reachable, key=lambda node: -scores[node])[: settings.top_k]
+        ranked = sorted(reachable, key=lambda node: -scores[node])[:4]
         assert [node for node in result.node_ids[query].tolist() if node >= 0] == ranked
     assert linked >= 10

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import warnings
-from dataclasses import replace
 
 import networkx as nx
 import pytest
@@ -11,18 +10,14 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import erdos_renyi_graph, to_undirected
 
-from graphctx.retrieval.pagerank import (
-    PoolPageRank,
-    QueryEdges,
-    connected_components,
-    label_propagation_components,
-)
-from graphctx.retrieval.settings import RetrievalSettings
+from graphctx.retrieval.components import connected_components, label_propagation_components
+from graphctx.retrieval.pagerank import PoolPageRank, QueryEdges
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-EXACT = RetrievalSettings(pagerank_dtype="float64", top_k=3)
+EXACT = {"dtype": torch.float64}  # alpha 0.85, tol 1e-6, max_iter 100: networkx's defaults
+TOP_K = 3
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)] if torch.cuda.is_available() else ["cpu"]
 
 
@@ -58,7 +53,7 @@ def random_queries(seed: int, num_nodes: int, num_queries: int = 24) -> QueryEdg
     )
 
 
-def networkx_scores(pool: Data, edges: QueryEdges, query: int, settings: RetrievalSettings) -> dict:
+def networkx_scores(pool: Data, edges: QueryEdges, query: int, max_iter: int = 100) -> dict:
     """The paper's way: copy the pool graph, add node "q" with its edges, networkx.pagerank from "q"."""
     graph = nx.Graph()
     graph.add_nodes_from(range(int(pool.num_nodes)))
@@ -68,9 +63,7 @@ def networkx_scores(pool: Data, edges: QueryEdges, query: int, settings: Retriev
     mine = edges.query == query
     for node, weight in zip(edges.node[mine].tolist(), edges.weight[mine].tolist(), strict=True):
         graph.add_edge("q", node, weight=weight)
-    scores = nx.pagerank(
-        graph, alpha=settings.alpha, personalization={"q": 1}, max_iter=settings.max_iter, tol=settings.tol
-    )
+    scores = nx.pagerank(graph, alpha=0.85, personalization={"q": 1}, max_iter=max_iter, tol=1e-6)
     return {"scores": scores, "reachable": nx.node_connected_component(graph, "q") - {"q"}}
 
 
@@ -80,13 +73,12 @@ def networkx_scores(pool: Data, edges: QueryEdges, query: int, settings: Retriev
 def test_scores_equal_networkx(seed: int, shared_component_nodes: int, device: str) -> None:
     pool = random_pool(seed)
     edges = random_queries(seed, pool.num_nodes)
-    settings = replace(EXACT, shared_component_nodes=shared_component_nodes)
     on_device = QueryEdges(
         edges.query.to(device), edges.node.to(device), edges.weight.to(device), edges.num_queries
     )
-    ranker = PoolPageRank(pool.to(device), settings)
+    ranker = PoolPageRank(pool.to(device), **EXACT, shared_component_nodes=shared_component_nodes)
     computed = ranker.all_scores(on_device)
-    result = ranker.run(on_device)
+    result = ranker.run(on_device, TOP_K)
     computed.query, computed.node, computed.score = (
         computed.query.cpu(),
         computed.node.cpu(),
@@ -98,9 +90,9 @@ def test_scores_equal_networkx(seed: int, shared_component_nodes: int, device: s
         result.linked.cpu(),
     )
     for query in range(edges.num_queries):
-        reference = networkx_scores(pool, edges, query, settings)
+        reference = networkx_scores(pool, edges, query)
         if not result.linked[query]:
-            assert result.node_ids[query].tolist() == [-1] * settings.top_k
+            assert result.node_ids[query].tolist() == [-1] * TOP_K
             continue
         mine = computed.query == query
         nodes = computed.node[mine].tolist()
@@ -110,7 +102,7 @@ def test_scores_equal_networkx(seed: int, shared_component_nodes: int, device: s
             assert abs(score - reference["scores"][node]) < 1e-6
         assert abs(float(computed.query_score[query]) - reference["scores"]["q"]) < 1e-6
         # same top-k among reachable nodes (ties broken the same way are not required: none occur here)
-        ranked = sorted(reference["reachable"], key=lambda node: -reference["scores"][node])[: settings.top_k]
+        ranked = sorted(reference["reachable"], key=lambda node: -reference["scores"][node])[:TOP_K]
         got = [node for node in result.node_ids[query].tolist() if node >= 0]
         assert got == ranked
         expected_scores = [reference["scores"][node] for node in ranked]
@@ -123,7 +115,7 @@ def test_unreached_nodes_hold_query_independent_leftover_mass() -> None:
     edges = QueryEdges(
         torch.tensor([0, 1]), torch.tensor([0, 1]), torch.tensor([0.9, 0.95], dtype=torch.float64), 2
     )
-    first, second = (networkx_scores(pool, edges, query, EXACT) for query in (0, 1))
+    first, second = (networkx_scores(pool, edges, query) for query in (0, 1))
     assert first["reachable"] == second["reachable"]  # nodes 0 and 1 share the big component
     for node in set(range(pool.num_nodes)) - first["reachable"]:
         assert first["scores"][node] == pytest.approx(second["scores"][node], abs=1e-15)
@@ -132,8 +124,8 @@ def test_unreached_nodes_hold_query_independent_leftover_mass() -> None:
 def test_float32_close_to_float64() -> None:
     pool = random_pool(4)
     edges = random_queries(4, pool.num_nodes)
-    exact = PoolPageRank(pool, EXACT).run(edges)
-    fast = PoolPageRank(pool, replace(EXACT, pagerank_dtype="float32")).run(edges)
+    exact = PoolPageRank(pool, **EXACT).run(edges, TOP_K)
+    fast = PoolPageRank(pool, dtype=torch.float32).run(edges, TOP_K)
     assert fast.scores.dtype == torch.float32
     assert torch.allclose(fast.scores.double(), exact.scores, atol=1e-5)
     assert torch.equal(fast.iterations, exact.iterations)
@@ -144,7 +136,7 @@ def test_float32_close_to_float64() -> None:
     [
         {"max_batch_slots": 30},
         {"max_batch_slots": 1},
-        {"shared_component_nodes": 0, "query_batch_size": 5},
+        {"shared_component_nodes": 0, "max_columns": 5},
         {"shared_component_nodes": 0, "max_batch_slots": 40},
     ],
     ids=["small-blocks", "one-query-per-batch", "shared-columns", "one-column-per-batch"],
@@ -152,8 +144,8 @@ def test_float32_close_to_float64() -> None:
 def test_batching_does_not_change_results(variant: dict) -> None:
     pool = random_pool(5)
     edges = random_queries(5, pool.num_nodes, num_queries=16)
-    whole = PoolPageRank(pool, EXACT).run(edges)
-    split = PoolPageRank(pool, replace(EXACT, **variant)).run(edges)
+    whole = PoolPageRank(pool, **EXACT).run(edges, TOP_K)
+    split = PoolPageRank(pool, **EXACT, **variant).run(edges, TOP_K)
     assert torch.equal(whole.node_ids, split.node_ids)
     assert torch.allclose(whole.scores, split.scores, atol=1e-12)
     assert torch.equal(whole.iterations, split.iterations)
@@ -162,11 +154,10 @@ def test_batching_does_not_change_results(variant: dict) -> None:
 def test_non_convergence_is_reported() -> None:
     pool = random_pool(6)
     edges = random_queries(6, pool.num_nodes)
-    settings = replace(EXACT, max_iter=3)
     with pytest.raises(nx.PowerIterationFailedConvergence):
-        networkx_scores(pool, edges, 1, settings)
+        networkx_scores(pool, edges, 1, max_iter=3)
     with pytest.warns(RuntimeWarning, match="did not converge within max_iter=3"):
-        result = PoolPageRank(pool, settings).run(edges)
+        result = PoolPageRank(pool, **EXACT, max_iter=3).run(edges, TOP_K)
     assert not result.converged[result.linked].any()
     assert (result.iterations[result.linked] == 3).all()
 
@@ -174,20 +165,16 @@ def test_non_convergence_is_reported() -> None:
 def test_converged_queries_report_networkx_iteration_count() -> None:
     pool = random_pool(7)
     edges = random_queries(7, pool.num_nodes)
-    result = PoolPageRank(pool, EXACT).run(edges)
+    result = PoolPageRank(pool, **EXACT).run(edges, TOP_K)
     assert result.converged.all()
     for query in result.linked.nonzero()[:, 0].tolist():
-        stops = [
-            max_iter
-            for max_iter in range(1, 60)
-            if _converges(pool, edges, query, replace(EXACT, max_iter=max_iter))
-        ]
+        stops = [max_iter for max_iter in range(1, 60) if _converges(pool, edges, query, max_iter)]
         assert stops[0] == int(result.iterations[query])
 
 
-def _converges(pool: Data, edges: QueryEdges, query: int, settings: RetrievalSettings) -> bool:
+def _converges(pool: Data, edges: QueryEdges, query: int, max_iter: int) -> bool:
     try:
-        networkx_scores(pool, edges, query, settings)
+        networkx_scores(pool, edges, query, max_iter)
     except nx.PowerIterationFailedConvergence:
         return False
     return True
@@ -205,8 +192,8 @@ def test_pool_without_edges_and_isolated_targets() -> None:
     )
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        result = PoolPageRank(pool, EXACT).run(edges)
-    reference = networkx_scores(pool, edges, 0, EXACT)["scores"]
+        result = PoolPageRank(pool, **EXACT).run(edges, TOP_K)
+    reference = networkx_scores(pool, edges, 0)["scores"]
     assert result.node_ids[0, :2].tolist() == [1, 3]
     assert result.scores[0, :2].tolist() == pytest.approx([reference[1], reference[3]], abs=1e-6)
     assert result.node_ids[0, 2] == -1 and not result.linked[1]

@@ -17,14 +17,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.pipeline.config_file import load_config
     from graphctx.pipeline.pool import pool_index
-    from graphctx.retrieval.embeddings import embed_texts
+    from graphctx.retrieval.builders import build_embeddings, build_query_edges
     from graphctx.retrieval.graph import (
         density_warning,
         describe_degrees,
         describe_linkage,
         graph_fallbacks,
         linkage_stats,
-        query_edges,
     )
     from graphctx.retrieval.numerics import pinned_threads
 
@@ -34,14 +33,14 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     train, split = dataset["train"], config.evaluation.split
     index = pool_index(train, config.retrieval, cache_dir)
     print(f"question graph: {describe_degrees(index.stats)}", file=sys.stderr)
-    warning = density_warning(index.stats, config.retrieval)
+    warning = density_warning(index.stats, config.retrieval.threshold)
     if warning:
         print(warning, file=sys.stderr)
     report = {"pool": len(index.ids), "dim": index.embeddings.shape[1], **index.stats}
     if split in dataset and split != "train":
-        queries = embed_texts(dataset[split]["question"], config.retrieval, cache_dir=cache_dir)
-        with pinned_threads(config.retrieval, "cpu"):
-            edges = query_edges(queries, index.embeddings, config.retrieval)
+        queries = build_embeddings(dataset[split]["question"], config.retrieval, cache_dir=cache_dir)
+        with pinned_threads(config.retrieval.cpu_threads, "cpu"):
+            edges = build_query_edges(queries, index.embeddings, config.retrieval)
         fallbacks = graph_fallbacks(index.graph, edges, config.retrieval.top_k)
         report["linkage"] = {"split": split, **linkage_stats(fallbacks, index.stats)}
         print(f"{split} questions: {describe_linkage(report['linkage'])}", file=sys.stderr)

@@ -97,11 +97,13 @@ def _count(queries: list, grade: int) -> int:
 def _embedded(config, train, queries, cache_dir):
     """Pool and queries embedded once each (cached like the retrieval index's embeddings), on the CPU."""
     from graphctx.evaluation.retrieval_eval import Pool, Queries
-    from graphctx.retrieval.embeddings import embed_texts
+    from graphctx.retrieval.builders import build_embeddings
 
     settings = config.retrieval
     pool_texts = list(train["question"])
-    pool = Pool(list(train["id"]), pool_texts, embed_texts(pool_texts, settings, cache_dir=cache_dir).cpu())
+    pool = Pool(
+        list(train["id"]), pool_texts, build_embeddings(pool_texts, settings, cache_dir=cache_dir).cpu()
+    )
     texts = [query.text for query in queries]
-    embeddings = embed_texts(texts, settings, cache_dir=cache_dir).cpu()
+    embeddings = build_embeddings(texts, settings, cache_dir=cache_dir).cpu()
     return pool, Queries([q.id for q in queries], texts, embeddings, [q.relevant for q in queries])

@@ -24,7 +24,7 @@ from graphctx.metrics.settings import METRIC_NAMES
 from graphctx.pipeline.answerer import decoded_weights
 from graphctx.pipeline.run_config import RunConfig
 from graphctx.prompts import Variant
-from graphctx.retrieval.numerics import numerics
+from graphctx.retrieval.builders import retrieval_numerics
 
 ANSWER_FORMAT = 3
 """Bump when the same settings start making other answers (prompt encoding, the weights decoded, stopping);
@@ -108,7 +108,7 @@ class ResumeGuard:
             parts["genqa"] = [file_digest(p) for p in sorted(config.genqa_dir.glob("model*.safetensors"))]
         if variant.retrieval != "none":
             parts["retrieval"] = _settings(config.retrieval, SPEED_ONLY["retrieval"])
-            parts["retrieval"]["numerics"] = numerics(config.retrieval)  # auto resolved
+            parts["retrieval"]["numerics"] = retrieval_numerics(config.retrieval)  # auto resolved
             parts["knowledge"] = _settings(config.knowledge, SPEED_ONLY["knowledge"])
         return parts
 

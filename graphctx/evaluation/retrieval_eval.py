@@ -28,13 +28,12 @@ from torch_geometric.data import Data
 from graphctx.errors import ConfigError
 from graphctx.evaluation.retrieval_metrics import metric_names, per_query_scores, summarise
 from graphctx.metrics.stats import Interval
+from graphctx.retrieval.builders import build_graph, build_query_edges
 from graphctx.retrieval.fusion import reciprocal_rank_fusion
 from graphctx.retrieval.graph import (
-    build_question_graph,
     degree_stats,
     graph_fallbacks,
     linkage_stats,
-    query_edges,
 )
 from graphctx.retrieval.index import RetrievalIndex
 from graphctx.retrieval.lexical import BM25Index
@@ -108,7 +107,7 @@ def _index(pool: Pool, graph_settings: RetrievalSettings | None) -> RetrievalInd
         empty = Data(edge_index=torch.zeros(2, 0, dtype=torch.long), edge_weight=torch.zeros(0))
         empty.num_nodes = len(pool.ids)
         return RetrievalIndex(ids, pool.embeddings, empty, {})
-    graph = build_question_graph(pool.embeddings, graph_settings)
+    graph = build_graph(pool.embeddings, graph_settings)
     return RetrievalIndex(ids, pool.embeddings, graph, degree_stats(graph))
 
 
@@ -124,7 +123,7 @@ def graph_ranking(
     with contextlib.redirect_stderr(io.StringIO()):
         retriever = GraphRetriever(index, at_t, device="cpu")
     ranking = _hit_ids(retriever.rank(queries.embeddings), depth)
-    edges = query_edges(queries.embeddings, pool.embeddings, at_t)
+    edges = build_query_edges(queries.embeddings, pool.embeddings, at_t)
     flags = graph_fallbacks(index.graph, edges, settings.top_k)
     density = {**index.stats, **linkage_stats(flags, index.stats)}
     density["fallback_share"] = float(np.mean([flag for row in flags for flag in row])) if flags else 0.0

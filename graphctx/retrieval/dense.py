@@ -7,16 +7,21 @@ import torch
 from torch import Tensor
 
 from graphctx.retrieval.ranking import top_k_with_ties
-from graphctx.retrieval.settings import RetrievalSettings
 
 
 def cosine_top_k(
     queries: Tensor, pool: Tensor, k: int, chunk_size: int = 4096, tolerance: float = 0.0
 ) -> tuple[Tensor, Tensor]:
-    """Exact top-k pool rows by cosine for each query (inputs L2-normalised): (scores [B, k], ids [B, k]),
-    cosines within ``tolerance`` tied and ranked by pool row (:func:`top_k_with_ties`).
+    r"""Exact top-k pool rows by cosine for each query (inputs L2-normalised): (scores [B, k], ids [B, k]),
+    :math:`s_{qj} = \langle q, p_j \rangle`, cosines within ``tolerance`` tied and ranked by pool row
+    (:func:`~graphctx.retrieval.ranking.top_k_with_ties`).
 
     Queries go ``chunk_size`` at a time, so memory is ``chunk_size × pool``.
+
+    Examples:
+        >>> scores, ids = cosine_top_k(torch.tensor([[0.0, 1.0, 0.0]]), torch.eye(3), k=2)
+        >>> ids.tolist(), scores.tolist()  # pool rows 0 and 2 tie at 0: row 0 first
+        ([[1, 0]], [[1.0, 0.0]])
     """
     k = min(k, len(pool))
     scores, ids = [], []
@@ -36,7 +41,13 @@ def cosine_top_k(
 
 
 class FaissIndex:
-    """Exact inner-product FAISS index over the pool (``IndexFlatIP``; cosine on normalised vectors)."""
+    """Exact inner-product FAISS index over the pool (``IndexFlatIP``; cosine on normalised vectors).
+
+    Examples:
+        >>> index = FaissIndex(torch.eye(3))  # doctest: +SKIP
+        >>> index.search(torch.tensor([[0.0, 1.0, 0.0]]), k=1)[1].tolist()  # doctest: +SKIP
+        [[1]]
+    """
 
     def __init__(self, pool: Tensor) -> None:
         try:
@@ -61,11 +72,22 @@ class FaissIndex:
 
 
 def dense_top_k(
-    queries: Tensor, pool: Tensor, settings: RetrievalSettings, faiss_index: FaissIndex | None = None
+    queries: Tensor,
+    pool: Tensor,
+    k: int,
+    *,
+    chunk_size: int = 4096,
+    tolerance: float = 0.0,
+    faiss_index: FaissIndex | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Cosine top ``settings.top_k`` (near-ties within ``settings.tie_tolerance`` in pool order): FAISS when
-    an index is given, else chunked torch products."""
+    """Cosine top ``k`` (near-ties within ``tolerance`` in pool order): ``faiss_index`` when given, else
+    :func:`cosine_top_k` over ``chunk_size`` queries at a time, the pool cast to the queries' dtype.
+
+    Examples:
+        >>> pool = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
+        >>> dense_top_k(torch.tensor([[1.0, 0.0]]), pool, k=2)[1].tolist()  # tied rows: pool order
+        [[0, 2]]
+    """
     if faiss_index is not None:
-        return faiss_index.search(queries, settings.top_k, settings.tie_tolerance)
-    chunk, tolerance = settings.similarity_chunk_size, settings.tie_tolerance
-    return cosine_top_k(queries, pool.to(queries.dtype), settings.top_k, chunk, tolerance)
+        return faiss_index.search(queries, k, tolerance)
+    return cosine_top_k(queries, pool.to(queries.dtype), k, chunk_size, tolerance)

@@ -135,7 +135,14 @@ def read_transformer_config(folder: Path) -> dict[str, Any]:
 
 
 def pool(hidden: Tensor, mask: Tensor, mode: str) -> Tensor:
-    """Sentence embeddings [batch, d] from token states [batch, tokens, d] and the attention mask."""
+    """Sentence embeddings [batch, d] from token states [batch, tokens, d] and the attention mask.
+
+    Examples:
+        >>> hidden = torch.tensor([[[1.0, 2.0], [3.0, 4.0], [9.0, 9.0]]])
+        >>> mask = torch.tensor([[1, 1, 0]])
+        >>> [pool(hidden, mask, mode).tolist() for mode in ("mean", "max", "cls", "lasttoken")]
+        [[[2.0, 3.0]], [[3.0, 4.0]], [[1.0, 2.0]], [[3.0, 4.0]]]
+    """
     hidden = hidden.float()
     if mode == "mean":
         weights = mask.unsqueeze(-1).to(hidden.dtype)
@@ -150,7 +157,14 @@ def pool(hidden: Tensor, mask: Tensor, mode: str) -> Tensor:
 
 
 class SentenceEncoder(torch.nn.Module):
-    """A sentence-transformers model (Transformer → Pooling → optional Normalize) on ``transformers``."""
+    """A sentence-transformers model (Transformer → Pooling → optional Normalize) on ``transformers``.
+
+    Examples:
+        >>> from graphctx.retrieval.embeddings import PACKAGED_MINILM, resolve_model_path
+        >>> encoder = SentenceEncoder.load(resolve_model_path(PACKAGED_MINILM), max_seq_length=64)
+        >>> encoder.pooling, encoder.encode(["How do I stake ADA?"], batch_size=8).shape
+        ('mean', torch.Size([1, 384]))
+    """
 
     def __init__(self, model: torch.nn.Module, tokenizer: Any, pooling: str, max_length: int) -> None:
         super().__init__()

@@ -13,9 +13,10 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from graphctx.cache import cache_root, fingerprint, publish_once, read_entry
-from graphctx.retrieval.embeddings import embed_texts, texts_digest
-from graphctx.retrieval.graph import build_question_graph, degree_stats, load_graph, save_graph
-from graphctx.retrieval.numerics import numerics, pinned_threads, resolve_device
+from graphctx.retrieval.builders import build_embeddings, build_graph, retrieval_numerics
+from graphctx.retrieval.embeddings import texts_digest
+from graphctx.retrieval.graph import degree_stats, load_graph, save_graph
+from graphctx.retrieval.numerics import pinned_threads, resolve_device, similarity_dtype
 from graphctx.retrieval.settings import RetrievalSettings
 
 
@@ -72,10 +73,8 @@ def index_key(ids: Sequence[int], texts: Sequence[str], settings: RetrievalSetti
     """Hash of everything the index depends on: pool ids and texts, model, instruction, length limit, graph
     settings (threshold, neighbour cap, product dtype) and the embeddings' device type, dtype and CPU
     threads (:func:`~graphctx.retrieval.numerics.numerics`)."""
-    device = resolve_device(settings)
-    similarity = settings.similarity_dtype
-    if similarity == "auto":
-        similarity = "bfloat16" if device.type == "cuda" else "float32"
+    device = resolve_device(settings.device)
+    similarity = str(similarity_dtype(settings.similarity_dtype, device)).removeprefix("torch.")
     return fingerprint(
         list(map(int, ids)),
         texts_digest(texts),
@@ -85,7 +84,7 @@ def index_key(ids: Sequence[int], texts: Sequence[str], settings: RetrievalSetti
         settings.threshold,
         settings.max_neighbors,
         similarity,
-        numerics(settings, device),
+        retrieval_numerics(settings, device),
     )
 
 
@@ -95,7 +94,17 @@ def build_index(
     settings: RetrievalSettings,
     cache_dir: str | os.PathLike[str] | None = None,
 ) -> RetrievalIndex:
-    """Embed the pool and build its question graph, or read both from ``<cache>/retrieval-index/<key>``."""
+    """Embed the pool and build its question graph, or read both from ``<cache>/retrieval-index/<key>``.
+
+    Examples:
+        >>> import tempfile
+        >>> from graphctx.retrieval.settings import RetrievalSettings
+        >>> texts = ["How do I stake ADA?", "How to stake ADA", "What is a UTXO?"]
+        >>> with tempfile.TemporaryDirectory() as cache:
+        ...     index = build_index([7, 8, 9], texts, RetrievalSettings(device="cpu", threshold=0.7), cache)
+        >>> index.embeddings.shape, index.stats["edges"]
+        (torch.Size([3, 384]), 1)
+    """
     if len(ids) != len(texts):
         raise ValueError(f"pool has {len(ids)} ids but {len(texts)} texts")
     if len(set(map(int, ids))) != len(ids):
@@ -104,10 +113,10 @@ def build_index(
     cached = read_entry(folder, RetrievalIndex.load)  # a damaged entry is moved aside and rebuilt
     if cached is not None:
         return cached
-    device = resolve_device(settings)
-    embeddings = embed_texts(texts, settings, cache_dir=cache_dir)
-    with pinned_threads(settings, device):
-        graph = build_question_graph(embeddings.to(device), settings).cpu()
+    device = resolve_device(settings.device)
+    embeddings = build_embeddings(texts, settings, cache_dir=cache_dir)
+    with pinned_threads(settings.cpu_threads, device):
+        graph = build_graph(embeddings.to(device), settings).cpu()
     index = RetrievalIndex(torch.tensor(list(map(int, ids)), dtype=torch.long), embeddings, graph, {})
     index.stats = degree_stats(graph)
     index.save(folder)

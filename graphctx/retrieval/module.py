@@ -23,7 +23,7 @@ from lightning.pytorch.callbacks import BasePredictionWriter
 from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
 
-from graphctx.retrieval.embeddings import load_encoder
+from graphctx.retrieval.builders import build_encoder
 from graphctx.retrieval.encoder import SentenceEncoder
 from graphctx.retrieval.index import RetrievalIndex
 from graphctx.retrieval.retriever import EmbeddingRetriever, Hit, build_retriever
@@ -48,7 +48,9 @@ class RetrievalModule(L.LightningModule):
         if self.retriever is not None:
             return
         device = self.trainer.strategy.root_device
-        encoder = self.encoder.to(device) if self.encoder is not None else load_encoder(self.settings, device)
+        encoder = (
+            self.encoder.to(device) if self.encoder is not None else build_encoder(self.settings, device)
+        )
         self.retriever = build_retriever(self.index, self.settings, encoder=encoder, device=device)
 
     def predict_step(self, batch: Sequence[str] | dict[str, Any], batch_idx: int = 0) -> list[list[Hit]]:
@@ -128,14 +130,16 @@ class WholeBatches(DistributedSampler):
         """Every epoch the same batches (Lightning calls this on a ``DistributedSampler``)."""
 
 
-def query_loader(queries: Sequence[str], settings: RetrievalSettings) -> DataLoader:
-    """Batches of ``settings.query_batch_size`` query strings, in order; over several processes, each
-    process gets whole batches of them (:class:`WholeBatches`)."""
+def query_loader(queries: Sequence[str], batch_size: int) -> DataLoader:
+    """Batches of ``batch_size`` query strings, in order; over several processes, each process gets whole
+    batches of them (:class:`WholeBatches`).
+
+    Examples:
+        >>> list(query_loader(["a", "b", "c"], batch_size=2))
+        [['a', 'b'], ['c']]
+    """
     return DataLoader(
-        list(queries),
-        batch_size=settings.query_batch_size,
-        sampler=WholeBatches(len(queries), settings.query_batch_size),
-        collate_fn=list,
+        list(queries), batch_size=batch_size, sampler=WholeBatches(len(queries), batch_size), collate_fn=list
     )
 
 
@@ -160,7 +164,9 @@ def predict_hits(trainer: L.Trainer, module: RetrievalModule, queries: Sequence[
     gather = GatherPredictions()
     trainer.callbacks.append(gather)
     try:
-        trainer.predict(module, query_loader(queries, module.settings), return_predictions=False)
+        trainer.predict(
+            module, query_loader(queries, module.settings.query_batch_size), return_predictions=False
+        )
     finally:
         trainer.callbacks.remove(gather)
     if len(gather.predictions) != len(queries):

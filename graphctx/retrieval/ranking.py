@@ -17,7 +17,13 @@ from torch import Tensor
 
 def tie_order(group: Tensor, score: Tensor, node: Tensor, tolerance: float) -> Tensor:
     """The permutation of the entries ``(group, score, node)`` that sorts them by group (ascending), then
-    tie class of the score (high to low, see the module), then node (ascending)."""
+    tie class of the score (high to low, see the module), then node (ascending).
+
+    Examples:
+        >>> group, score = torch.tensor([0, 0, 0, 1]), torch.tensor([0.5, 0.9, 0.9 + 1e-9, 0.1])
+        >>> tie_order(group, score, torch.tensor([7, 3, 5, 1]), tolerance=1e-6).tolist()  # 0.9s tie: 3, 5
+        [1, 2, 0, 3]
+    """
     order = torch.argsort(score, descending=True, stable=True)
     order = order[torch.argsort(group[order], stable=True)]
     ranked_group, ranked_score = group[order], score[order]
@@ -31,7 +37,12 @@ def tie_order(group: Tensor, score: Tensor, node: Tensor, tolerance: float) -> T
 
 
 def rank_in_group(group: Tensor) -> Tensor:
-    """Position of each entry within its group, for entries already sorted by group."""
+    """Position of each entry within its group, for entries already sorted by group.
+
+    Examples:
+        >>> rank_in_group(torch.tensor([0, 0, 0, 2, 2, 5])).tolist()
+        [0, 1, 2, 0, 1, 0]
+    """
     position = torch.arange(len(group), device=group.device)
     is_first = torch.ones(len(group), dtype=torch.bool, device=group.device)
     is_first[1:] = group[1:] != group[:-1]
@@ -44,7 +55,16 @@ def top_k_with_ties(
     """The best ``k`` of ``limit`` candidates per row by the ranking rule, from ``search(n)``, which returns
     each row's ``n`` highest (scores [B, n], ids [B, n]). ``n`` grows from ``k + 8`` until every row's
     ``k``-th tie class ends inside its candidates (a gap above ``tolerance`` after position ``k``) or
-    ``n = limit``, so the result is that of ranking all candidates."""
+    ``n = limit``, so the result is that of ranking all candidates.
+
+    Examples:
+        >>> scores = torch.tensor([[0.2, 0.9, 0.9, 0.4]])
+        >>> def search(n):
+        ...     best = scores.topk(n, dim=1)
+        ...     return best.values, best.indices
+        >>> top_k_with_ties(search, k=2, limit=4, tolerance=1e-6)[1].tolist()
+        [[1, 2]]
+    """
     k = min(k, limit)
     if k == 0:
         return search(0)

@@ -5,18 +5,19 @@ from __future__ import annotations
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from functools import partial
 from typing import NamedTuple, Protocol
 
 import torch
 from torch import Tensor
 
+from graphctx.retrieval.builders import build_encoder, build_pagerank, build_query_edges
 from graphctx.retrieval.dense import FaissIndex, dense_top_k
-from graphctx.retrieval.embeddings import encode, load_encoder
+from graphctx.retrieval.embeddings import encode
 from graphctx.retrieval.encoder import SentenceEncoder
-from graphctx.retrieval.graph import density_warning, query_edges
+from graphctx.retrieval.graph import density_warning
 from graphctx.retrieval.index import RetrievalIndex
 from graphctx.retrieval.numerics import pinned_threads, resolve_device
-from graphctx.retrieval.pagerank import PoolPageRank
 from graphctx.retrieval.settings import RetrievalSettings
 
 
@@ -41,7 +42,12 @@ class Retriever(Protocol):
 
 
 class EmbeddingRetriever(ABC):
-    """Shared part: the pool index, the query encoder, batching of queries."""
+    """Shared part: the pool index, the query encoder, batching of queries.
+
+    The settings are read here, once: the encoder's (loaded on first use unless ``encoder`` is given),
+    the query batch size, ``top_k``, the tie rule and the CPU threads; ``device`` defaults to
+    ``settings.device``.
+    """
 
     def __init__(
         self,
@@ -50,9 +56,13 @@ class EmbeddingRetriever(ABC):
         encoder: SentenceEncoder | None = None,
         device: str | torch.device | None = None,
     ) -> None:
-        self.settings = settings
-        self.device = torch.device(device) if device is not None else resolve_device(settings)
+        self.device = torch.device(device) if device is not None else resolve_device(settings.device)
         self.index = index.to(self.device)
+        self.top_k, self.query_batch_size = settings.top_k, settings.query_batch_size
+        self.cpu_threads, self.tie_tolerance = settings.cpu_threads, settings.tie_tolerance
+        self.chunk_size = settings.similarity_chunk_size
+        self.instruction, self.embedding_batch_size = settings.instruction, settings.embedding_batch_size
+        self._load_encoder = partial(build_encoder, settings, self.device)
         self._encoder = encoder
         self.faiss_index: FaissIndex | None = None
 
@@ -60,24 +70,31 @@ class EmbeddingRetriever(ABC):
     def encoder(self) -> SentenceEncoder:
         """The query encoder (loaded on first use)."""
         if self._encoder is None:
-            self._encoder = load_encoder(self.settings, self.device)
+            self._encoder = self._load_encoder()
         return self._encoder
 
     def embed(self, queries: Sequence[str]) -> Tensor:
         """Normalised query embeddings (embedded as pool questions are) on the retriever's device."""
-        return encode(self.encoder, queries, self.settings).to(self.device)
+        embeddings = encode(
+            self.encoder,
+            queries,
+            instruction=self.instruction,
+            batch_size=self.embedding_batch_size,
+            cpu_threads=self.cpu_threads,
+        )
+        return embeddings.to(self.device)
 
     def retrieve(self, queries: Sequence[str]) -> list[list[Hit]]:
-        """Ranked hits for each query, ``settings.query_batch_size`` queries at a time."""
+        """Ranked hits for each query, ``query_batch_size`` queries at a time."""
         hits: list[list[Hit]] = []
-        step = self.settings.query_batch_size
+        step = self.query_batch_size
         for start in range(0, len(queries), step):
             hits.extend(self.rank(self.embed(queries[start : start + step])))
         return hits
 
     def rank(self, query_embeddings: Tensor) -> list[list[Hit]]:
-        """Ranked hits for already-embedded queries (on ``settings.cpu_threads`` threads on the CPU)."""
-        with pinned_threads(self.settings, self.device):
+        """Ranked hits for already-embedded queries (on ``cpu_threads`` threads on the CPU)."""
+        with pinned_threads(self.cpu_threads, self.device):
             return self._rank(query_embeddings)
 
     @abstractmethod
@@ -85,7 +102,14 @@ class EmbeddingRetriever(ABC):
         """:meth:`rank` of the method."""
 
     def _dense_hits(self, query_embeddings: Tensor, fallback: bool) -> list[list[Hit]]:
-        scores, nodes = dense_top_k(query_embeddings, self.index.embeddings, self.settings, self.faiss_index)
+        scores, nodes = dense_top_k(
+            query_embeddings,
+            self.index.embeddings,
+            self.top_k,
+            chunk_size=self.chunk_size,
+            tolerance=self.tie_tolerance,
+            faiss_index=self.faiss_index,
+        )
         ids = self.index.ids[nodes].tolist()
         return [
             [Hit(id, score, fallback) for id, score in zip(row_ids, row_scores, strict=True)]
@@ -96,9 +120,15 @@ class EmbeddingRetriever(ABC):
 class DenseRetriever(EmbeddingRetriever):
     """Exact cosine top-k over the pool (the paper's TextGen); FAISS when ``settings.use_faiss``."""
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        if self.settings.use_faiss:
+    def __init__(
+        self,
+        index: RetrievalIndex,
+        settings: RetrievalSettings,
+        encoder: SentenceEncoder | None = None,
+        device: str | torch.device | None = None,
+    ) -> None:
+        super().__init__(index, settings, encoder, device)
+        if settings.use_faiss:
             self.faiss_index = FaissIndex(self.index.embeddings)
 
     def _rank(self, query_embeddings: Tensor) -> list[list[Hit]]:
@@ -113,17 +143,24 @@ class GraphRetriever(EmbeddingRetriever):
     dense one, is reported on stderr (:func:`~graphctx.retrieval.graph.density_warning`).
     """
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        warning = density_warning(self.index.stats, self.settings)
+    def __init__(
+        self,
+        index: RetrievalIndex,
+        settings: RetrievalSettings,
+        encoder: SentenceEncoder | None = None,
+        device: str | torch.device | None = None,
+    ) -> None:
+        super().__init__(index, settings, encoder, device)
+        warning = density_warning(self.index.stats, settings.threshold)
         if warning:
             print(warning, file=sys.stderr)
-        with pinned_threads(self.settings, self.device):
-            self.pagerank = PoolPageRank(self.index.graph, self.settings)
+        with pinned_threads(self.cpu_threads, self.device):
+            self.pagerank = build_pagerank(self.index.graph, settings)
+        self.query_edges = partial(build_query_edges, settings=settings)
 
     def _rank(self, query_embeddings: Tensor) -> list[list[Hit]]:
-        edges = query_edges(query_embeddings, self.index.embeddings, self.settings)
-        result = self.pagerank.run(edges)
+        edges = self.query_edges(query_embeddings, self.index.embeddings)
+        result = self.pagerank.run(edges, self.top_k)
         ids = torch.where(result.node_ids >= 0, self.index.ids[result.node_ids.clamp_min(0)], -1).tolist()
         scores = result.scores.tolist()
         short = (result.node_ids < 0).any(1).nonzero()[:, 0]
@@ -135,7 +172,7 @@ class GraphRetriever(EmbeddingRetriever):
             ranked = [Hit(id, score) for id, score in zip(row_ids, row_scores, strict=True) if id >= 0]
             taken = {hit.id for hit in ranked}
             extra = [hit for hit in backup.get(query, []) if hit.id not in taken]
-            hits.append(ranked + extra[: self.settings.top_k - len(ranked)])
+            hits.append(ranked + extra[: self.top_k - len(ranked)])
         return hits
 
 
@@ -145,7 +182,18 @@ def build_retriever(
     encoder: SentenceEncoder | None = None,
     device: str | torch.device | None = None,
 ) -> EmbeddingRetriever:
-    """The retriever named by ``settings.method``."""
+    """The retriever named by ``settings.method``.
+
+    Examples:
+        >>> import tempfile
+        >>> from graphctx.retrieval.index import build_index
+        >>> settings = RetrievalSettings(device="cpu", threshold=0.7, top_k=1)
+        >>> texts = ["How do I stake ADA?", "How to stake ADA", "What is a UTXO?"]
+        >>> with tempfile.TemporaryDirectory() as cache:
+        ...     retriever = build_retriever(build_index([7, 8, 9], texts, settings, cache), settings)
+        >>> [hit.id for hit in retriever.retrieve(["staking ADA"])[0]]
+        [8]
+    """
     retrievers = {"graph": GraphRetriever, "dense": DenseRetriever}
     if settings.method not in retrievers:
         raise ValueError(f"retrieval.method must be one of {sorted(retrievers)}, got {settings.method!r}")
