@@ -77,14 +77,14 @@ def oxigraph_server(store: Path, timeout_s: float = 30.0) -> Iterator[str]:
 
 
 class FaultyProxy:
-    """Forwards POSTed queries to ``upstream``; ``faults(number, query)`` names the fault of each request
+    """Forwards POSTed queries to ``upstream``; ``inject(number, query)`` names the fault of each request
     (numbered from 1) or ``None`` to forward it. ``log`` records (number, fault) of every request,
     ``queries`` its query."""
 
     def __init__(self, upstream: str, stall_s: float = 2.0) -> None:
         self.upstream = upstream
         self.stall_s = stall_s
-        self.faults: Callable[[int, str], str | None] = lambda number, query: None
+        self.inject: Callable[[int, str], str | None] = lambda number, query: None
         self.log: list[tuple[int, str | None]] = []
         self.queries: list[str] = []
         self.user_agents: set[str] = set()
@@ -121,7 +121,7 @@ class FaultyProxy:
                 query = urllib.parse.parse_qs(body.decode())["query"][0]
                 with proxy._lock:
                     number = len(proxy.log) + 1
-                    fault = proxy.faults(number, query)
+                    fault = proxy.inject(number, query)
                     proxy.log.append((number, fault))
                     proxy.queries.append(query)
                     proxy.user_agents.add(self.headers["User-Agent"])
@@ -184,7 +184,7 @@ class FaultyProxy:
         with self._lock:
             self.log.clear()
             self.queries.clear()
-            self.faults = faults
+            self.inject = faults
 
     def faults(self) -> dict[str, int]:
         """How many times each fault was injected."""

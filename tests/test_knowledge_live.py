@@ -102,7 +102,7 @@ def test_live_backend_gives_the_local_facts_through_faults(
 ) -> None:
     queries, pairs = questions
     local = build_enhancer(kg_settings, build_token_counter(llama_tokenizer)).enhance_batch(queries, pairs)
-    proxy.faults = first_requests("429", "503", "stall", "drop")
+    proxy.inject = first_requests("429", "503", "stall", "drop")
     enhancer = live_enhancer(proxy.url, tmp_path, llama_tokenizer, sparql_batch_values=60)
     live = enhancer.enhance_batch(queries, pairs)
     assert [comparable(c) for c in live] == [comparable(c) for c in local]
@@ -132,19 +132,19 @@ def test_failed_requests_are_split_and_lost_entities_recorded(
     local = LocalKnowledgeGraph.from_settings(kg_settings).facts_between(requests)[0]
     # a batch naming Docker and more than two entities in all stalls past the timeout, as a too-big
     # query would (the query's PREFIX lines hold three more IRIs)
-    proxy.faults = lambda n, q: "stall" if DOCKER in q and q.count("<http") - 3 > 2 else None
+    proxy.inject = lambda n, q: "stall" if DOCKER in q and q.count("<http") - 3 > 2 else None
     kg = live_kg(proxy.url, tmp_path, sparql_retries=0, sparql_timeout_s=0.5)
     facts, lost = kg.facts_between(requests)
     assert facts == local and lost == [set()]
     assert kg.stats.split_requests >= 2 and kg.stats.lost_entities == 0
     # a request naming Docker always fails: Docker is lost (recorded), nginx's facts still arrive
-    proxy.faults = lambda n, q: "503" if DOCKER in q else None
+    proxy.inject = lambda n, q: "503" if DOCKER in q else None
     other = live_kg(proxy.url, tmp_path / "other", sparql_retries=1)
     facts, lost = other.facts_between(requests)
     assert lost == [{DOCKER}] and other.stats.lost_entities == 1
     assert facts[0] and all(f.head_id == DEBIAN + "nginx" for f in facts[0])
     # the next run (endpoint healthy) asks only for what was lost, and gets it
-    proxy.faults = lambda n, q: None
+    proxy.inject = lambda n, q: None
     sent = len(proxy.log)
     rerun = live_kg(proxy.url, tmp_path / "other")
     facts, lost = rerun.facts_between(requests)
@@ -158,26 +158,26 @@ def test_lost_entities_reach_the_context_and_are_not_cached(
 ) -> None:
     queries, pairs = questions
     poison = "Cardano"  # a label lookup variant that always fails
-    proxy.faults = lambda n, q: "503" if f'"{poison}"@en' in q else None
+    proxy.inject = lambda n, q: "503" if f'"{poison}"@en' in q else None
     enhancer = live_enhancer(proxy.url, tmp_path, llama_tokenizer, sparql_retries=0)
     contexts = enhancer.enhance_batch(queries[:4], pairs[:4])
     assert any("cardano" in c.kg_lost_entities for c in contexts)
     assert enhancer.kg.stats.lost_entities >= 1
     cached = list((tmp_path / "enhanced").glob("*.json"))
     assert len(cached) == sum(not c.kg_lost_entities for c in contexts)
-    proxy.faults = lambda n, q: None
+    proxy.inject = lambda n, q: None
     rerun = live_enhancer(proxy.url, tmp_path, llama_tokenizer).enhance_batch(queries[:4], pairs[:4])
     assert all(not c.kg_lost_entities for c in rerun)
 
 
 def test_whole_endpoint_failing_stops_with_a_clear_error(proxy: FaultyProxy, tmp_path: Path) -> None:
-    proxy.faults = lambda n, q: "503"
+    proxy.inject = lambda n, q: "503"
     kg = live_kg(proxy.url, tmp_path, sparql_retries=0, sparql_max_failure_share=0.5)
     with pytest.raises(
         KnowledgeGraphUnavailable, match=r"sparql_max_failure_share=0.5; last error: .*HTTP 503"
     ):
         kg.link_all([f"software {i}" for i in range(50)])
-    proxy.faults = lambda n, q: "html"  # a maintenance page with HTTP 200
+    proxy.inject = lambda n, q: "html"  # a maintenance page with HTTP 200
     kg = live_kg(proxy.url, tmp_path, sparql_retries=0)
     with pytest.raises(KnowledgeGraphUnavailable, match=r"HTML page \(wikimedia error\)"):
         kg.link_all([f"software {i}" for i in range(50)])
@@ -188,17 +188,17 @@ def test_malformed_response_names_the_request_and_is_counted(
     proxy: FaultyProxy, tmp_path: Path, kg_settings: KnowledgeSettings
 ) -> None:
     local_kg = LocalKnowledgeGraph.from_settings(kg_settings)
-    proxy.faults = first_requests("garbage")
+    proxy.inject = first_requests("garbage")
     client = SparqlClient(proxy.url, retries=0, min_interval_s=0.0)
     with pytest.raises(SparqlError, match=r"request 1: response is not SPARQL JSON results"):
         client.select("SELECT ?item WHERE { ?item ?p ?o } LIMIT 1")
     assert client.stats.malformed_responses == 1
     assert client.select("SELECT ?item WHERE { ?item ?p ?o } LIMIT 1")  # the next one is fine
-    proxy.faults = first_requests("garbage")  # inside a batch: counted, split, then answered
+    proxy.inject = first_requests("garbage")  # inside a batch: counted, split, then answered
     kg = live_kg(proxy.url, tmp_path)
     assert kg.link(["Docker", "Linux"]) == local_kg.link(["Docker", "Linux"])
     assert kg.stats.malformed_responses == 1 and kg.stats.split_requests == 1
-    proxy.faults = lambda n, q: "wrongvars"  # SPARQL results, but not the variables asked for
+    proxy.inject = lambda n, q: "wrongvars"  # SPARQL results, but not the variables asked for
     kg = live_kg(proxy.url, tmp_path / "again", sparql_retries=0)
     with pytest.raises(KnowledgeGraphUnavailable, match=r"label lookup of \d+ surfaces from '.*': malformed"):
         kg.link_all([f"software {i}" for i in range(50)])

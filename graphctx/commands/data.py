@@ -62,7 +62,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from dataclasses import replace
 
     from graphctx.data import DatasetSettings, prepare_qa_dataset
-    from graphctx.data.build import EmptySplitError, check_source
+    from graphctx.data.build import EmptySplitError
+    from graphctx.data.sources import check_source
     from graphctx.model.settings import ModelSpec
 
     if args.config:

@@ -7,11 +7,8 @@ import os
 import shutil
 from collections import Counter
 from collections.abc import Iterator
-from concurrent.futures.process import BrokenProcessPool
-from dataclasses import asdict, dataclass
-from datetime import UTC, datetime, timedelta
-from functools import partial
-from itertools import pairwise
+from dataclasses import asdict
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,19 +17,17 @@ from transformers import PreTrainedTokenizerBase
 
 from graphctx.cache import cache_root, file_digest, fingerprint, publish_once, read_entry
 from graphctx.data.arrow import ArrowRowWriter, write_rows
-from graphctx.data.cleaning import Cleaned, Screened, clean_screened
-from graphctx.data.dates import canonical, parse_created
-from graphctx.data.dumpfiles import resolve_dump
+from graphctx.data.cleaning import Cleaned
+from graphctx.data.dates import canonical
 from graphctx.data.filters import QuestionFilter
-from graphctx.data.html import without_urls
-from graphctx.data.parallel import ordered_map, resolve_workers
-from graphctx.data.records import FEATURES, check_column_mapping, load_table, rows_from_table
-from graphctx.data.settings import DatasetSettings, SplitSettings
-from graphctx.data.stackexchange import DumpReader, RawQuestion
+from graphctx.data.parallel import resolve_workers
+from graphctx.data.records import FEATURES, check_column_mapping
+from graphctx.data.settings import DatasetSettings
+from graphctx.data.sources import SourceRead, candidates, source_fingerprint
+from graphctx.data.splits import FRACTION_KEYS, SPLITS, fraction_cuts, split_ranges
 from graphctx.errors import ConfigError, DataError
 
 PIPELINE_VERSION = 5
-SPLITS = ("train", "validation", "test")
 REASONS = (
     "answer_parent_mismatch",
     "no_accepted_answer",
@@ -76,7 +71,7 @@ def prepare_qa_dataset(
     tokenizer_id = (tokenizer.name_or_path, len(tokenizer)) if settings.filters.max_tokens else None
     workers = resolve_workers(settings.workers, "data.dataset.workers")
     key = fingerprint(
-        PIPELINE_VERSION, _output_settings(settings), _source_fingerprint(settings.source), tokenizer_id
+        PIPELINE_VERSION, _output_settings(settings), source_fingerprint(settings.source), tokenizer_id
     )
     folder = cache_root(cache_dir) / "datasets" / key
     cached = read_entry(folder, _read_built)
@@ -110,119 +105,6 @@ def _output_settings(settings: DatasetSettings) -> dict[str, Any]:
     return values
 
 
-TABLE_SUFFIXES = {".json", ".jsonl", ".csv", ".parquet"}
-
-
-def check_source(source: str) -> None:
-    """A :class:`DataError` naming ``source`` when its file or dump is not there (cheap: call it before any
-    model or tokenizer loads)."""
-    if source.startswith("hf:"):
-        return
-    path = Path(source)
-    if path.suffix.lower() in TABLE_SUFFIXES:
-        if not path.is_file():
-            raise DataError(f"{path}: data file not found")
-    else:
-        resolve_dump(path)
-
-
-def _source_fingerprint(source: str) -> Any:
-    check_source(source)
-    if source.startswith("hf:"):
-        return source
-    path = Path(source)
-    if path.suffix.lower() in TABLE_SUFFIXES:
-        return file_digest(path)
-    files = resolve_dump(path)
-    if files.archive is not None:  # size and modification time: hashing GBs on every run costs seconds
-        stat = files.archive.stat()
-        return ["7z", files.archive.name, stat.st_size, stat.st_mtime_ns]
-    return [file_digest(files.posts), file_digest(files.links) if files.links else None]
-
-
-DATE_KEYS = tuple(f"{name}_{side}" for name in SPLITS for side in ("start", "end"))
-FRACTION_KEYS = tuple(f"{name}_fraction" for name in SPLITS)
-
-
-def split_ranges(split: SplitSettings) -> dict[str, tuple[datetime, datetime]] | None:
-    """Half-open ``[start, end)`` datetime ranges per split when dates are set, else ``None`` (the split is
-    by fractions, which are checked: each in ``(0, 1]``, summing to 1).
-
-    Dates are checked: all six set, each bound a date, each range not reversed, no two ranges overlapping
-    (gaps are allowed: their questions count as outside_split_ranges).
-    """
-    set_keys = [key for key in DATE_KEYS if getattr(split, key) is not None]
-    if not set_keys:
-        _check_fractions(split)
-        return None
-    if len(set_keys) < len(DATE_KEYS):
-        missing = ", ".join(f"data.dataset.split.{key}" for key in DATE_KEYS if key not in set_keys)
-        raise ConfigError(
-            f"{missing}: not set; a split by dates needs all six bounds (or none: split by fractions)"
-        )
-    ranges = {}
-    for name in SPLITS:
-        bounds = []
-        for side in ("start", "end"):
-            value = getattr(split, f"{name}_{side}")
-            try:
-                if not isinstance(value, str):
-                    raise ValueError(f"expected an ISO 8601 date string, got {type(value).__name__}")
-                bounds.append(parse_created(value))
-            except ValueError as exc:
-                raise ConfigError(f"data.dataset.split.{name}_{side}: {value!r}: {exc}") from exc
-        if bounds[0] >= bounds[1]:
-            raise ConfigError(
-                f"data.dataset.split.{name}_start ({getattr(split, f'{name}_start')}) is not before "
-                f"data.dataset.split.{name}_end ({getattr(split, f'{name}_end')}): "
-                "the range is reversed or empty"
-            )
-        ranges[name] = (bounds[0], bounds[1])
-    ordered = sorted(ranges, key=lambda name: ranges[name][0])
-    for first, second in pairwise(ordered):
-        if ranges[first][1] > ranges[second][0]:
-            raise ConfigError(
-                f"data.dataset.split.{first}_end ({getattr(split, f'{first}_end')}) is after "
-                f"data.dataset.split.{second}_start ({getattr(split, f'{second}_start')}): "
-                "the split ranges overlap"
-            )
-    return ranges
-
-
-def _check_fractions(split: SplitSettings) -> None:
-    for key in FRACTION_KEYS:
-        value = getattr(split, key)
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
-            raise ConfigError(f"data.dataset.split.{key}: {value!r}: must be a number in (0, 1]")
-    total = sum(getattr(split, key) for key in FRACTION_KEYS)
-    if abs(total - 1) > 1e-9:
-        raise ConfigError(
-            f"data.dataset.split.{'/'.join(FRACTION_KEYS)}: "
-            f"{'/'.join(str(getattr(split, key)) for key in FRACTION_KEYS)} sum to {total:g}, not 1"
-        )
-
-
-def fraction_cuts(created: list[datetime], split: SplitSettings) -> dict[str, tuple[datetime, datetime]]:
-    """Half-open ranges that cut the sorted creation times ``created`` at the configured fractions:
-    ``b_1 = t[round(n f_train)]``, ``b_2 = t[round(n (f_train + f_val))]``; train ``[t_0, b_1)``,
-    validation ``[b_1, b_2)``, test ``[b_2, t_{n-1}]`` (an end past the newest question)."""
-    n = len(created)
-    first = created[0] if created else datetime.min.replace(tzinfo=UTC)
-    past_last = (created[-1] if created else first) + timedelta(microseconds=1)
-
-    def cut(share: float) -> datetime:
-        index = round(n * share)
-        return created[index] if index < n else past_last
-
-    first_cut = cut(split.train_fraction)
-    second_cut = max(first_cut, cut(split.train_fraction + split.validation_fraction))
-    return {
-        "train": (first, first_cut),
-        "validation": (first_cut, second_cut),
-        "test": (second_cut, past_last),
-    }
-
-
 class EmptySplitError(DataError):
     """A split is empty; ``summary`` holds the counts and dates of what was read (``graphctx data`` prints
     them before the error)."""
@@ -232,79 +114,100 @@ class EmptySplitError(DataError):
         self.summary = summary
 
 
-@dataclass
-class DateSpan:
-    """The first and last of the creation times it was shown (canonical ISO strings sort as time)."""
-
-    first: str | None = None
-    last: str | None = None
-
-    def add(self, created: str) -> None:
-        self.first = created if self.first is None else min(self.first, created)
-        self.last = created if self.last is None else max(self.last, created)
-
-
 def _build(
     settings: DatasetSettings, tokenizer: PreTrainedTokenizerBase | None, out: Path, workers: int
 ) -> None:
+    """Read, filter and split the source into ``out``: one Arrow file per split, ``summary.json`` and the
+    files' digests (``files.json``); raises :class:`EmptySplitError` when a split ends up empty."""
     out.mkdir(parents=True)
-    source_counts: Counter[str] = Counter()
-    counts: Counter[str] = Counter()
-    count_tokens = (
-        (lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])) if tokenizer else None
-    )
-    keep = QuestionFilter(settings.filters, count_tokens, max_token_chars(tokenizer) if tokenizer else None)
+    keep = _question_filter(settings, tokenizer)
     ranges = split_ranges(settings.split)
     by_dates = ranges is not None
-    dump_span = DateSpan()
+    read = SourceRead()
+    counts: Counter[str] = Counter()
     scratch = out / "scratch"
     scratch.mkdir()
     kept_path = scratch / "kept.arrow"
-    created: list[datetime] = []
-    manifest: dict[str, Any] = {}
     try:
-        candidates = _candidates(settings, keep, scratch, source_counts, workers, dump_span, manifest)
-        kept = ArrowRowWriter(kept_path, FEATURES)
-        try:
-            for reason, cleaned in candidates:
-                if reason is None:
-                    row, answer_beyond_links = cleaned
-                    reason = keep.reject_text(
-                        row["title"], row["question"], row["answer"], answer_beyond_links
-                    )
-                if reason:
-                    counts[f"removed_{reason}"] += 1
-                    continue
-                counts["kept"] += 1
-                created.append(datetime.fromisoformat(row["created"]))
-                kept.write(row)
-        finally:
-            kept.close()
+        found = candidates(settings, keep, scratch, workers, read)
+        created = _write_kept(found, keep, kept_path, counts)
         if ranges is None:
             ranges = fraction_cuts(sorted(created), settings.split)
         answer_end = ranges["train"][1] if settings.split.train_answers_before_end else None
         _write_splits(datasets.Dataset.from_file(str(kept_path)), created, ranges, out, counts, answer_end)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    source_counts.update(counts)
-    counts = source_counts
-    summary: dict[str, Any] = {
+    read.counts.update(counts)
+    summary = _summary(settings, by_dates, read, created)
+    empty = _sample_splits(settings, out, summary)
+    if empty:
+        raise EmptySplitError(_empty_message(settings, empty, by_dates, read.counts), summary)
+    digests = {name: file_digest(out / f"{name}.arrow") for name in SPLITS}
+    (out / "files.json").write_text(json.dumps(digests, indent=2))
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+
+
+def _question_filter(settings: DatasetSettings, tokenizer: PreTrainedTokenizerBase | None) -> QuestionFilter:
+    """The filters of ``settings``; the token-length one counts in ``tokenizer``'s tokens."""
+    if not tokenizer:
+        return QuestionFilter(settings.filters, None, None)
+
+    def count_tokens(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    return QuestionFilter(settings.filters, count_tokens, max_token_chars(tokenizer))
+
+
+def _write_kept(
+    found: Iterator[Cleaned], keep: QuestionFilter, path: Path, counts: Counter[str]
+) -> list[datetime]:
+    """Write the candidates that pass every filter to ``path`` in source order, counting each removal
+    (``removed_<reason>``) and the rows kept; the kept rows' creation times, in that order."""
+    created: list[datetime] = []
+    kept = ArrowRowWriter(path, FEATURES)
+    try:
+        for reason, cleaned in found:
+            if reason is None:
+                row, answer_beyond_links = cleaned
+                reason = keep.reject_text(row["title"], row["question"], row["answer"], answer_beyond_links)
+            if reason:
+                counts[f"removed_{reason}"] += 1
+                continue
+            counts["kept"] += 1
+            created.append(datetime.fromisoformat(row["created"]))
+            kept.write(row)
+    finally:
+        kept.close()
+    return created
+
+
+def _summary(
+    settings: DatasetSettings, by_dates: bool, read: SourceRead, created: list[datetime]
+) -> dict[str, Any]:
+    """Counts (every removal reason, zero or not), the dates of the source and of the kept rows, the rule
+    for answers and the files read; :func:`_sample_splits` adds each split's size and dates."""
+    return {
         "source": settings.source,
         "split_by": "dates" if by_dates else "fractions",
         **{reason: 0 for reason in ("questions", "with_accepted_answer")},
         **{f"removed_{reason}": 0 for reason in REASONS},
         "removed_fabricated": 0,
         "removed_answer_after_split": 0,
-        **counts,
-        "dump_first": dump_span.first,
-        "dump_last": dump_span.last,
+        **read.counts,
+        "dump_first": read.span.first,
+        "dump_last": read.span.last,
         "kept_first": canonical(min(created)) if created else None,
         "kept_last": canonical(max(created)) if created else None,
         "answer_rule": "answer before train end"
         if settings.split.train_answers_before_end
         else "question date",
-        "manifest": manifest,
+        "manifest": read.manifest,
     }
+
+
+def _sample_splits(settings: DatasetSettings, out: Path, summary: dict[str, Any]) -> list[str]:
+    """Sample each split down to its configured size (``{name}_size``, seeded, kept in date order), record
+    its size and first and last dates in ``summary``; the names of the empty splits."""
     empty = []
     for name in SPLITS:
         path = out / f"{name}.arrow"
@@ -319,11 +222,7 @@ def _build(
         summary[f"{name}_last"] = max(part["created"]) if len(part) else None
         if len(part) == 0:
             empty.append(name)
-    if empty:
-        raise EmptySplitError(_empty_message(settings, empty, by_dates, counts), summary)
-    digests = {name: file_digest(out / f"{name}.arrow") for name in SPLITS}
-    (out / "files.json").write_text(json.dumps(digests, indent=2))
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    return empty
 
 
 def _write_splits(
@@ -386,71 +285,6 @@ def max_token_chars(tokenizer: PreTrainedTokenizerBase) -> int:
     not BERT's, which drops whitespace).
     """
     return max(len(piece) for piece in tokenizer.get_vocab())
-
-
-def _candidates(
-    settings: DatasetSettings,
-    keep: QuestionFilter,
-    scratch: Path,
-    counts: Counter[str],
-    workers: int,
-    span: DateSpan,
-    manifest: dict[str, Any],
-) -> Iterator[Cleaned]:
-    """``(reason, None)`` or ``(None, (row, answer text beyond links))`` per source question, in source order.
-
-    ``reason`` comes from the cheap checks (``keep.reject_raw``), so HTML is cleaned only for questions
-    that pass them; dump HTML is cleaned in ``workers`` processes. ``counts`` receives what the source
-    held (rows, questions, answers...) once it is read through, ``span`` the creation times of all its
-    questions, ``manifest`` the files read (name, size, SHA-256) and the first and last post dates.
-    """
-    source = settings.source
-    if source.startswith("hf:") or Path(source).suffix.lower() in TABLE_SUFFIXES:
-        if not source.startswith("hf:"):
-            path = Path(source)
-            manifest["files"] = [
-                {"name": path.name, "size": path.stat().st_size, "sha256": file_digest(path)}
-            ]
-        table = load_table(source, settings.hf_split)
-        site = settings.site or Path(source.removeprefix("hf:")).stem
-        for row in rows_from_table(table, settings.column_mapping, site, source):
-            counts["rows"] += 1
-            counts["questions"] += 1
-            counts["with_accepted_answer"] += bool(row["answer"])
-            span.add(row["created"])
-            reason = keep.reject_raw(bool(row["answer"]), [])
-            yield (reason, None) if reason else (None, (row, without_urls(row["answer"]).strip()))
-        manifest.update(first_post=span.first, last_post=span.last)
-        return
-    reader = DumpReader(source, scratch)
-    site = settings.site or reader.files.site
-    screened = (_screen(keep, raw, span) for raw in reader.questions())
-    clean = partial(clean_screened, site=site, origin=str(reader.posts))
-    try:
-        yield from ordered_map(clean, screened, workers, preload=["graphctx.data.cleaning"])
-    except BrokenProcessPool as exc:
-        raise ConfigError(
-            f"data.dataset.workers: a worker cleaning {reader.posts} died (killed for memory, or the main "
-            "script could not be re-imported: guard its entry point with if __name__ == '__main__'); "
-            "set workers: 1 to clean in this process"
-        ) from exc
-    counts.update(reader.counts)
-    files = reader.files
-    if files.archive is not None:
-        stat = files.archive.stat()
-        manifest["archive"] = {
-            "name": files.archive.name,
-            "size": stat.st_size,
-            "sha256": file_digest(files.archive),
-        }
-    manifest.update(files=files.manifest, first_post=reader.first_post, last_post=reader.last_post)
-
-
-def _screen(keep: QuestionFilter, raw: RawQuestion, span: DateSpan) -> Screened:
-    """``(reason, None)`` when the cheap checks reject ``raw`` (HTML dropped), else ``(None, raw)``."""
-    span.add(raw.created)
-    reason = keep.reject_raw(raw.answer_html is not None, raw.duplicate_of, raw.answer_parent_mismatch)
-    return (reason, None) if reason else (None, raw)
 
 
 def _describe(counts: Counter[str]) -> str:

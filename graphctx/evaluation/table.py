@@ -132,24 +132,10 @@ def build_table(
     all_keys = sorted({key for result in results for key in result.scores})
     keys = [key for base in METRIC_COLUMNS if (key := metric_key(all_keys, base)) is not None]
     by_name = {result.variant.name: result for result in results}
-    rows = [
-        TableRow(
-            result.variant,
-            {
-                key: bootstrap_interval(result.scores.get(key, []), n_resamples=n_resamples, seed=seed)
-                for key in keys
-            },
-            baseline=baseline if (baseline := comparisons.get(result.variant.name)) in by_name else None,
-            answered=len(result.ids),
-            prompts_truncated=result.prompts_truncated,
-            prompts_over_limit=result.prompts_over_limit,
-            autoais_judged=result.autoais_coverage()[0],
-            autoais_over_limit=result.autoais_coverage()[1],
-            kg_lost_entities=result.kg_lost_entities,
-            linkage=result.linkage(),
-        )
-        for result in results
-    ]
+    rows = []
+    for result in results:
+        baseline = comparisons.get(result.variant.name)
+        rows.append(_table_row(result, keys, baseline if baseline in by_name else None, n_resamples, seed))
     tests: list[tuple[TableRow, str]] = []
     for result, row in zip(results, rows, strict=True):
         for key in keys:
@@ -170,6 +156,29 @@ def build_table(
         row.comparisons[key] = dataclasses.replace(row.comparisons[key], p_holm=float(p_holm))
     family = int(sum(~np.isnan(adjusted)))
     return ResultsTable(rows, keys, dict(models or {}), family)
+
+
+def _table_row(
+    result: VariantScores, keys: Sequence[str], baseline: str | None, n_resamples: int, seed: int
+) -> TableRow:
+    """``result``'s line: each key's mean with its bootstrap interval, its baseline, and its coverage
+    counts (comparisons are filled in by :func:`build_table`)."""
+    judged, over_limit = result.autoais_coverage()
+    return TableRow(
+        result.variant,
+        {
+            key: bootstrap_interval(result.scores.get(key, []), n_resamples=n_resamples, seed=seed)
+            for key in keys
+        },
+        baseline=baseline,
+        answered=len(result.ids),
+        prompts_truncated=result.prompts_truncated,
+        prompts_over_limit=result.prompts_over_limit,
+        autoais_judged=judged,
+        autoais_over_limit=over_limit,
+        kg_lost_entities=result.kg_lost_entities,
+        linkage=result.linkage(),
+    )
 
 
 def _number(value: float, digits: int = 4) -> str:

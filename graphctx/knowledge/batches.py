@@ -80,53 +80,76 @@ def run_batches(
     requests sent (at least :data:`MIN_REQUESTS_FOR_SHARE`) have failed. ``on_done`` sees each answered
     batch as it arrives, in the calling thread (e.g. to cache it at once).
     """
-    outcome: BatchOutcome[B, R] = BatchOutcome([], [])
-    sent = failed = first_sent = first_failed = 0
-    queue: list[tuple[B, bool]] = [(batch, True) for batch in batches]
-
-    def unavailable(what: str, message: str) -> KnowledgeGraphUnavailable:
-        return KnowledgeGraphUnavailable(
-            f"{source}: {what}, over knowledge.sparql_max_failure_share={max_failure_share}; "
-            f"last error: {message}"
-        )
-
-    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+    run: _BatchRun[B, R] = _BatchRun(split, stats, max_failure_share, source, failure_types, on_done)
+    run.queue = [(batch, True) for batch in batches]
+    width = max(1, parallel)
+    with ThreadPoolExecutor(max_workers=width) as pool:
         running: dict[Future[R], tuple[B, bool]] = {}
-        while queue or running:
-            while queue and len(running) < max(1, parallel):
-                batch, first = queue.pop(0)
+        while run.queue or running:
+            while run.queue and len(running) < width:
+                batch, first = run.queue.pop(0)
                 running[pool.submit(send, batch)] = (batch, first)
-                sent += 1
-                first_sent += first
+                run.sent += 1
+                run.first_sent += first
                 stats.add("sparql_requests")
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in finished:
                 batch, first = running.pop(future)
-                try:
-                    rows = future.result()
-                    outcome.done.append((batch, rows))
-                    if on_done is not None:
-                        on_done(batch, rows)
-                    continue
-                except failure_types as error:
-                    failed += 1
-                    first_failed += first
-                    stats.add("failed_requests")
-                    message = str(error)
-                share = first_failed / first_sent
-                if (first_sent >= MIN_REQUESTS_FOR_SHARE and share > max_failure_share) or (
-                    sent >= MIN_REQUESTS_FOR_SHARE and failed == sent
-                ):
-                    for other in running:
-                        other.cancel()
-                    raise unavailable(f"{failed} of {sent} SPARQL requests failed", message)
-                pieces = split(batch)
-                if len(pieces) > 1:
-                    stats.add("split_requests")
-                    queue.extend((piece, False) for piece in pieces)
-                else:
-                    outcome.lost.append((batch, message))
-    return outcome
+                run.settle(future, batch, first, running)
+    return run.outcome
+
+
+@dataclass
+class _BatchRun(Generic[B, R]):
+    """The state of one :func:`run_batches` call: what is queued, what came back, and the failure tally
+    (``first_*``: the first requests of batches, split halves not counted)."""
+
+    split: Callable[[B], list[B]]
+    stats: RequestStats
+    max_failure_share: float
+    source: str
+    failure_types: tuple[type[BaseException], ...]
+    on_done: Callable[[B, R], None] | None
+    queue: list[tuple[B, bool]] = field(default_factory=list)
+    outcome: BatchOutcome[B, R] = field(default_factory=lambda: BatchOutcome([], []))
+    sent: int = 0
+    failed: int = 0
+    first_sent: int = 0
+    first_failed: int = 0
+
+    def settle(
+        self, future: Future[R], batch: B, first: bool, running: dict[Future[R], tuple[B, bool]]
+    ) -> None:
+        """Record the answered ``batch``; or count its failure, then stop the run if the endpoint as a whole
+        fails (cancelling the ``running`` requests), else queue its halves, or lose it when it cannot be
+        split."""
+        try:
+            rows = future.result()
+            self.outcome.done.append((batch, rows))
+            if self.on_done is not None:
+                self.on_done(batch, rows)
+            return
+        except self.failure_types as error:
+            self.failed += 1
+            self.first_failed += first
+            self.stats.add("failed_requests")
+            message = str(error)
+        share = self.first_failed / self.first_sent
+        if (self.first_sent >= MIN_REQUESTS_FOR_SHARE and share > self.max_failure_share) or (
+            self.sent >= MIN_REQUESTS_FOR_SHARE and self.failed == self.sent
+        ):
+            for other in running:
+                other.cancel()
+            raise KnowledgeGraphUnavailable(
+                f"{self.source}: {self.failed} of {self.sent} SPARQL requests failed, over "
+                f"knowledge.sparql_max_failure_share={self.max_failure_share}; last error: {message}"
+            )
+        pieces = self.split(batch)
+        if len(pieces) > 1:
+            self.stats.add("split_requests")
+            self.queue.extend((piece, False) for piece in pieces)
+        else:
+            self.outcome.lost.append((batch, message))
 
 
 def halves(items: Sequence[str]) -> list[list[str]]:

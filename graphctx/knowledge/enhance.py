@@ -216,37 +216,17 @@ class Enhancer:
         return dict(zip(texts, self.extractor.extract(texts), strict=True))
 
     def _compute(self, pairs_per_query: Sequence[Sequence[QAPair]]) -> list[EnhancedContext]:
+        """C_enc per query, none of them cached: τ^init, Ent(C) linked, τ', then S under the budget."""
         extracted = self._extract(pairs_per_query)
-        enabled = self.settings.enabled
         texts_per_query = [[f"{p.question}\n\n{p.answer}" for p in pairs] for pairs in pairs_per_query]
-        init_per_query = [
-            [
-                dataclasses.replace(t, source=f"{t.source}@pair={rank}")
-                for rank, text in enumerate(texts)
-                for t in extracted.get(text, [])
-            ]
-            for texts in texts_per_query
+        init_per_query = [_initial_triplets(texts, extracted) for texts in texts_per_query]
+        candidates_per_query = self._prepare_matcher(texts_per_query, init_per_query)
+        surfaces_per_query = [
+            self._surfaces(texts, init) for texts, init in zip(texts_per_query, init_per_query, strict=True)
         ]
-        candidates_per_query: list[set[str]] = [set() for _ in texts_per_query]
-        if self.matcher is not None and self.matcher.resolve is not None and enabled:  # labels via the KG
-            for candidates, texts, init in zip(
-                candidates_per_query, texts_per_query, init_per_query, strict=True
-            ):
-                candidates.update(c for text in texts for c in self.matcher.candidates(text))
-                candidates.update(EntitySet.surfaces_of(init))
-            self.matcher.prepare(sorted(set().union(*candidates_per_query)))
-        surfaces_per_query: list[list[str]] = []
-        for texts, init in zip(texts_per_query, init_per_query, strict=True):
-            mentions: list[str] = []
-            if self.matcher is not None and enabled:
-                mentions = [m for text in texts for m in self.matcher.find(text)]
-            surfaces = EntitySet.surfaces_of(init)
-            if self.matcher is not None:  # common words would link to same-named Debian packages
-                surfaces = [s for s in surfaces if not self.matcher.is_common_word(s)]
-            surfaces_per_query.append([*surfaces, *mentions])
         links = (
             self.kg.link_all({s for surfaces in surfaces_per_query for s in surfaces})
-            if enabled
+            if self.settings.enabled
             else Lookup()
         )
         capped = {key: ids[:MAX_IDS_PER_SURFACE] for key, ids in links.found.items()}
@@ -269,17 +249,56 @@ class Enhancer:
         ):
             lost = lost | (set(entities.entities) & links.lost)
             lost |= {key for key in map(normalise_entity, candidates) if key in gazetteer_lost}
-            kg_triplets = list(
-                dict.fromkeys(fact_to_triplet(f, self.kg.name) for f in filter_one_hop(facts, entities))
-            )
-            triplets = combine(init, kg_triplets, self.settings.include_extracted) if enabled else []
-            kept_pairs, sentences = fit_budget(
-                pairs, verbalise(triplets), self.settings.token_budget, self.count_tokens
-            )
-            contexts.append(
-                EnhancedContext(render(kept_pairs, sentences), kept_pairs, triplets, sentences, sorted(lost))
-            )
+            contexts.append(self._context(pairs, init, entities, facts, lost))
         return contexts
+
+    def _prepare_matcher(
+        self, texts_per_query: list[list[str]], init_per_query: list[list[Triplet]]
+    ) -> list[set[str]]:
+        """Per query, the mention candidates whose labels the KG is asked for (when the matcher resolves
+        labels through the KG), all of them prepared in one pass; empty sets otherwise."""
+        candidates_per_query: list[set[str]] = [set() for _ in texts_per_query]
+        matcher = self.matcher
+        if matcher is None or matcher.resolve is None or not self.settings.enabled:
+            return candidates_per_query
+        for candidates, texts, init in zip(
+            candidates_per_query, texts_per_query, init_per_query, strict=True
+        ):
+            candidates.update(c for text in texts for c in matcher.candidates(text))
+            candidates.update(EntitySet.surfaces_of(init))
+        matcher.prepare(sorted(set().union(*candidates_per_query)))
+        return candidates_per_query
+
+    def _surfaces(self, texts: list[str], init: list[Triplet]) -> list[str]:
+        """Ent(C) before linking: τ^init's heads and tails (common words dropped), then the KG labels
+        mentioned in C."""
+        mentions: list[str] = []
+        if self.matcher is not None and self.settings.enabled:
+            mentions = [m for text in texts for m in self.matcher.find(text)]
+        surfaces = EntitySet.surfaces_of(init)
+        if self.matcher is not None:  # common words would link to same-named Debian packages
+            surfaces = [s for s in surfaces if not self.matcher.is_common_word(s)]
+        return [*surfaces, *mentions]
+
+    def _context(
+        self,
+        pairs: Sequence[QAPair],
+        init: list[Triplet],
+        entities: EntitySet,
+        facts: list[KGFact],
+        lost: set[str],
+    ) -> EnhancedContext:
+        """τ' = the facts with a tail in Ent(C), τ^f = τ' ∪ τ^init, and C ⊕ S under the token budget."""
+        kg_triplets = list(
+            dict.fromkeys(fact_to_triplet(f, self.kg.name) for f in filter_one_hop(facts, entities))
+        )
+        triplets = (
+            combine(init, kg_triplets, self.settings.include_extracted) if self.settings.enabled else []
+        )
+        kept_pairs, sentences = fit_budget(
+            pairs, verbalise(triplets), self.settings.token_budget, self.count_tokens
+        )
+        return EnhancedContext(render(kept_pairs, sentences), kept_pairs, triplets, sentences, sorted(lost))
 
     def _facts(
         self, head_ids: list[list[str]], entity_sets: list[EntitySet], links: Lookup
@@ -295,6 +314,16 @@ class Enhancer:
         result = self.kg.one_hop_all(sorted({i for ids in head_ids for i in ids}))
         facts = [[f for i in ids for f in result.found.get(i, [])] for ids in head_ids]
         return facts, [set(ids) & result.lost for ids in head_ids]
+
+
+def _initial_triplets(texts: list[str], extracted: dict[str, list[Triplet]]) -> list[Triplet]:
+    """τ^init of one query: the triplets extracted from each of its pair ``texts``, tagged with the pair's
+    rank."""
+    return [
+        dataclasses.replace(t, source=f"{t.source}@pair={rank}")
+        for rank, text in enumerate(texts)
+        for t in extracted.get(text, [])
+    ]
 
 
 def build_enhancer(

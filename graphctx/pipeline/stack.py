@@ -1,0 +1,262 @@
+"""The model stack of a config: which model each stage runs, which of them are the paper's, which a
+command needs and which cannot be found here, resolved without loading any weights
+(:class:`ModelStack`; rendered by :mod:`graphctx.pipeline.plan_report`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cached_property
+from typing import Any
+
+from graphctx.knowledge.settings import KnowledgeSettings
+from graphctx.metrics.bertscore import choose_encoder
+from graphctx.metrics.choice import choose_entity_scorer, choose_fact_scorer
+from graphctx.metrics.judges import choose_judge
+from graphctx.metrics.settings import METRIC_NAMES
+from graphctx.paper import (
+    AUTOAIS,
+    BERTSCORE,
+    BERTSCORE_LAYER,
+    EMBEDDING,
+    FACTSUMM_NER,
+    FACTSUMM_RELATION,
+    FACTSUMM_VERSION,
+    GENERATION,
+    PAPER_EXTRACTORS,
+    REBEL,
+    UNINER,
+    WIKIDATA_ENDPOINT,
+    Reference,
+    how_to_get,
+)
+from graphctx.pipeline.memory import MemoryEstimate
+from graphctx.pipeline.model_use import ModelUse, model_use, spacy_available
+from graphctx.pipeline.run_config import RunConfig
+from graphctx.prompts import VARIANTS, Variant, get_variants
+
+GENQA = Reference("GenQA generator", ("the authors' GenQA model (not public)",), ())
+
+
+FACTSUMM_PAPER = f"FactSumm {FACTSUMM_VERSION} ({FACTSUMM_NER.name} + {FACTSUMM_RELATION.name})"
+UNINER_PAPER = f"UniversalNER ({UNINER.name})"
+
+
+class ModelStack:
+    """The resolved models of one config, stage by stage (see the module docstring)."""
+
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+        spec = config.model.spec
+        knowledge: KnowledgeSettings = config.knowledge
+        metrics = config.evaluation.metrics
+        self.generation = model_use("model.spec.source", spec.source, GENERATION, spec.revision)
+        self.embedder = model_use("retrieval.embedding_model", config.retrieval.embedding_model, EMBEDDING)
+        self.rebel = model_use("knowledge.rebel_model", knowledge.rebel_model, REBEL)
+        self.llm_shared = not knowledge.llm_model  # "": the loaded generation model itself
+        self.llm = (
+            self.generation
+            if self.llm_shared
+            else model_use("knowledge.llm_model", knowledge.llm_model, GENERATION)
+        )
+        self.encoder = choose_encoder(metrics.bertscore)
+        self.bertscore = model_use("evaluation.metrics.bertscore.model", metrics.bertscore.model, BERTSCORE)
+        self.judge = choose_judge(metrics.autoais)
+        self.autoais = model_use("evaluation.metrics.autoais.model", metrics.autoais.model, AUTOAIS)
+        facts = metrics.facts
+        self.fact = choose_fact_scorer(facts, knowledge.extractors)
+        self.entity = choose_entity_scorer(facts)
+        self.ner = model_use("evaluation.metrics.facts.ner_model", facts.ner_model, FACTSUMM_NER)
+        self.relation = model_use(
+            "evaluation.metrics.facts.relation_model", facts.relation_model, FACTSUMM_RELATION
+        )
+        self.uniner = model_use("evaluation.metrics.facts.uniner_model", facts.uniner_model, UNINER)
+        genqa = config.genqa_dir  # always a folder (graphctx genqa writes it), never a Hub id
+        found = "folder" if (genqa / "config.json").is_file() else "missing"
+        self.genqa = ModelUse(
+            "evaluation.genqa_model", str(genqa), GENQA.stage, GENQA.name, False, found, None
+        )
+
+    @cached_property
+    def memory(self) -> dict[str, Any]:
+        """GiB per rank of training and of each evaluation stage (:class:`MemoryEstimate`)."""
+        return MemoryEstimate(self.config).to_json()
+
+    # ---- what runs ----------------------------------------------------------------------------------
+    @property
+    def extractors_are_papers(self) -> bool:
+        """REBEL ∪ the answering LLM, both the paper's models."""
+        names = tuple(self.config.knowledge.extractors)
+        return set(names) == set(PAPER_EXTRACTORS) and self.rebel.is_paper and self.llm.is_paper
+
+    @property
+    def fact_label(self) -> str:
+        """Label of the fact score: '' for FactSumm with the paper's models (``metrics.choice``)."""
+        return self.fact.label
+
+    def scorer_uses(self, metrics: Sequence[str]) -> list[ModelUse]:
+        """The fact score's and the entity Jaccard's models among ``metrics`` (the triplet fact score's
+        extractors are the knowledge stage's, :meth:`extractor_uses`)."""
+        uses = []
+        if "fact_score" in metrics:
+            uses += [self.ner, self.relation] if self.fact.method == "factsumm" else self.extractor_uses()
+        if "entity_jaccard" in metrics and self.entity.method == "uniner":
+            uses.append(self.uniner)
+        return uses
+
+    def extensions(self) -> list[dict[str, str]]:
+        """What runs beyond the paper's method (not a stand-in: an addition to it)."""
+        knowledge = self.config.knowledge
+        if not (knowledge.enabled and knowledge.link_mentions):
+            return []
+        return [
+            {
+                "key": "knowledge.link_mentions",
+                "what": "Ent(C) also gets the KG labels found verbatim in C (software and package names); "
+                "the paper's Ent(C) is the heads and tails of the extracted triplets only",
+            }
+        ]
+
+    def extractor_uses(self) -> list[ModelUse]:
+        names = self.config.knowledge.extractors
+        return [use for name, use in (("rebel", self.rebel), ("llm", self.llm)) if name in names]
+
+    def stand_ins(self) -> list[dict[str, Any]]:
+        """Every stage that runs something other than the paper's model."""
+        return [*self._model_stand_ins(), *self._knowledge_stand_ins()]
+
+    def _model_stand_ins(self) -> list[dict[str, Any]]:
+        """Stand-ins for the answering model, the embedder, the judge and the scorers."""
+        found = [
+            {"stage": use.stage, "key": use.key, "configured": use.source, "paper": use.paper}
+            for use in (self.generation, self.embedder, self.autoais)
+            if not use.is_paper
+        ]
+        scorers = (
+            (self.fact, "fact score", "evaluation.metrics.facts.fact_method", FACTSUMM_PAPER),
+            (self.entity, "entity Jaccard", "evaluation.metrics.facts.entity_method", UNINER_PAPER),
+        )
+        found += [
+            {"stage": stage, "key": key, "configured": choice.label, "paper": paper}
+            for choice, stage, key, paper in scorers
+            if not choice.paper
+        ]
+        if self.encoder.label:  # another model, another layer, or rescaled
+            found.append(
+                {
+                    "stage": "BERTScore",
+                    "key": "evaluation.metrics.bertscore",
+                    "configured": self.encoder.label,
+                    "paper": f"{BERTSCORE.name}@L{BERTSCORE_LAYER}",
+                }
+            )
+        return found
+
+    def _knowledge_stand_ins(self) -> list[dict[str, Any]]:
+        """Stand-ins for the triplet extractors and the knowledge graph."""
+        knowledge = self.config.knowledge
+        found = []
+        if not self.extractors_are_papers:
+            found.append(
+                {
+                    "stage": "triplet extractors (knowledge)",
+                    "key": "knowledge.extractors",
+                    "configured": "+".join(knowledge.extractors),
+                    "paper": f"rebel ({REBEL.name}) + llm (the answering Llama-2)",
+                }
+            )
+        if knowledge.backend != "wikidata" or knowledge.sparql_endpoint != WIKIDATA_ENDPOINT:
+            configured = knowledge.backend if knowledge.backend != "wikidata" else knowledge.sparql_endpoint
+            found.append(
+                {
+                    "stage": "knowledge graph",
+                    "key": "knowledge.backend",
+                    "configured": configured,
+                    "paper": f"wikidata ({WIKIDATA_ENDPOINT})",
+                }
+            )
+        return found
+
+    def needed(self, variants: Sequence[Variant], metrics: Sequence[str]) -> list[ModelUse]:
+        """The models that answering ``variants`` and scoring ``metrics`` load, in load order."""
+        uses = [self.generation]
+        if any(v.retrieval != "none" for v in variants):
+            uses.append(self.embedder)
+        if any(v.knowledge for v in variants):
+            uses += self.extractor_uses()
+        uses += self.scorer_uses(metrics)
+        if "bertscore" in metrics:
+            uses.append(self.bertscore)
+        if "autoais" in metrics and any(v.has_context for v in variants):
+            uses.append(self.autoais)
+        if any(v.name == "GenQA" for v in variants):
+            uses.append(self.genqa)
+        return list(dict.fromkeys(uses))
+
+    def needed_by(self, command: str, variants: Sequence[Variant] | None = None) -> list[ModelUse]:
+        """The models of ``train`` (the model, and what the validation callback computes), ``evaluate``
+        (``variants``, default ``evaluation.variants``, and every metric), ``answer`` (``variants`` and the
+        AutoAIS judgement) or ``enhance`` (retrieval and knowledge)."""
+        settings = self.config.evaluation
+        if command == "train":
+            if settings.callback_every_n_validations <= 0:
+                return [self.generation]
+            return self.needed([VARIANTS[settings.callback_variant]], settings.callback_metrics)
+        if command == "answer":
+            return self.needed(variants or [], ["autoais"])
+        if command == "enhance":  # retrieval and knowledge, budgets in the generation model's tokens
+            return self.needed([VARIANTS["GraphContextGen"]], [])
+        return self.needed(variants or get_variants(settings.variants), METRIC_NAMES)
+
+    def configured_uses(self) -> list[ModelUse]:
+        """Every configured model that some run of this config loads (GenQA's only when asked for)."""
+        return list(
+            dict.fromkeys(
+                [
+                    self.generation,
+                    self.embedder,
+                    *self.extractor_uses(),
+                    *self.scorer_uses(METRIC_NAMES),
+                    self.bertscore,
+                    self.autoais,
+                ]
+            )
+        )
+
+    def missing(self, uses: list[ModelUse] | None = None) -> list[dict[str, str]]:
+        """The models of ``uses`` (default: :meth:`configured_uses`) that cannot be found here, with hints;
+        then the spaCy pipelines the config loads that are not installed."""
+        uses = uses if uses is not None else self.configured_uses()
+        found = [
+            {"key": use.key, "model": use.source, "hint": how_to_get(use.key, use.source)}
+            for use in uses
+            if use.available == "missing"
+        ]
+        for item in found:
+            if item["key"] == self.genqa.key:
+                item["hint"] = (
+                    f"evaluation.genqa_model: no trained GenQA model in {item['model']}; train one with "
+                    "`graphctx genqa --config CONFIG` (or point evaluation.genqa_model at one)"
+                )
+        return found + self._missing_pipelines()
+
+    def _missing_pipelines(self) -> list[dict[str, str]]:
+        """The spaCy pipelines this config loads that are neither installed nor a folder."""
+        knowledge = self.config.knowledge
+        pipelines = []
+        if self.entity.method == "spacy":
+            pipelines.append(
+                ("evaluation.metrics.facts.spacy_model", self.config.evaluation.metrics.facts.spacy_model)
+            )
+        # the spacy extractor, and mention linking (its English-word list), load knowledge.spacy_model
+        if "spacy" in knowledge.extractors or (knowledge.enabled and knowledge.link_mentions):
+            pipelines.append(("knowledge.spacy_model", knowledge.spacy_model))
+        return [
+            {
+                "key": key,
+                "model": name,
+                "hint": f"{key}: spaCy pipeline {name!r} is not installed (pip install "
+                "it, or name a pipeline folder)",
+            }
+            for key, name in pipelines
+            if spacy_available(name) == "missing"
+        ]
