@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="prompt, model and context (default GraphContextGen: graph retrieval + KG, with the adapter)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's data.cache_dir)")
+    parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's cache_dir)")
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         weights = generation.base_weights if adapter is None else "trained"
         model = load_generation_model(config.model.spec, adapter, generation, None, weights)
     generator = Generator(model, tokenizer, generation)
-    prompt = build_prompt(variant, question, retrieved.pairs, retrieved.sentences, config.data.template)
+    prompt = build_prompt(variant, question, retrieved.pairs, retrieved.sentences, config.template)
     answer = generator.generate([prompt], stop_strings=variant.stop_strings)[0]
     context = answer.prompt.context  # as the model saw it: parts dropped to fit max_prompt_tokens are gone
     del model, generator

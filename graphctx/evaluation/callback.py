@@ -26,25 +26,22 @@ from graphctx.cache import atomic_path
 from graphctx.data import load_qa_dataset
 from graphctx.errors import ConfigError
 from graphctx.evaluation.scoring import Scorer
-from graphctx.evaluation_settings import EvaluationSettings
 from graphctx.generation.decoder import Generator
-from graphctx.generation.settings import GenerationSettings
 from graphctx.knowledge.extractors import build_extractor
 from graphctx.knowledge.llm import GenerationModel
-from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics.settings import METRIC_NAMES
 from graphctx.pipeline.contexts import ContextBuilder, RetrievedContext
 from graphctx.pipeline.run_config import RunConfig
 from graphctx.prompts import VARIANTS, build_prompt
-from graphctx.retrieval.settings import RetrievalSettings
 
 TABLE_COLUMNS = ("id", "question", "context", "generated", "gold")
 
 
 @contextlib.contextmanager
-def decoding(pl_module: L.LightningModule, adapter: bool) -> Iterator[None]:
-    """The training model ready to decode: eval mode, SDPA attention, eager blocks, no autograd graph, its
-    adapter on or off; on exit it is put back exactly as it was."""
+def decoding(pl_module: L.LightningModule, adapter: bool, compiled: bool = False) -> Iterator[None]:
+    """The training model ready to decode: eval mode, SDPA attention, eager blocks (``compiled``: its blocks
+    were compiled for training, ``model.spec.compile``), no autograd graph, its adapter on or off; on exit
+    it is put back exactly as it was."""
     model = pl_module.model
     base = model.get_base_model()
     attention, was_training = base.config._attn_implementation, model.training
@@ -52,8 +49,8 @@ def decoding(pl_module: L.LightningModule, adapter: bool) -> Iterator[None]:
     if attention != "sdpa":  # the padding-free training kernel takes no padded batches or KV cache
         base.set_attn_implementation("sdpa")
     adapter_off = contextlib.nullcontext() if adapter else model.disable_adapter()
-    # compiled training blocks (model.spec.compile) would retrace for every KV-cache shape: run eagerly
-    stance = "force_eager" if pl_module.spec.compile else "default"
+    # compiled training blocks would retrace for every KV-cache shape: run eagerly
+    stance = "force_eager" if compiled else "default"
     try:
         with adapter_off, torch.compiler.set_stance(stance), torch.no_grad():
             yield
@@ -66,14 +63,8 @@ def decoding(pl_module: L.LightningModule, adapter: bool) -> Iterator[None]:
 class ValidationGeneration(L.Callback):
     """Generate and score ``evaluation.callback_examples`` validation questions with the callback variant."""
 
-    def __init__(
-        self,
-        evaluation: EvaluationSettings,
-        retrieval: RetrievalSettings,
-        knowledge: KnowledgeSettings,
-        generation: GenerationSettings,
-        fact_label: str = "",
-    ) -> None:
+    def __init__(self, config: RunConfig, fact_label: str = "") -> None:
+        evaluation = config.evaluation
         if evaluation.callback_variant not in VARIANTS:
             raise ConfigError(
                 f"evaluation.callback_variant: unknown variant {evaluation.callback_variant!r}; "
@@ -84,12 +75,11 @@ class ValidationGeneration(L.Callback):
             raise ConfigError(
                 f"evaluation.callback_metrics: unknown metric(s) {unknown}; choose from {list(METRIC_NAMES)}"
             )
+        self.config = config
         self.settings = evaluation
         self.fact_label = fact_label
         self.variant = VARIANTS[evaluation.callback_variant]
-        self.retrieval = retrieval
-        self.knowledge = knowledge
-        self.generation = generation
+        self.generation = config.generation
         self.validations = 0
         self.rows: list[dict[str, Any]] | None = None
         self.contexts: list[RetrievedContext] = []
@@ -117,21 +107,22 @@ class ValidationGeneration(L.Callback):
     def prepare(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         """The fixed subset (first ``callback_examples`` validation questions by id) and their contexts;
         the LLM extractor, when it is the generation model, is ``pl_module``'s model without its adapter."""
-        datamodule = trainer.datamodule
-        dataset = load_qa_dataset(datamodule.dataset, datamodule.cache_dir, datamodule.tokenizer)
+        config, tokenizer = self.config, trainer.datamodule.tokenizer
+        dataset = load_qa_dataset(config.data.dataset, config.cache_dir, tokenizer)
         validation = sorted(dataset["validation"], key=lambda row: int(row["id"]))
         self.rows = validation[: self.settings.callback_examples]
         questions = [row["question"] for row in self.rows]
+        compiled = config.model.spec.compile
         lent = GenerationModel(
-            pl_module.model, datamodule.tokenizer, functools.partial(decoding, pl_module, adapter=False)
+            pl_module.model, tokenizer, functools.partial(decoding, pl_module, False, compiled)
         )
         builder = ContextBuilder(
             dataset["train"],
-            self.retrieval,
-            self.knowledge,
-            datamodule.cache_dir,
+            config.retrieval,
+            config.knowledge,
+            config.cache_dir,
             generation_model=lent,
-            tokenizer=datamodule.tokenizer,
+            tokenizer=tokenizer,
         )
         self.contexts = builder.for_variants([self.variant], questions)[self.variant.name]
         extractor = None  # the triplet fact score's; the knowledge stage's when the variant has built it
@@ -145,7 +136,7 @@ class ValidationGeneration(L.Callback):
         self.scorer = Scorer(
             self.settings.metrics,
             extractor,
-            datamodule.cache_dir,
+            config.cache_dir,
             metrics=self.settings.callback_metrics,
             fact_label=self.fact_label,
             device=self.settings.callback_device,
@@ -158,12 +149,13 @@ class ValidationGeneration(L.Callback):
         """Answers and per-row scores of the subset; the model is restored to its previous state."""
         if self.rows is None:
             self.prepare(trainer, pl_module)
-        template = trainer.datamodule.template
+        template = self.config.template
         prompts = [
             build_prompt(self.variant, row["question"], retrieved.pairs, retrieved.sentences, template)
             for row, retrieved in zip(self.rows, self.contexts, strict=True)
         ]
-        with decoding(pl_module, adapter=self.variant.model == "adapter"):
+        adapter, compiled = self.variant.model == "adapter", self.config.model.spec.compile
+        with decoding(pl_module, adapter, compiled):
             generator = Generator(pl_module.model, trainer.datamodule.tokenizer, self.generation)
             answers = generator.generate(prompts, stop_strings=self.variant.stop_strings)
         generated = [answer.text for answer in answers]
@@ -214,6 +206,4 @@ def validation_callback(config: RunConfig, fact_label: str = "") -> ValidationGe
     """The callback of a run config, or None when ``evaluation.callback_every_n_validations`` is 0."""
     if config.evaluation.callback_every_n_validations <= 0:
         return None
-    return ValidationGeneration(
-        config.evaluation, config.retrieval, config.knowledge, config.generation, fact_label
-    )
+    return ValidationGeneration(config, fact_label)

@@ -239,7 +239,7 @@ class EvaluationRun:
             "variant": dataclasses.asdict(variant),
             "stop_strings": list(variant.stop_strings),
             "model": _settings(self.config.model.spec, SPEED_ONLY["model"]),
-            "template": dataclasses.asdict(self.config.data.template),
+            "template": dataclasses.asdict(self.config.template),
             "dataset": dataclasses.asdict(self.config.data.dataset),
             "split": self.settings.split,
             # base_weights only binds the base rows: it enters as the variant's ``weights``
@@ -339,7 +339,7 @@ class EvaluationRun:
         self, variant: Variant, rows: Sequence[dict[str, Any]], contexts: Sequence[RetrievedContext]
     ) -> list[EncodedPrompt]:
         """Each row's prompt for ``variant``, fitted to ``max_prompt_tokens``."""
-        template = self.config.data.template
+        template = self.config.template
         max_tokens = self.config.generation.max_prompt_tokens
         return [
             encode_prompt(

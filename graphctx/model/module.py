@@ -31,7 +31,7 @@ from graphctx.model.loading import (
 )
 from graphctx.model.loss import IGNORE_INDEX, answer_cross_entropy_sum
 from graphctx.model.optim import build_optimizer, build_scheduler
-from graphctx.model.settings import ExportSettings, LoraSettings, ModelSpec, OptimizerSettings
+from graphctx.model.settings import TunerSettings
 
 
 def real_token_mask(batch: dict[str, torch.Tensor], pad_token_id: int | None) -> torch.Tensor:
@@ -113,19 +113,13 @@ class InstructionTuner(L.LightningModule):
     adapter is exported in peft format (and, if asked, merged into a bf16 copy of the base).
     """
 
-    def __init__(
-        self,
-        spec: ModelSpec = ModelSpec(),  # noqa: B008 -- dataclass defaults show up in --print_config
-        lora: LoraSettings = LoraSettings(),  # noqa: B008
-        optimizer: OptimizerSettings = OptimizerSettings(),  # noqa: B008
-        export: ExportSettings = ExportSettings(),  # noqa: B008
-    ) -> None:
+    def __init__(self, settings: TunerSettings) -> None:
         super().__init__()
         # JSON-plain dicts (no tuples), so checkpoints load with torch.load(weights_only=True) and every
         # logger (YAML, W&B) can write them
-        settings = {"spec": spec, "lora": lora, "optimizer": optimizer, "export": export}
-        self.save_hyperparameters(json.loads(json.dumps({k: asdict(v) for k, v in settings.items()})))
-        self.spec, self.lora, self.optimizer_settings, self.export = spec, lora, optimizer, export
+        self.save_hyperparameters(json.loads(json.dumps(asdict(settings))))
+        self.settings = settings
+        self.spec = settings.spec
         self.model = None
         self.pad_token_id: int | None = None
         self.strict_loading = False  # checkpoints carry the adapter only; the base comes from `spec`
@@ -145,7 +139,7 @@ class InstructionTuner(L.LightningModule):
             apply_liger(base)
         if self.spec.gradient_checkpointing:
             enable_checkpointing(base, self.spec.checkpoint_fraction)
-        self.model = attach_lora(base, self.lora)
+        self.model = attach_lora(base, self.settings.lora)
         if self.spec.compile:
             compile_blocks(self.model)
         self.model.train()  # from_pretrained returns eval mode; Lightning switches modes from here on
@@ -234,8 +228,8 @@ class InstructionTuner(L.LightningModule):
 
     def configure_optimizers(self) -> dict[str, Any]:
         parameters = [parameter for parameter in self.parameters() if parameter.requires_grad]
-        optimizer = build_optimizer(parameters, self.optimizer_settings, self.device)
-        scheduler = build_scheduler(optimizer, self.optimizer_settings, fit_optimizer_steps(self.trainer))
+        optimizer = build_optimizer(parameters, self.settings.optimizer, self.device)
+        scheduler = build_scheduler(optimizer, self.settings.optimizer, fit_optimizer_steps(self.trainer))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     # ---- checkpoints and export --------------------------------------------------------------------
@@ -256,11 +250,12 @@ class InstructionTuner(L.LightningModule):
 
     def adapter_dir(self) -> Path:
         """Where the adapter is exported: ``export.adapter_dir`` or ``<default_root_dir>/adapter``."""
-        return Path(self.export.adapter_dir or Path(self.trainer.default_root_dir) / "adapter")
+        return Path(self.settings.export.adapter_dir or Path(self.trainer.default_root_dir) / "adapter")
 
     @rank_zero_only
     def on_train_end(self) -> None:
         target = export_adapter(self.model, load_tokenizer(self.spec), self.adapter_dir())
-        if self.export.merge:
-            merged = self.export.merged_dir or Path(self.trainer.default_root_dir) / "merged"
-            export_merged(self.spec, target, merged, self.export.merge_base)
+        export = self.settings.export
+        if export.merge:
+            merged = export.merged_dir or Path(self.trainer.default_root_dir) / "merged"
+            export_merged(self.spec, target, merged, export.merge_base)

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from graphctx.baselines import STAND_INS
-from graphctx.data.instruct import TEMPLATES
 from graphctx.errors import ConfigError
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics.bertscore import choose_encoder
@@ -353,7 +352,7 @@ class Plan:
                 "revision": spec.revision,
                 "quantization": spec.quantization,
                 "compute_dtype": spec.compute_dtype,
-                "template": next(name for name, t in TEMPLATES.items() if t == config.data.template),
+                "template": config.data.template,
                 "evaluate_weights": weights,
                 "weights": {"base": base, "adapter": tuned},
                 "device": gen_device,
