@@ -170,7 +170,7 @@ def test_datamodule_serves_packed_batches_from_the_real_dump(cardano_dir, cache_
     module.attach_tokenizer(llama_tokenizer)
     module.setup("fit")
     train = module.splits["train"]
-    n_examples = sum(len(row) for batch in train.plan for row in batch)
+    n_examples = sum(len(row) for batch in train.layout for row in batch)
     assert n_examples == len(train.examples) > 200
     loader = module.train_dataloader()
     batch = next(iter(loader))
