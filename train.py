@@ -33,6 +33,7 @@ from graphctx.errors import ConfigError, DataError, GraphctxError, debug_enabled
 from graphctx.evaluation.callback import validation_callback
 from graphctx.model import InstructionTuner, load_tokenizer
 from graphctx.model.guards import FiniteLossGuard
+from graphctx.model.module import exported_adapter_dir
 from graphctx.model.preemption import RequeueAtStepBoundary, finish_wandb_runs
 from graphctx.pipeline.config_file import (
     SETTINGS_SECTIONS,
@@ -71,6 +72,8 @@ class LogConfigCallback(SaveConfigCallback):
             logger.log_hyperparams(plain)
 
 
+COMMAND_LINE = Path("(command line)")
+"""The run config's ``path`` when no ``--config`` file was given."""
 LIGHTNING_CHECKPOINT_KEYS = ("state_dict", "global_step", "loops", "optimizer_states")
 """What a Lightning training checkpoint holds that resuming reads."""
 CKPT_PATH_NAMES = ("last", "best", "hpc")
@@ -126,7 +129,8 @@ class TrainCLI(LightningCLI):
     (:attr:`run`) from them, and the modules from the run config.
     """
 
-    def __init__(self, *args: Any, config_path: Path, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, config_path: Path = COMMAND_LINE, **kwargs: Any) -> None:
+        """``config_path``: the config file the run config names (the last ``--config``)."""
         self.config_path = config_path
         super().__init__(*args, **kwargs)
 
@@ -274,7 +278,7 @@ def train(args: list[str], out: TextIO) -> int:
     for path in files:
         check_mapping(path)  # a missing file, a list/scalar YAML, a key given twice or moved, named
     check_moved_keys({}, args)
-    config_path = files[-1] if files else Path("(command line)")
+    config_path = files[-1] if files else COMMAND_LINE
     with field_docstrings() if {"-h", "--help"} & set(args) else contextlib.nullcontext():
         cli = TrainCLI(
             InstructionTuner,
@@ -307,7 +311,8 @@ def train(args: list[str], out: TextIO) -> int:
     finally:
         finish_wandb_runs(cli.trainer)
     if cli.trainer.is_global_zero:
-        report_export(ran.started, cli.model.adapter_dir(), cli.trainer, out)
+        adapter = exported_adapter_dir(config.model.export, cli.trainer.default_root_dir)
+        report_export(ran.started, adapter, cli.trainer, out)
     return 0
 
 

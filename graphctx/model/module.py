@@ -31,7 +31,7 @@ from graphctx.model.loading import (
 )
 from graphctx.model.loss import IGNORE_INDEX, answer_cross_entropy_sum
 from graphctx.model.optim import build_optimizer, build_scheduler
-from graphctx.model.settings import TunerSettings
+from graphctx.model.settings import ExportSettings, TunerSettings
 
 
 def real_token_mask(batch: dict[str, torch.Tensor], pad_token_id: int | None) -> torch.Tensor:
@@ -74,6 +74,12 @@ def peak_memory_gib(device: torch.device) -> float:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**30
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # Linux reports KiB
+
+
+def exported_adapter_dir(export: ExportSettings, root_dir: str) -> Path:
+    """Where training exports the adapter: ``export.adapter_dir`` or ``<root_dir>/adapter`` (``root_dir``:
+    the Trainer's ``default_root_dir``, the working directory when unset)."""
+    return Path(export.adapter_dir or Path(root_dir) / "adapter")
 
 
 def fit_optimizer_steps(trainer: L.Trainer) -> int:
@@ -249,8 +255,8 @@ class InstructionTuner(L.LightningModule):
             )
 
     def adapter_dir(self) -> Path:
-        """Where the adapter is exported: ``export.adapter_dir`` or ``<default_root_dir>/adapter``."""
-        return Path(self.settings.export.adapter_dir or Path(self.trainer.default_root_dir) / "adapter")
+        """Where the adapter is exported (:func:`exported_adapter_dir`)."""
+        return exported_adapter_dir(self.settings.export, self.trainer.default_root_dir)
 
     @rank_zero_only
     def on_train_end(self) -> None:
