@@ -103,7 +103,8 @@ def fit_optimizer_steps(trainer: L.Trainer) -> int:
 
 
 class InstructionTuner(L.LightningModule):
-    """QLoRA/LoRA instruction tuning with the loss on answer tokens only.
+    """QLoRA/LoRA instruction tuning with the loss on answer tokens only, built from the ``model`` section's
+    :class:`~graphctx.model.settings.TunerSettings` (also its checkpoints' hyper-parameters).
 
     The loss of one optimiser step is the mean cross-entropy over every answer token of the step: all
     micro-batches of the accumulation window on all ranks, ``L = (1/N) sum_t CE_t`` with ``N`` the step's
