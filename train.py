@@ -33,12 +33,14 @@ from graphctx.errors import ConfigError, DataError, GraphctxError, debug_enabled
 from graphctx.evaluation.callback import validation_callback
 from graphctx.model import InstructionTuner, load_tokenizer
 from graphctx.model.guards import FiniteLossGuard
+from graphctx.model.module import exported_adapter_dir
 from graphctx.model.preemption import RequeueAtStepBoundary, finish_wandb_runs
 from graphctx.pipeline.config_file import (
-    STAGE_SECTIONS,
-    add_stage_sections,
+    SETTINGS_SECTIONS,
+    add_sections,
     check_devices,
     check_mapping,
+    check_moved_keys,
     check_settings,
     use_unique_yaml,
 )
@@ -70,6 +72,8 @@ class LogConfigCallback(SaveConfigCallback):
             logger.log_hyperparams(plain)
 
 
+COMMAND_LINE = Path("(command line)")
+"""The run config's ``path`` when no ``--config`` file was given."""
 LIGHTNING_CHECKPOINT_KEYS = ("state_dict", "global_step", "loops", "optimizer_states")
 """What a Lightning training checkpoint holds that resuming reads."""
 CKPT_PATH_NAMES = ("last", "best", "hpc")
@@ -118,10 +122,26 @@ def stable_wandb_id(project: str | None, name: str | None, root_dir: str) -> str
 
 
 class TrainCLI(LightningCLI):
-    """LightningCLI for :class:`InstructionTuner` and :class:`InstructionDataModule`, one config per run."""
+    """LightningCLI for :class:`InstructionTuner` and :class:`InstructionDataModule`, one config per run.
+
+    Its ``model`` and ``data`` keys are those of their settings dataclasses (``TunerSettings``,
+    ``DataModuleSettings``), as in every other entry point's config: the CLI builds the run config
+    (:attr:`run`) from them, and the modules from the run config.
+    """
+
+    def __init__(self, *args: Any, config_path: Path = COMMAND_LINE, **kwargs: Any) -> None:
+        """``config_path``: the config file the run config names (the last ``--config``)."""
+        self.config_path = config_path
+        super().__init__(*args, **kwargs)
+
+    def add_core_arguments_to_parser(self, parser) -> None:
+        """The Trainer's arguments, ``cache_dir`` and every settings section (see
+        :func:`graphctx.pipeline.config_file.add_sections`)."""
+        parser.add_lightning_class_args(self.trainer_class, "trainer")
+        parser.set_defaults({f"trainer.{k}": v for k, v in self.trainer_defaults.items() if k != "callbacks"})
+        add_sections(parser)
 
     def add_arguments_to_parser(self, parser) -> None:
-        add_stage_sections(parser)  # retrieval / knowledge / generation / evaluation: used by other stages
         parser.add_argument(
             "--ckpt_path",
             type=str | None,
@@ -159,6 +179,16 @@ class TrainCLI(LightningCLI):
                 args = logger.init_args
                 if args.get("id") is None:
                     args.id = stable_wandb_id(args.project, args.name, root)
+
+    def instantiate_classes(self) -> None:
+        """The settings, the run config built from them (:attr:`run`), the modules built from it, then the
+        Trainer."""
+        self.config_init = self.parser.instantiate_classes(self.config)
+        self.run = run_config(self.config, self.config_init, self.config_path)
+        self.model = InstructionTuner(self.run.model)
+        self.datamodule = InstructionDataModule(self.run.data, self.run.cache_dir)
+        self._add_configure_optimizers_method_to_model(self.subcommand)
+        self.trainer = self.instantiate_trainer()
 
 
 def _listed(value: Any) -> list[Any]:
@@ -205,16 +235,14 @@ def print_plan(plan: Plan) -> None:
     print(plan.to_text(), file=sys.stderr, flush=True)
 
 
-def run_config(cli: LightningCLI, config_path: Path) -> RunConfig:
-    """The run config of the instantiated CLI: its model and data modules and its stages' settings."""
-    stages = cli.config_init
+def run_config(config: Namespace, settings: Namespace, config_path: Path) -> RunConfig:
+    """The run config of the parsed CLI ``config``, whose sections are instantiated in ``settings``."""
     return RunConfig(
         path=config_path,
-        seed_everything=cli.config.seed_everything,
-        trainer=cli.config.trainer.as_dict(),
-        model=cli.model,
-        data=cli.datamodule,
-        **{name: stages[name] for name in STAGE_SECTIONS},
+        seed_everything=config.seed_everything,
+        trainer=config.trainer.as_dict(),
+        cache=config.cache_dir,
+        **{name: settings[name] for name in SETTINGS_SECTIONS},
     )
 
 
@@ -248,8 +276,9 @@ def train(args: list[str], out: TextIO) -> int:
     use_unique_yaml()  # a key given twice in any YAML jsonargparse reads is refused
     files = config_files(args)
     for path in files:
-        check_mapping(path)  # a missing file, a list/scalar YAML or a key given twice, named
-    config_path = files[-1] if files else Path("(command line)")
+        check_mapping(path)  # a missing file, a list/scalar YAML, a key given twice or moved, named
+    check_moved_keys({}, args)
+    config_path = files[-1] if files else COMMAND_LINE
     with field_docstrings() if {"-h", "--help"} & set(args) else contextlib.nullcontext():
         cli = TrainCLI(
             InstructionTuner,
@@ -259,13 +288,14 @@ def train(args: list[str], out: TextIO) -> int:
             save_config_callback=LogConfigCallback,
             save_config_kwargs={"overwrite": True},
             parser_kwargs={"description": __doc__, "allow_abbrev": False},
+            config_path=config_path,
         )
     add_run_callbacks(cli.trainer)
-    config = run_config(cli, config_path)
+    config = cli.run
     plan = Plan(config)
     print_plan(plan)
     check_models(plan, "train")  # on every rank, before any weights load: a missing model is named
-    cli.datamodule.attach_tokenizer(load_tokenizer(cli.model.spec))
+    cli.datamodule.attach_tokenizer(load_tokenizer(config.model.spec))
     cli.datamodule.setup("fit")  # data, splits and data.max_length, before any logger or run folder
     check_memory(plan.memory, "train", cli.trainer.strategy.root_device)  # and a GPU too small for it
     generation = validation_callback(config, plan.fact_label)
@@ -281,7 +311,8 @@ def train(args: list[str], out: TextIO) -> int:
     finally:
         finish_wandb_runs(cli.trainer)
     if cli.trainer.is_global_zero:
-        report_export(ran.started, cli.model.adapter_dir(), cli.trainer, out)
+        adapter = exported_adapter_dir(config.model.export, cli.trainer.default_root_dir)
+        report_export(ran.started, adapter, cli.trainer, out)
     return 0
 
 

@@ -53,7 +53,7 @@ from graphctx.data import DatasetSettings, load_qa_dataset
 from graphctx.data.instruct import encode_example, get_template
 from graphctx.data.packing import collate_rows, pack_rows
 from graphctx.data.settings import FilterSettings
-from graphctx.model import InstructionTuner, LoraSettings, ModelSpec
+from graphctx.model import InstructionTuner, LoraSettings, ModelSpec, TunerSettings
 from graphctx.model.attention import VARLEN
 from graphctx.model.loading import packaged_llama_sentencepiece, quantization_config
 from graphctx.model.module import peak_memory_gib
@@ -253,7 +253,7 @@ def run_graphctx(
         loss_chunk_tokens=args.loss_chunk_tokens,
         **fields,
     )
-    module = InstructionTuner(spec=spec, lora=LORA).to(device)
+    module = InstructionTuner(TunerSettings(spec=spec, lora=LORA)).to(device)
     module.configure_model()
     log(f"graphctx attention: {module.model.get_base_model().config._attn_implementation}")
     optimizer = build_optimizer(

@@ -34,12 +34,12 @@ def write_workspace(
     get_peft_model(base, lora).save_pretrained(root / "adapter")
     load_tokenizer(spec).save_pretrained(root / "adapter")
     settings: dict[str, Any] = {
-        "model": {"spec": {"source": "tiny-random", "cache_dir": str(cache)}},
+        "cache_dir": str(cache),
+        "model": {"spec": {"source": "tiny-random"}},
         "data": {  # a pool of recent questions only: the tests embed it on the CPU
-            "cache_dir": str(cache),
             "dataset": {"source": str(cardano_dir), "split": tiny_split(train_start="2021-08-20")},
         },
-        "knowledge": {"cache_dir": str(cache), "token_budget": 160},
+        "knowledge": {"token_budget": 160},
         "evaluation": {
             "adapter": str(root / "adapter"),
             "wandb_project": None,

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +20,8 @@ from evaluate import main as evaluate_main
 from graphctx.checks import field_defaults, nested_settings
 from graphctx.cli import main as cli_main
 from graphctx.errors import ConfigError
-from graphctx.pipeline.config_file import SETTINGS_SECTIONS, load_config
+from graphctx.model import InstructionTuner
+from graphctx.pipeline.config_file import SETTINGS_SECTIONS, config_parser, load_config
 from graphctx.retrieval.settings import RetrievalSettings
 from train import main as train_main
 
@@ -72,6 +77,8 @@ def code_default(path: tuple[str | int, ...], document: dict[str, Any]) -> Any:
     head, *rest = path
     if head == "seed_everything":
         return True  # LightningCLI's
+    if not rest:  # a top-level key (cache_dir)
+        return config_parser().get_defaults()[head]
     owner = Trainer if head == "trainer" else SETTINGS_SECTIONS[head]
     written = document[head]
     while True:
@@ -160,3 +167,65 @@ def test_help_documents_every_setting_with_its_docstring(command: str, capsys) -
     assert "--retrieval.alpha ALPHA PageRank damping factor" in text
     assert "--model.lora.r R Rank of each update" in text
     assert "Unvalidated" not in text  # jsonargparse resolved every field type (it checks them all)
+
+
+TINY = REPO / "configs" / "tiny.yaml"
+HEAVY = ("lightning", "torch", "transformers", "datasets")
+
+
+def imported_by(code: str) -> list[str]:
+    """The heavy packages (:data:`HEAVY`) a fresh interpreter has imported after running ``code``."""
+    probe = f"{code}\nimport sys\nprint(sorted(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO, check=True)
+    return json.loads(done.stderr.strip().splitlines()[-1].replace("'", '"'))
+
+
+def test_reading_a_config_or_a_commands_help_imports_no_heavy_library() -> None:
+    load = f"from graphctx.pipeline.config_file import load_config\nload_config({str(TINY)!r})"
+    assert imported_by(load) == []  # parsed, range-checked, split dates checked, devices checked
+    help_ = "from graphctx.cli import main\ntry:\n    main(['index', '--help'])\nexcept SystemExit:\n    pass"
+    assert imported_by(help_) == []
+
+
+def test_train_py_reads_the_same_settings_as_every_other_entry_point(capsys) -> None:
+    with pytest.raises(SystemExit):
+        train_main(["--config", str(TINY), "--print_config"])
+    printed = yaml.safe_load(capsys.readouterr().out)
+    parser = config_parser()
+    parsed = yaml.safe_load(parser.dump(parser.parse_args(["--config", str(TINY)]), skip_none=False))
+    for key in ("cache_dir", *SETTINGS_SECTIONS):
+        assert printed[key] == parsed[key], key
+    # and the module keeps them as its hyper-parameters, key for key
+    config = load_config(TINY)
+    assert InstructionTuner(config.model).hparams == json.loads(json.dumps(dataclasses.asdict(config.model)))
+
+
+@pytest.mark.parametrize("key", ["data.cache_dir", "model.spec.cache_dir", "knowledge.cache_dir"])
+def test_an_old_cache_key_is_refused_naming_the_top_level_cache_dir(key: str, tmp_path: Path, capsys) -> None:
+    document = yaml.safe_load(TINY.read_text())
+    section = document
+    *parents, name = key.split(".")
+    for part in parents:
+        section = section[part]
+    section[name] = str(tmp_path / "cache")
+    path = tmp_path / "old.yaml"
+    path.write_text(yaml.safe_dump(document))
+    moved = f"{key}: moved to the top-level cache_dir"
+    with pytest.raises(ConfigError, match=f"^{re.escape(str(path))}: {re.escape(moved)}"):
+        load_config(path)
+    with pytest.raises(ConfigError, match=re.escape(moved)):
+        load_config(TINY, [f"--{key}", "elsewhere"])
+    assert train_main(["--config", str(path)]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: ") and moved in line
+
+
+def test_the_cache_folder_is_one_setting_that_the_command_line_overrides(tmp_path: Path) -> None:
+    def folders(config) -> tuple:
+        return config.cache_dir, config.model.spec.cache_dir, config.knowledge.cache_dir
+
+    assert folders(load_config(TINY, ["--cache_dir", str(tmp_path / "a")])) == (str(tmp_path / "a"),) * 3
+    overridden = load_config(TINY, ["--cache_dir", str(tmp_path / "a")], cache_dir=tmp_path / "b")
+    assert folders(overridden) == (str(tmp_path / "b"),) * 3
+    # null: $GRAPHCTX_CACHE, else .cache/graphctx, picked where the folder is made ("" in the KG's settings)
+    assert folders(load_config(TINY)) == (None, None, "")

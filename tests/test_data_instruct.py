@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from graphctx.data import DatasetSettings, FilterSettings
+from graphctx.data import DataModuleSettings, DatasetSettings, FilterSettings
 from graphctx.data.datamodule import InstructionDataModule
 from graphctx.data.instruct import IGNORE_INDEX, TEMPLATES, encode_example, get_template, prompt_ids
 from graphctx.data.packing import collate_rows, layout_batches, pack_rows
@@ -163,7 +163,7 @@ def test_plans_group_by_length_and_are_seeded():
 def test_datamodule_serves_packed_batches_from_the_real_dump(cardano_dir, cache_dir, llama_tokenizer):
     settings = DatasetSettings(source=str(cardano_dir), filters=FilterSettings(max_tokens=1024))
     module = InstructionDataModule(
-        dataset=settings, max_length=512, batch_size=2, pack=True, cache_dir=str(cache_dir)
+        DataModuleSettings(dataset=settings, max_length=512, batch_size=2, pack=True), str(cache_dir)
     )
     with pytest.raises(RuntimeError, match="attach_tokenizer"):
         module.setup("fit")

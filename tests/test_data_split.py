@@ -158,10 +158,8 @@ def _dated_config(tmp_path: Path, site: Path, validation: tuple[str, str]) -> Pa
         test_start=validation[1],
         test_end="2015-01-01",
     )
-    config["data"]["cache_dir"] = str(tmp_path / "cache")
-    config["model"]["spec"].update(
-        source="tiny-random", quantization="none", cache_dir=str(tmp_path / "cache")
-    )
+    config["cache_dir"] = str(tmp_path / "cache")
+    config["model"]["spec"].update(source="tiny-random", quantization="none")
     config["trainer"].update(default_root_dir=str(tmp_path / "run"), enable_progress_bar=False)
     config["knowledge"]["kg_dir"] = str(REPO.parent / "shared" / "data" / "kg")
     path = tmp_path / "dated.yaml"

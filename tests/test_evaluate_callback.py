@@ -12,7 +12,7 @@ import pytest
 import torch
 from lightning.pytorch.loggers import CSVLogger
 
-from graphctx.data import DatasetSettings
+from graphctx.data import DataModuleSettings, DatasetSettings
 from graphctx.data.datamodule import InstructionDataModule
 from graphctx.evaluation.callback import ValidationGeneration, decoding, validation_callback
 from graphctx.evaluation_settings import EvaluationSettings
@@ -22,7 +22,7 @@ from graphctx.knowledge.llm import GenerationModel
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics import MetricSettings
 from graphctx.metrics.settings import AutoAISSettings, BertScoreSettings, FactSettings
-from graphctx.model import InstructionTuner, LoraSettings, ModelSpec, load_tokenizer
+from graphctx.model import InstructionTuner, LoraSettings, ModelSpec, TunerSettings, load_tokenizer
 from graphctx.pipeline.run_config import RunConfig
 from graphctx.retrieval.embeddings import PACKAGED_MINILM
 from graphctx.retrieval.settings import RetrievalSettings
@@ -32,12 +32,7 @@ pytestmark = pytest.mark.slow
 
 def test_callback_scores_a_fixed_subset_and_training_goes_on(tmp_path, cardano_dir):
     cache = str(tmp_path / "cache")
-    spec = ModelSpec(source="tiny-random", compute_dtype="float32", cache_dir=cache)
-    module = InstructionTuner(spec=spec, lora=LoraSettings(r=4, alpha=8))
-    data = InstructionDataModule(
-        DatasetSettings(source=str(cardano_dir)), max_length=256, batch_size=1, cache_dir=cache
-    )
-    data.attach_tokenizer(load_tokenizer(spec))
+    spec = ModelSpec(source="tiny-random", compute_dtype="float32")
     evaluation = EvaluationSettings(
         callback_every_n_validations=1,
         callback_examples=2,
@@ -48,18 +43,21 @@ def test_callback_scores_a_fixed_subset_and_training_goes_on(tmp_path, cardano_d
             facts=FactSettings(fact_method="triplets", entity_method="spacy"),
         ),
     )
-    knowledge = KnowledgeSettings(cache_dir=cache)
     config = RunConfig(
         path=Path("callback.yaml"),
         seed_everything=0,
         trainer={},
-        model=module,
-        data=data,
+        model=TunerSettings(spec=spec, lora=LoraSettings(r=4, alpha=8)),
+        data=DataModuleSettings(DatasetSettings(source=str(cardano_dir)), max_length=256, batch_size=1),
         retrieval=RetrievalSettings(),
-        knowledge=knowledge,
+        knowledge=KnowledgeSettings(),
         generation=GenerationSettings(max_new_tokens=4, batch_size=2),
         evaluation=evaluation,
+        cache=cache,
     )
+    module = InstructionTuner(config.model)  # the modules as train.py builds them: from the run config
+    data = InstructionDataModule(config.data, config.cache_dir)
+    data.attach_tokenizer(load_tokenizer(config.model.spec))
     callback = validation_callback(config)
     assert (
         validation_callback(replace(config, evaluation=replace(evaluation, callback_every_n_validations=0)))
@@ -98,7 +96,7 @@ def test_callback_scores_a_fixed_subset_and_training_goes_on(tmp_path, cardano_d
 
     # called in training mode, the model comes back in training mode, with its kernel and no gradients
     zero_shot = ValidationGeneration(
-        replace(evaluation, callback_variant="ZeroShot"), RetrievalSettings(), knowledge, config.generation
+        replace(config, evaluation=replace(evaluation, callback_variant="ZeroShot"))
     )
     module.model.train()
     before = {name: p.detach().clone() for name, p in module.model.named_parameters() if p.requires_grad}
@@ -119,7 +117,7 @@ def test_the_llm_extractor_is_the_training_model_without_its_adapter(tmp_path):
         attention="eager",  # a training kernel that decoding must switch away from, and back to
         cache_dir=str(tmp_path / "cache"),
     )
-    module = InstructionTuner(spec=spec, lora=LoraSettings(r=4, alpha=8))
+    module = InstructionTuner(TunerSettings(spec=spec, lora=LoraSettings(r=4, alpha=8)))
     module.configure_model()
     model, base = module.model, module.model.get_base_model()
     lent = GenerationModel(model, load_tokenizer(spec), functools.partial(decoding, module, adapter=False))

@@ -27,13 +27,12 @@ def _words(text: str) -> str:
 def test_the_llm_extractor_is_the_loaded_base_model(tmp_path, cardano_dir, monkeypatch):
     cache = tmp_path / "cache"
     settings = {
-        "model": {"spec": {"source": "tiny-random", "cache_dir": str(cache)}},
+        "cache_dir": str(cache),
+        "model": {"spec": {"source": "tiny-random"}},
         "data": {  # a pool of recent questions only: the test embeds it on the CPU
-            "cache_dir": str(cache),
             "dataset": {"source": str(cardano_dir), "split": tiny_split(train_start="2021-08-20")},
         },
         "knowledge": {
-            "cache_dir": str(cache),
             "extractors": ["llm"],
             "llm_model": "",
             "llm_max_new_tokens": 4,

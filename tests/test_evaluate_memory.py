@@ -28,7 +28,6 @@ def test_each_stage_loads_after_the_previous_stages_models_are_freed(
         "bootstrap_samples": 20,
     }
     knowledge = {
-        "cache_dir": str(tmp_path / "cache"),
         "extractors": ["llm"],
         "llm_model": "",
         "llm_max_new_tokens": 4,

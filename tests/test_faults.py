@@ -122,13 +122,12 @@ def diverging_config(tmp_path: Path, cardano_dir: Path) -> tuple[Path, Path]:
     trainer.update(default_root_dir=str(root), max_steps=8, limit_val_batches=0, val_check_interval=None)
     trainer.update(enable_progress_bar=False, gradient_clip_val=None, logger=False)
     trainer["callbacks"][0]["init_args"].update(dirpath=str(root / "checkpoints"), every_n_train_steps=1)
-    config["model"]["spec"].update(
-        source="tiny-random", quantization="none", cache_dir=str(tmp_path / "cache")
-    )
+    config["cache_dir"] = str(tmp_path / "cache")
+    config["model"]["spec"].update(source="tiny-random", quantization="none")
     # Warm-up from 0 to 1e30 over the first steps: the first updates are sane, a later one overflows.
     config["model"]["optimizer"].update(lr=1e30, warmup_ratio=0.5, betas=[0.0, 0.999])
     config["data"]["dataset"]["source"] = str(cardano_dir)
-    config["data"].update(max_length=128, cache_dir=str(tmp_path / "cache"))
+    config["data"].update(max_length=128)
     path = tmp_path / "diverging.yaml"
     path.write_text(yaml.safe_dump(config))
     return path, root

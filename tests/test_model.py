@@ -16,7 +16,14 @@ from transformers import AutoModelForCausalLM
 from graphctx.data.instruct import encode_example, get_template
 from graphctx.data.packing import collate_rows
 from graphctx.errors import ConfigError
-from graphctx.model import InstructionTuner, LoraSettings, ModelSpec, load_base_model, load_tokenizer
+from graphctx.model import (
+    InstructionTuner,
+    LoraSettings,
+    ModelSpec,
+    TunerSettings,
+    load_base_model,
+    load_tokenizer,
+)
 from graphctx.model.export import export_adapter, export_merged
 from graphctx.model.loading import decoder_blocks
 from graphctx.model.loss import answer_cross_entropy_sum
@@ -59,7 +66,8 @@ def packed_batch(examples: list[dict[str, list[int]]]) -> dict[str, torch.Tensor
 def tuner(spec: ModelSpec, root: Path | None = None, **lora: float) -> InstructionTuner:
     settings = LoraSettings(r=8, alpha=16, dropout=0.0, **lora)
     export = ExportSettings(adapter_dir=str(root / "adapter") if root else None)
-    return InstructionTuner(spec=spec, lora=settings, optimizer=OptimizerSettings(lr=1e-2), export=export)
+    optimizer = OptimizerSettings(lr=1e-2)
+    return InstructionTuner(TunerSettings(spec=spec, lora=settings, optimizer=optimizer, export=export))
 
 
 def trainer(root: Path, max_steps: int) -> L.Trainer:
@@ -311,7 +319,7 @@ def test_merged_export_matches_base_plus_adapter(spec: ModelSpec, examples, tmp_
     plain = ModelSpec(
         source="tiny-random", quantization="none", compute_dtype="float32", cache_dir=spec.cache_dir
     )
-    module = InstructionTuner(spec=plain, lora=LoraSettings(r=8, alpha=16, dropout=0.0))
+    module = InstructionTuner(TunerSettings(spec=plain, lora=LoraSettings(r=8, alpha=16, dropout=0.0)))
     module.configure_model()
     optimizer = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=1e-2)
     for _ in range(3):
@@ -345,7 +353,7 @@ def _adapter_gradients(module: InstructionTuner, batch: dict[str, torch.Tensor])
 
 def _seeded_tuner(spec: ModelSpec) -> InstructionTuner:
     torch.manual_seed(0)  # same adapter initialisation for every variant compared
-    module = InstructionTuner(spec=spec, lora=LoraSettings(r=8, alpha=16, dropout=0.0))
+    module = InstructionTuner(TunerSettings(spec=spec, lora=LoraSettings(r=8, alpha=16, dropout=0.0)))
     module.configure_model()
     with torch.no_grad():  # a non-zero B, so the gradients reach every adapter matrix
         for name, parameter in module.named_parameters():

@@ -12,7 +12,7 @@ from peft import get_peft_model_state_dict, set_peft_model_state_dict
 import graphctx.model.module
 from graphctx.data.instruct import encode_example, get_template
 from graphctx.data.packing import collate_rows
-from graphctx.model import InstructionTuner, LoraSettings, ModelSpec, load_tokenizer
+from graphctx.model import InstructionTuner, LoraSettings, ModelSpec, TunerSettings, load_tokenizer
 from graphctx.model.attention import VARLEN, varlen_available, varlen_keyword_arguments
 from graphctx.model.optim import build_optimizer
 from graphctx.model.settings import OptimizerSettings
@@ -36,7 +36,8 @@ def packed_cuda_batch(spec: ModelSpec) -> dict[str, torch.Tensor]:
 
 
 def tuner(spec: ModelSpec) -> InstructionTuner:
-    module = InstructionTuner(spec=spec, lora=LoraSettings(r=8, dropout=0.0)).to(torch.device("cuda", 0))
+    settings = TunerSettings(spec=spec, lora=LoraSettings(r=8, dropout=0.0))
+    module = InstructionTuner(settings).to(torch.device("cuda", 0))
     module.configure_model()
     return module
 

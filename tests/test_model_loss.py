@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader
 
 from graphctx.data.instruct import encode_example, get_template
 from graphctx.data.packing import collate_rows
-from graphctx.model import InstructionTuner, LoraSettings, ModelSpec, load_tokenizer
+from graphctx.model import InstructionTuner, LoraSettings, ModelSpec, TunerSettings, load_tokenizer
 from tests.forked_ranks import run_forked_ranks
 
 SHORT = ("Is ADA a token?", "Yes.")
@@ -77,7 +77,7 @@ def union(batches: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
 def seeded_tuner(spec: ModelSpec) -> InstructionTuner:
     """The same adapter every call, with a non-zero B so that every adapter matrix gets a gradient."""
     torch.manual_seed(0)
-    module = InstructionTuner(spec=spec, lora=LoraSettings(r=8, alpha=16, dropout=0.0))
+    module = InstructionTuner(TunerSettings(spec=spec, lora=LoraSettings(r=8, alpha=16, dropout=0.0)))
     module.configure_model()
     with torch.no_grad():
         for name, parameter in module.named_parameters():

@@ -60,15 +60,14 @@ def evaluation_config(tmp_path: Path, cardano_dir: Path, adapter: Path, encoder:
     """A config answering with the tiny random Llama (+ ``adapter``) on the recent cardano questions."""
     cache = tmp_path / "cache"
     settings = {
-        "model": {"spec": {"source": "tiny-random", "cache_dir": str(cache)}},
+        "cache_dir": str(cache),
+        "model": {"spec": {"source": "tiny-random"}},
         "data": {
-            "cache_dir": str(cache),
             "dataset": {
                 "source": str(cardano_dir),
                 "split": tiny_split(train_start="2021-08-20"),
             },
         },
-        "knowledge": {"cache_dir": str(cache)},
         "generation": {"max_new_tokens": 2, "batch_size": 1, "max_prompt_tokens": 64},
         "evaluation": {
             "adapter": str(adapter),
@@ -128,11 +127,9 @@ def training_config(tmp_path: Path, cardano_dir: Path) -> tuple[Path, Path]:
     root = tmp_path / "run"
     trainer = config["trainer"]
     trainer["default_root_dir"] = str(root)
-    config["model"]["spec"].update(
-        source="tiny-random", quantization="none", cache_dir=str(tmp_path / "cache")
-    )
+    config["model"]["spec"].update(source="tiny-random", quantization="none")
     config["data"]["dataset"]["source"] = str(cardano_dir)
-    config["data"]["cache_dir"] = str(tmp_path / "cache")
+    config["cache_dir"] = str(tmp_path / "cache")
     path = tmp_path / "train.yaml"
     path.write_text(yaml.safe_dump(config))
     return path, root
@@ -142,13 +139,12 @@ def test_a_real_adapter_checkpoint_state_passes_the_ckpt_path_check(tmp_path) ->
     import torch
 
     from graphctx.model import InstructionTuner, ModelSpec
-    from graphctx.model.settings import LoraSettings
+    from graphctx.model.settings import LoraSettings, TunerSettings
     from train import check_checkpoint
 
     lora = LoraSettings(r=4, target_modules=["q_proj", "v_proj"])
-    tuner = InstructionTuner(
-        ModelSpec(source="tiny-random", quantization="none", cache_dir=str(tmp_path)), lora
-    )
+    spec = ModelSpec(source="tiny-random", quantization="none", cache_dir=str(tmp_path))
+    tuner = InstructionTuner(TunerSettings(spec=spec, lora=lora))
     tuner.configure_model()
     state = {name: p.detach() for name, p in tuner.named_parameters() if p.requires_grad}
     path = tmp_path / "last.ckpt"

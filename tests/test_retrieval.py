@@ -316,8 +316,8 @@ def test_index_and_retrieve_commands(cardano_dir: Path, tmp_path: Path, capsys) 
 
     config = tmp_path / "config.yaml"
     config.write_text(
+        f"cache_dir: {tmp_path / 'cache'}\n"
         f"data:\n  dataset:\n    source: {cardano_dir}\n    filters:\n      max_tokens: null\n"
-        f"  cache_dir: {tmp_path / 'cache'}\n"
         "retrieval:\n  threshold: 0.5\n  max_seq_length: 64\n  device: cpu\n"
     )
     assert cli_main(["index", "--config", str(config)]) == 0

@@ -138,7 +138,7 @@ def test_a_7z_archive_reads_the_same_links_in_either_member_order(site, tmp_path
 # ---- bad input -------------------------------------------------------------------------------------------
 def small_config(tmp_path: Path, source: Path) -> Path:
     config = yaml.safe_load(TINY.read_text())
-    config["data"]["cache_dir"] = str(tmp_path / "cache")
+    config["cache_dir"] = str(tmp_path / "cache")
     split = {key: value for key, value in vars(settings_for(source).split).items()}
     config["data"]["dataset"].update(source=str(source), workers=1, filters={"max_tokens": None}, split=split)
     path = tmp_path / "config.yaml"

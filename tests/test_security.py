@@ -113,9 +113,10 @@ def secret_run(tmp_path_factory, cardano_dir):
     trainer.update(default_root_dir=str(root), max_steps=2, limit_val_batches=1, val_check_interval=2)
     trainer["enable_progress_bar"] = False
     trainer["callbacks"][0]["init_args"].update(every_n_train_steps=1)
-    config["model"]["spec"].update(source="tiny-random", quantization="none", cache_dir=str(tmp / "cache"))
+    config["cache_dir"] = str(tmp / "cache")
+    config["model"]["spec"].update(source="tiny-random", quantization="none")
     config["data"]["dataset"]["source"] = str(cardano_dir)
-    config["data"].update(max_length=128, cache_dir=str(tmp / "cache"))
+    config["data"].update(max_length=128)
     path = tmp / "tiny.yaml"
     path.write_text(yaml.safe_dump(config))
     patch = pytest.MonkeyPatch()

@@ -48,11 +48,10 @@ def preemptible_config(tmp_path: Path, cardano_dir: Path) -> tuple[Path, Path]:
         if logger["class_path"].endswith("CSVLogger"):
             logger["init_args"] = {"flush_logs_every_n_steps": 1}
     trainer["callbacks"][0]["init_args"].update(every_n_train_steps=CHECKPOINT_EVERY)
-    config["model"]["spec"].update(
-        source="tiny-random", quantization="none", cache_dir=str(tmp_path / "cache")
-    )
+    config["cache_dir"] = str(tmp_path / "cache")
+    config["model"]["spec"].update(source="tiny-random", quantization="none")
     config["data"]["dataset"]["source"] = str(cardano_dir)
-    config["data"].update(max_length=256, cache_dir=str(tmp_path / "cache"))
+    config["data"].update(max_length=256)
     config["knowledge"]["kg_dir"] = str(cardano_dir.parents[1] / "kg")
     path = tmp_path / "preemptible.yaml"
     path.write_text(yaml.safe_dump(config))

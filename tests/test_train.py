@@ -45,9 +45,10 @@ def run_config(tmp_path: Path, cardano_dir: Path, name: str = "run") -> Path:
     trainer["callbacks"][0]["init_args"].update(every_n_train_steps=1)
     recorder = {"class_path": "test_train.BatchRecorder", "init_args": {"path": str(root / "batches.txt")}}
     trainer["callbacks"].append(recorder)
-    config["model"]["spec"].update(source="tiny-random", cache_dir=str(tmp_path / "cache"))
+    config["cache_dir"] = str(tmp_path / "cache")
+    config["model"]["spec"].update(source="tiny-random")
     config["data"]["dataset"]["source"] = str(cardano_dir)
-    config["data"].update(max_length=256, cache_dir=str(tmp_path / "cache"))
+    config["data"].update(max_length=256)
     config["knowledge"]["kg_dir"] = str(cardano_dir.parents[1] / "kg")
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config))

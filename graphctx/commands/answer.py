@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="prompt, model and context (default GraphContextGen: graph retrieval + KG, with the adapter)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's data.cache_dir)")
+    parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's cache_dir)")
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:

@@ -47,13 +47,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_help() -> str:
     """What ``--config`` gives this command: the ``data.dataset`` section (plus the tokenizer of
-    ``model.spec`` and ``data.cache_dir``), without importing the config layer."""
+    ``model.spec`` and ``cache_dir``), without importing the config layer."""
     from graphctx.data.settings import DatasetSettings
     from graphctx.settings_docs import section_help
 
     return (
         "Config settings graphctx data reads with --config: the data.dataset section below, the tokenizer\n"
-        "of model.spec and data.cache_dir (graphctx index --help lists every setting):\n\n"
+        "of model.spec and cache_dir (graphctx index --help lists every setting):\n\n"
         + section_help(DatasetSettings, "data.dataset")
     )
 
@@ -69,9 +69,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if args.config:
         from graphctx.pipeline.config_file import load_config
 
-        config = load_config(args.config)
+        config = load_config(args.config, cache_dir=args.cache_dir)
         settings = replace(config.data.dataset, source=args.path)
-        spec, cache_dir = config.model.spec, args.cache_dir or config.data.cache_dir
+        spec, cache_dir = config.model.spec, config.cache_dir
     else:
         settings, spec, cache_dir = DatasetSettings(source=args.path), ModelSpec(), args.cache_dir
     check_source(settings.source)  # a wrong path is named before the tokenizer's model loads

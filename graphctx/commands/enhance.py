@@ -14,7 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="YAML config (data, retrieval, knowledge)")
     add_question_arguments(parser, "the new question to build a context for")
     parser.add_argument("--json", action="store_true", help="print the structure (pairs, triplets, sources)")
-    parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's data.cache_dir)")
+    parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's cache_dir)")
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:

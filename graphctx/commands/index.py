@@ -11,7 +11,7 @@ from typing import TextIO
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="YAML config (sections data, model, retrieval)")
-    parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's data.cache_dir)")
+    parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's cache_dir)")
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:

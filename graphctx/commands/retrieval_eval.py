@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output-dir", help="report folder (default <trainer.default_root_dir>/retrieval_eval)"
     )
-    parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's data.cache_dir)")
+    parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's cache_dir)")
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:

@@ -15,7 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_question_arguments(parser, "the new question (title and body as one text)")
     parser.add_argument("--top-k", type=int, help="hits to return (default: the config's retrieval.top_k)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's data.cache_dir)")
+    parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's cache_dir)")
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from graphctx.data.settings import DatasetSettings, FilterSettings, SplitSettings
+from graphctx.data.settings import DataModuleSettings, DatasetSettings, FilterSettings, SplitSettings
 
 if TYPE_CHECKING:
     from graphctx.data.build import load_qa_dataset, prepare_qa_dataset
 
-__all__ = ["DatasetSettings", "FilterSettings", "SplitSettings", "load_qa_dataset", "prepare_qa_dataset"]
+__all__ = [
+    "DataModuleSettings",
+    "DatasetSettings",
+    "FilterSettings",
+    "SplitSettings",
+    "load_qa_dataset",
+    "prepare_qa_dataset",
+]
 
 
 def __getattr__(name: str) -> Any:

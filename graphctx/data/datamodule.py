@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 import lightning as L
 from torch.utils.data import Dataset
 from torchdata.stateful_dataloader import StatefulDataLoader
 from transformers import PreTrainedTokenizerBase
 
-from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, Range
 from graphctx.data.build import load_qa_dataset
 from graphctx.data.instruct import encode_example, get_template
 from graphctx.data.packing import BatchLayout, collate_rows, layout_batches
-from graphctx.data.settings import DatasetSettings
+from graphctx.data.settings import DataModuleSettings
 
 
 class BatchDataset(Dataset):
@@ -35,51 +34,17 @@ class BatchDataset(Dataset):
 
 
 class InstructionDataModule(L.LightningDataModule):
-    """Instruction-tuning batches from the Q&A dataset (train and validation splits).
+    """Instruction-tuning batches from the Q&A dataset (train and validation splits), built from the
+    ``data`` section's :class:`~graphctx.data.settings.DataModuleSettings`.
 
     The tokenizer is the model's: call :meth:`attach_tokenizer` before ``setup`` (train.py does).
     """
 
-    RANGES: ClassVar[dict[str, Range]] = {
-        "max_length": AT_LEAST_ONE,
-        "min_prompt_tokens": NON_NEGATIVE,
-        "batch_size": AT_LEAST_ONE,
-        "num_workers": NON_NEGATIVE,
-    }
-
-    def __init__(
-        self,
-        dataset: DatasetSettings,
-        template: str = "paper",
-        max_length: int = 1024,
-        min_prompt_tokens: int = 64,
-        batch_size: int = 4,
-        pack: bool = True,
-        num_workers: int = 0,
-        seed: int = 0,
-        cache_dir: str | None = None,
-    ) -> None:
-        """
-        Args:
-            dataset: where the Q&A pairs come from and how they are filtered and split.
-            template: instruction format, ``paper`` (``[INST]q[\\INST]Answer:a``) or ``llama2-chat``.
-            max_length: tokens per example (and per packed row); longer examples are truncated.
-            min_prompt_tokens: the question is cut to this many tokens before the answer is cut.
-            batch_size: rows per batch (examples when unpacked; packed rows of ``max_length`` when packed).
-            pack: pack several examples into each row (no pad compute, no cross-example attention).
-            num_workers: DataLoader worker processes.
-            seed: seed of the batch order.
-            cache_dir: graphctx cache folder (default ``$GRAPHCTX_CACHE`` or ``.cache/graphctx``).
-        """
+    def __init__(self, settings: DataModuleSettings, cache_dir: str | None = None) -> None:
+        """``cache_dir``: the graphctx cache folder (None: ``$GRAPHCTX_CACHE`` or ``.cache/graphctx``)."""
         super().__init__()
-        self.dataset = dataset
-        self.template = get_template(template)
-        self.max_length = max_length
-        self.min_prompt_tokens = min_prompt_tokens
-        self.batch_size = batch_size
-        self.pack = pack
-        self.num_workers = num_workers
-        self.seed = seed
+        self.settings = settings
+        self.template = get_template(settings.template)
         self.cache_dir = cache_dir
         self.tokenizer: PreTrainedTokenizerBase | None = None
         self.splits: dict[str, BatchDataset] = {}
@@ -96,11 +61,14 @@ class InstructionDataModule(L.LightningDataModule):
             )
         if self.splits:
             return
-        qa = load_qa_dataset(self.dataset, self.cache_dir, self.tokenizer)
+        qa = load_qa_dataset(self.settings.dataset, self.cache_dir, self.tokenizer)
         for split in ("train", "validation"):
             examples = [self._encode(row) for row in qa[split]]
             lengths = [len(example["input_ids"]) for example in examples]
-            layout = layout_batches(lengths, self.batch_size, self.pack, self.max_length, self.seed)
+            settings = self.settings
+            layout = layout_batches(
+                lengths, settings.batch_size, settings.pack, settings.max_length, settings.seed
+            )
             self.splits[split] = BatchDataset(examples, layout)
 
     def _encode(self, row: dict[str, Any]) -> dict[str, list[int]]:
@@ -109,8 +77,8 @@ class InstructionDataModule(L.LightningDataModule):
             self.template,
             row["question"],
             row["answer"],
-            self.max_length,
-            self.min_prompt_tokens,
+            self.settings.max_length,
+            self.settings.min_prompt_tokens,
         )
 
     def _loader(self, split: str, shuffle: bool) -> StatefulDataLoader:
@@ -120,8 +88,8 @@ class InstructionDataModule(L.LightningDataModule):
             self.splits[split],
             batch_size=1,
             shuffle=shuffle,
-            num_workers=self.num_workers,
-            collate_fn=_Collate(pad_id, self.pack),
+            num_workers=self.settings.num_workers,
+            collate_fn=_Collate(pad_id, self.settings.pack),
         )
 
     def train_dataloader(self) -> StatefulDataLoader:

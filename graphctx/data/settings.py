@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, Range, check_own_fields
+from graphctx.data.instruct import TEMPLATES
 
 
 @dataclass
@@ -106,3 +107,50 @@ class DatasetSettings:
     speed changes: the dataset (and its cache key) is the same for any value."""
     filters: FilterSettings = field(default_factory=FilterSettings)
     split: SplitSettings = field(default_factory=SplitSettings)
+
+
+@dataclass
+class DataModuleSettings:
+    """Instruction-tuning batches from the Q&A dataset (train and validation splits).
+
+    The ``data`` section. Plain settings, so that a config is read and checked without importing
+    Lightning; the data module is built from them (``InstructionDataModule(settings, cache_dir)``)."""
+
+    RANGES: ClassVar[dict[str, Range]] = {
+        "max_length": AT_LEAST_ONE,
+        "min_prompt_tokens": NON_NEGATIVE,
+        "batch_size": AT_LEAST_ONE,
+        "num_workers": NON_NEGATIVE,
+    }
+
+    def __post_init__(self) -> None:
+        check_own_fields(self)
+
+    dataset: DatasetSettings
+    """where the Q&A pairs come from and how they are filtered and split."""
+    template: str = "paper"
+    """instruction format, ``paper`` (``[INST]q[\\INST]Answer:a``) or ``llama2-chat``."""
+    max_length: int = 1024
+    """tokens per example (and per packed row); longer examples are truncated."""
+    min_prompt_tokens: int = 64
+    """the question is cut to this many tokens before the answer is cut."""
+    batch_size: int = 4
+    """rows per batch (examples when unpacked; packed rows of ``max_length`` when packed)."""
+    pack: bool = True
+    """pack several examples into each row (no pad compute, no cross-example attention)."""
+    num_workers: int = 0
+    """DataLoader worker processes."""
+    seed: int = 0
+    """seed of the batch order."""
+
+    @staticmethod
+    def consistency(value: Any) -> list[tuple[str, str]]:
+        """An instruction template that does not exist."""
+        if value.template in TEMPLATES:
+            return []
+        return [
+            (
+                "template",
+                f"unknown instruction template {value.template!r}; choose one of {sorted(TEMPLATES)}",
+            )
+        ]

@@ -27,24 +27,21 @@ from graphctx.cache import atomic_path
 from graphctx.data import load_qa_dataset
 from graphctx.errors import ConfigError
 from graphctx.evaluation.scoring import Scorer
-from graphctx.evaluation_settings import EvaluationSettings
-from graphctx.generation.settings import GenerationSettings
 from graphctx.knowledge.llm import GenerationModel
-from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics.settings import METRIC_NAMES
 from graphctx.pipeline.answerer import Answerer, AnswerSettings
 from graphctx.pipeline.contexts import RetrievedContext
 from graphctx.pipeline.run_config import RunConfig
 from graphctx.prompts import VARIANTS, ModelKind
-from graphctx.retrieval.settings import RetrievalSettings
 
 TABLE_COLUMNS = ("id", "question", "context", "generated", "gold")
 
 
 @contextlib.contextmanager
-def decoding(pl_module: L.LightningModule, adapter: bool) -> Iterator[None]:
-    """The training model ready to decode: eval mode, SDPA attention, eager blocks, no autograd graph, its
-    adapter on or off; on exit it is put back exactly as it was."""
+def decoding(pl_module: L.LightningModule, adapter: bool, compiled: bool = False) -> Iterator[None]:
+    """The training model ready to decode: eval mode, SDPA attention, eager blocks (``compiled``: its blocks
+    were compiled for training, ``model.spec.compile``), no autograd graph, its adapter on or off; on exit
+    it is put back exactly as it was."""
     model = pl_module.model
     base = model.get_base_model()
     attention, was_training = base.config._attn_implementation, model.training
@@ -52,8 +49,8 @@ def decoding(pl_module: L.LightningModule, adapter: bool) -> Iterator[None]:
     if attention != "sdpa":  # the padding-free training kernel takes no padded batches or KV cache
         base.set_attn_implementation("sdpa")
     adapter_off = contextlib.nullcontext() if adapter else model.disable_adapter()
-    # compiled training blocks (model.spec.compile) would retrace for every KV-cache shape: run eagerly
-    stance = "force_eager" if pl_module.spec.compile else "default"
+    # compiled training blocks would retrace for every KV-cache shape: run eagerly
+    stance = "force_eager" if compiled else "default"
     try:
         with adapter_off, torch.compiler.set_stance(stance), torch.no_grad():
             yield
@@ -70,23 +67,21 @@ class TrainingModel:
 
     pl_module: L.LightningModule
     tokenizer: Any
+    compiled: bool = False
+    """Its blocks were compiled for training (``model.spec.compile``)."""
 
     def load(self, kind: ModelKind) -> GenerationModel:
-        session = functools.partial(decoding, self.pl_module, adapter=kind == "adapter")
+        session = functools.partial(
+            decoding, self.pl_module, adapter=kind == "adapter", compiled=self.compiled
+        )
         return GenerationModel(self.pl_module.model, self.tokenizer, session)
 
 
 class ValidationGeneration(L.Callback):
     """Generate and score ``evaluation.callback_examples`` validation questions with the callback variant."""
 
-    def __init__(
-        self,
-        evaluation: EvaluationSettings,
-        retrieval: RetrievalSettings,
-        knowledge: KnowledgeSettings,
-        generation: GenerationSettings,
-        fact_label: str = "",
-    ) -> None:
+    def __init__(self, config: RunConfig, fact_label: str = "") -> None:
+        evaluation = config.evaluation
         if evaluation.callback_variant not in VARIANTS:
             raise ConfigError(
                 f"evaluation.callback_variant: unknown variant {evaluation.callback_variant!r}; "
@@ -97,12 +92,10 @@ class ValidationGeneration(L.Callback):
             raise ConfigError(
                 f"evaluation.callback_metrics: unknown metric(s) {unknown}; choose from {list(METRIC_NAMES)}"
             )
+        self.config = config
         self.settings = evaluation
         self.fact_label = fact_label
         self.variant = VARIANTS[evaluation.callback_variant]
-        self.retrieval = retrieval
-        self.knowledge = knowledge
-        self.generation = generation
         self.validations = 0
         self.rows: list[dict[str, Any]] | None = None
         self.contexts: list[RetrievedContext] = []
@@ -131,15 +124,12 @@ class ValidationGeneration(L.Callback):
     def prepare(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         """The fixed subset (first ``callback_examples`` validation questions by id) and their contexts;
         the LLM extractor, when it is the generation model, is ``pl_module``'s model without its adapter."""
-        datamodule = trainer.datamodule
-        dataset = load_qa_dataset(datamodule.dataset, datamodule.cache_dir, datamodule.tokenizer)
+        config, tokenizer = self.config, trainer.datamodule.tokenizer
+        dataset = load_qa_dataset(config.data.dataset, config.cache_dir, tokenizer)
         validation = sorted(dataset["validation"], key=lambda row: int(row["id"]))
         self.rows = validation[: self.settings.callback_examples]
-        settings = AnswerSettings(
-            self.retrieval, self.knowledge, self.generation, datamodule.template, datamodule.cache_dir
-        )
-        models = TrainingModel(pl_module, datamodule.tokenizer)
-        self.answerer = Answerer(settings, dataset["train"], datamodule.tokenizer, models)
+        models = TrainingModel(pl_module, tokenizer, config.model.spec.compile)
+        self.answerer = Answerer(AnswerSettings.of(config), dataset["train"], tokenizer, models)
         builder = self.answerer.context_builder()  # kept here: its extractor also scores the facts
         questions = [row["question"] for row in self.rows]
         self.contexts = builder.for_variants([self.variant], questions)[self.variant.name]
@@ -154,7 +144,7 @@ class ValidationGeneration(L.Callback):
         self.scorer = Scorer(
             self.settings.metrics,
             extractor,
-            datamodule.cache_dir,
+            config.cache_dir,
             metrics=self.settings.callback_metrics,
             fact_label=self.fact_label,
             device=self.settings.callback_device,
@@ -218,6 +208,4 @@ def validation_callback(config: RunConfig, fact_label: str = "") -> ValidationGe
     """The callback of a run config, or None when ``evaluation.callback_every_n_validations`` is 0."""
     if config.evaluation.callback_every_n_validations <= 0:
         return None
-    return ValidationGeneration(
-        config.evaluation, config.retrieval, config.knowledge, config.generation, fact_label
-    )
+    return ValidationGeneration(config, fact_label)

@@ -95,7 +95,7 @@ class ResumeGuard:
             "variant": dataclasses.asdict(variant),
             "stop_strings": list(variant.stop_strings),
             "model": _settings(config.model.spec, SPEED_ONLY["model"]),
-            "template": dataclasses.asdict(config.data.template),
+            "template": dataclasses.asdict(config.template),
             "dataset": dataclasses.asdict(config.data.dataset),
             "split": config.evaluation.split,
             # base_weights only binds the base rows: it enters as the variant's ``weights``

@@ -142,7 +142,8 @@ class KnowledgeSettings:
     """Budget tokenizer: HF id/folder, a SentencePiece ``.model`` file, or ``""`` to count words."""
 
     cache_dir: str = ""
-    """Cache folder for the KG store, SPARQL responses and enhanced contexts (``""``: graphctx default)."""
+    """Cache folder for the KG store, SPARQL responses and enhanced contexts (``""``: graphctx default). Not
+    a config key: the run config sets it from the top-level ``cache_dir``."""
 
     @staticmethod
     def consistency(value: Any) -> list[tuple[str, str]]:

@@ -13,6 +13,7 @@ from graphctx.model.settings import (
     ModelSpec,
     OptimizerSettings,
     TinyLlamaSettings,
+    TunerSettings,
 )
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ __all__ = [
     "ModelSpec",
     "OptimizerSettings",
     "TinyLlamaSettings",
+    "TunerSettings",
     "attach_lora",
     "load_base_model",
     "load_tokenizer",

@@ -31,7 +31,7 @@ from graphctx.model.loading import (
 )
 from graphctx.model.loss import IGNORE_INDEX, answer_cross_entropy_sum
 from graphctx.model.optim import build_optimizer, build_scheduler
-from graphctx.model.settings import ExportSettings, LoraSettings, ModelSpec, OptimizerSettings
+from graphctx.model.settings import ExportSettings, TunerSettings
 
 
 def real_token_mask(batch: dict[str, torch.Tensor], pad_token_id: int | None) -> torch.Tensor:
@@ -76,6 +76,12 @@ def peak_memory_gib(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # Linux reports KiB
 
 
+def exported_adapter_dir(export: ExportSettings, root_dir: str) -> Path:
+    """Where training exports the adapter: ``export.adapter_dir`` or ``<root_dir>/adapter`` (``root_dir``:
+    the Trainer's ``default_root_dir``, the working directory when unset)."""
+    return Path(export.adapter_dir or Path(root_dir) / "adapter")
+
+
 def fit_optimizer_steps(trainer: L.Trainer) -> int:
     """Optimiser steps this fit will take: ``max_steps``, or fewer when ``max_epochs`` ends it first.
 
@@ -97,7 +103,8 @@ def fit_optimizer_steps(trainer: L.Trainer) -> int:
 
 
 class InstructionTuner(L.LightningModule):
-    """QLoRA/LoRA instruction tuning with the loss on answer tokens only.
+    """QLoRA/LoRA instruction tuning with the loss on answer tokens only, built from the ``model`` section's
+    :class:`~graphctx.model.settings.TunerSettings` (also its checkpoints' hyper-parameters).
 
     The loss of one optimiser step is the mean cross-entropy over every answer token of the step: all
     micro-batches of the accumulation window on all ranks, ``L = (1/N) sum_t CE_t`` with ``N`` the step's
@@ -113,19 +120,13 @@ class InstructionTuner(L.LightningModule):
     adapter is exported in peft format (and, if asked, merged into a bf16 copy of the base).
     """
 
-    def __init__(
-        self,
-        spec: ModelSpec = ModelSpec(),  # noqa: B008 -- dataclass defaults show up in --print_config
-        lora: LoraSettings = LoraSettings(),  # noqa: B008
-        optimizer: OptimizerSettings = OptimizerSettings(),  # noqa: B008
-        export: ExportSettings = ExportSettings(),  # noqa: B008
-    ) -> None:
+    def __init__(self, settings: TunerSettings) -> None:
         super().__init__()
         # JSON-plain dicts (no tuples), so checkpoints load with torch.load(weights_only=True) and every
         # logger (YAML, W&B) can write them
-        settings = {"spec": spec, "lora": lora, "optimizer": optimizer, "export": export}
-        self.save_hyperparameters(json.loads(json.dumps({k: asdict(v) for k, v in settings.items()})))
-        self.spec, self.lora, self.optimizer_settings, self.export = spec, lora, optimizer, export
+        self.save_hyperparameters(json.loads(json.dumps(asdict(settings))))
+        self.settings = settings
+        self.spec = settings.spec
         self.model = None
         self.pad_token_id: int | None = None
         self.strict_loading = False  # checkpoints carry the adapter only; the base comes from `spec`
@@ -145,7 +146,7 @@ class InstructionTuner(L.LightningModule):
             apply_liger(base)
         if self.spec.gradient_checkpointing:
             enable_checkpointing(base, self.spec.checkpoint_fraction)
-        self.model = attach_lora(base, self.lora)
+        self.model = attach_lora(base, self.settings.lora)
         if self.spec.compile:
             compile_blocks(self.model)
         self.model.train()  # from_pretrained returns eval mode; Lightning switches modes from here on
@@ -234,8 +235,8 @@ class InstructionTuner(L.LightningModule):
 
     def configure_optimizers(self) -> dict[str, Any]:
         parameters = [parameter for parameter in self.parameters() if parameter.requires_grad]
-        optimizer = build_optimizer(parameters, self.optimizer_settings, self.device)
-        scheduler = build_scheduler(optimizer, self.optimizer_settings, fit_optimizer_steps(self.trainer))
+        optimizer = build_optimizer(parameters, self.settings.optimizer, self.device)
+        scheduler = build_scheduler(optimizer, self.settings.optimizer, fit_optimizer_steps(self.trainer))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     # ---- checkpoints and export --------------------------------------------------------------------
@@ -255,12 +256,13 @@ class InstructionTuner(L.LightningModule):
             )
 
     def adapter_dir(self) -> Path:
-        """Where the adapter is exported: ``export.adapter_dir`` or ``<default_root_dir>/adapter``."""
-        return Path(self.export.adapter_dir or Path(self.trainer.default_root_dir) / "adapter")
+        """Where the adapter is exported (:func:`exported_adapter_dir`)."""
+        return exported_adapter_dir(self.settings.export, self.trainer.default_root_dir)
 
     @rank_zero_only
     def on_train_end(self) -> None:
         target = export_adapter(self.model, load_tokenizer(self.spec), self.adapter_dir())
-        if self.export.merge:
-            merged = self.export.merged_dir or Path(self.trainer.default_root_dir) / "merged"
-            export_merged(self.spec, target, merged, self.export.merge_base)
+        export = self.settings.export
+        if export.merge:
+            merged = export.merged_dir or Path(self.trainer.default_root_dir) / "merged"
+            export_merged(self.spec, target, merged, export.merge_base)

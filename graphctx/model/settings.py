@@ -115,8 +115,8 @@ class ModelSpec:
     """Answer tokens per chunk of the cross-entropy: logits exist for at most this many tokens at a time
     (each chunk is recomputed in the backward pass), never for the whole packed batch."""
     cache_dir: str | None = None
-    """Cache folder for converted GGUF and tiny random models; null = ``$GRAPHCTX_CACHE`` or
-    ``./.cache/graphctx``."""
+    """Cache folder for converted GGUF and tiny random models; None = ``$GRAPHCTX_CACHE`` or
+    ``./.cache/graphctx``. Not a config key: the run config sets it from the top-level ``cache_dir``."""
     tiny: TinyLlamaSettings = field(default_factory=TinyLlamaSettings)
     """Shape of the model when ``source: tiny-random``; ignored otherwise."""
 
@@ -201,3 +201,17 @@ class ExportSettings:
     the adapter never saw; not what was evaluated)."""
     merged_dir: str | None = None
     """With ``merge``: its folder; null = ``<trainer.default_root_dir>/merged``."""
+
+
+@dataclass
+class TunerSettings:
+    """QLoRA/LoRA instruction tuning with the loss on answer tokens only.
+
+    The ``model`` section: what :class:`graphctx.model.module.InstructionTuner` trains and writes. Plain
+    settings, so that a config is read and checked without importing Lightning; the module is built from
+    them (``InstructionTuner(settings)``)."""
+
+    spec: ModelSpec = field(default_factory=ModelSpec)
+    lora: LoraSettings = field(default_factory=LoraSettings)
+    optimizer: OptimizerSettings = field(default_factory=OptimizerSettings)
+    export: ExportSettings = field(default_factory=ExportSettings)

@@ -103,7 +103,7 @@ class AnswerSettings:
             config.retrieval,
             config.knowledge,
             config.generation,
-            config.data.template,
+            config.template,
             config.cache_dir,
             config.genqa_dir,
         )

@@ -1,13 +1,14 @@
 """One YAML config for every entry point: train.py, evaluate.py and the ``graphctx`` subcommands.
 
-It reads the YAML into the sections' settings and modules and hands them on as a
-:class:`~graphctx.pipeline.run_config.RunConfig`.
+It reads the YAML into the sections' settings dataclasses and hands them on as a
+:class:`~graphctx.pipeline.run_config.RunConfig`; the Lightning modules are built from those settings
+where they are needed (train.py), so reading and checking a config imports neither Lightning nor torch.
 
-Sections: ``seed_everything``, ``trainer`` (Lightning Trainer arguments), ``model`` (``InstructionTuner``),
-``data`` (``InstructionDataModule``), ``retrieval`` (``RetrievalSettings``), ``knowledge``
-(``KnowledgeSettings``), ``generation`` (``GenerationSettings``) and ``evaluation``
-(``EvaluationSettings``). jsonargparse checks every key and type
-against those signatures, so a typo or a wrong type fails with the key's dotted name.
+Keys: ``seed_everything``, ``cache_dir`` (the one graphctx cache folder), ``trainer`` (Lightning Trainer
+arguments), ``model`` (``TunerSettings``), ``data`` (``DataModuleSettings``), ``retrieval``
+(``RetrievalSettings``), ``knowledge`` (``KnowledgeSettings``), ``generation`` (``GenerationSettings``) and
+``evaluation`` (``EvaluationSettings``). jsonargparse checks every key and type against those dataclasses,
+so a typo or a wrong type fails with the key's dotted name.
 """
 
 from __future__ import annotations
@@ -17,19 +18,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
 import yaml
 from jsonargparse import ActionConfigFile, ArgumentParser, Namespace, get_loader, set_loader
 
-from graphctx.checks import fields_of, problems
-from graphctx.data.build import split_ranges
-from graphctx.data.datamodule import InstructionDataModule
-from graphctx.data.settings import DatasetSettings, SplitSettings
+from graphctx.checks import fields_of, nested_settings, problems
+from graphctx.data.settings import DataModuleSettings, DatasetSettings, SplitSettings
+from graphctx.data.splits import split_ranges
 from graphctx.errors import ConfigError
 from graphctx.evaluation_settings import EvaluationSettings
 from graphctx.generation.settings import GenerationSettings
 from graphctx.knowledge.settings import KnowledgeSettings
-from graphctx.model import InstructionTuner
+from graphctx.model.settings import TunerSettings
 from graphctx.pipeline.run_config import RunConfig
 from graphctx.prompts import BASELINE_VARIANTS, VARIANTS
 from graphctx.retrieval.settings import RetrievalSettings
@@ -44,11 +43,22 @@ STAGE_SECTIONS: dict[str, type] = {
 
 
 SETTINGS_SECTIONS: dict[str, type] = {
-    "model": InstructionTuner,
-    "data": InstructionDataModule,
+    "model": TunerSettings,
+    "data": DataModuleSettings,
     **STAGE_SECTIONS,
 }
-"""The sections whose values :func:`check_settings` range-checks (nested settings included)."""
+"""Every section of settings dataclasses; :func:`check_settings` range-checks them (nested ones included)."""
+
+SET_BY_RUN_CONFIG: frozenset[str] = frozenset({"model.spec.cache_dir", "knowledge.cache_dir"})
+"""Fields that carry the resolved cache folder to the builders: the run config sets them from the top-level
+``cache_dir``, so they are not config keys."""
+
+MOVED_KEYS: dict[str, str] = {
+    "data.cache_dir": "cache_dir",
+    "model.spec.cache_dir": "cache_dir",
+    "knowledge.cache_dir": "cache_dir",
+}
+"""Keys of older configs -> the key that replaced them."""
 
 
 def check_settings(config: Namespace) -> None:
@@ -62,7 +72,7 @@ def check_settings(config: Namespace) -> None:
     ]
     data = config.get("data")
     if data is not None:
-        dataset = fields_of(DatasetSettings, fields_of(InstructionDataModule, data).dataset or {})
+        dataset = fields_of(DatasetSettings, fields_of(DataModuleSettings, data).dataset or {})
         try:
             split_ranges(fields_of(SplitSettings, dataset.split))
         except ConfigError as error:
@@ -93,11 +103,52 @@ def variant_problems(evaluation: Any) -> list[str]:
     return found
 
 
-def add_stage_sections(parser: ArgumentParser) -> None:
-    """Add the ``retrieval``, ``knowledge``, ``generation`` and ``evaluation`` sections (train.py uses it as
-    well)."""
-    for name, settings_class in STAGE_SECTIONS.items():
-        parser.add_class_arguments(settings_class, name)
+def add_settings(parser: ArgumentParser, settings_class: type, key: str, hidden: set[str]) -> None:
+    """Add the fields of ``settings_class`` under ``key``, all but the dotted names in ``hidden`` (relative
+    to ``key``). jsonargparse's ``skip`` does not reach into nested dataclasses, so a class with a hidden
+    field further down gets its nested settings added one by one, in field order."""
+    deeper = {name.partition(".")[0] for name in hidden if "." in name}
+    skip = {name for name in hidden if "." not in name}
+    nested = nested_settings(settings_class) if deeper else {}
+    parser.add_class_arguments(settings_class, key, skip=skip | set(nested) or None)
+    for name, inner in nested.items():
+        below = {hide.partition(".")[2] for hide in hidden if hide.startswith(f"{name}.")}
+        add_settings(parser, inner, f"{key}.{name}", below)
+
+
+def add_sections(parser: ArgumentParser) -> None:
+    """Add ``cache_dir`` and every section of settings dataclasses (train.py's parser too)."""
+    group = parser.add_argument_group("The graphctx cache folder, shared by every stage")
+    group.add_argument(
+        "--cache_dir",
+        type=str | None,
+        default=None,
+        help="Converted and random models, datasets, embeddings and indexes, the KG store and caches, "
+        "enhanced contexts; null = $GRAPHCTX_CACHE, else .cache/graphctx (--cache-dir of a command wins).",
+    )
+    for name, settings_class in SETTINGS_SECTIONS.items():
+        hidden = {key.partition(".")[2] for key in SET_BY_RUN_CONFIG if key.startswith(f"{name}.")}
+        add_settings(parser, settings_class, name, hidden)
+
+
+def check_moved_keys(content: dict[str, Any], overrides: Sequence[str] = ()) -> None:
+    """Refuse a key of an older config (in the YAML ``content`` or a ``--key`` override), naming its new
+    key."""
+    for old, new in MOVED_KEYS.items():
+        given = _holds(content, old) or any(
+            arg == f"--{old}" or arg.startswith(f"--{old}=") for arg in overrides
+        )
+        if given:
+            raise ConfigError(f"{old}: moved to the top-level {new} (one cache folder for every stage)")
+
+
+def _holds(content: Any, dotted: str) -> bool:
+    """Whether the nested mapping ``content`` has the key ``dotted`` (``a.b.c``)."""
+    for part in dotted.split("."):
+        if not isinstance(content, dict) or part not in content:
+            return False
+        content = content[part]
+    return True
 
 
 class DuplicateKeyError(yaml.YAMLError):
@@ -158,27 +209,23 @@ def check_mapping(path: Path) -> None:
         raise ConfigError(
             f"{path}: a config must be a YAML mapping of sections, got {type(content).__name__}"
         )
+    try:
+        check_moved_keys(content)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
 
 
 def check_devices(config: dict[str, Any], prefix: str = "", present: int | None = None) -> None:
     """Fail, naming the setting, when ``config`` asks for a CUDA device this machine lacks: any
     ``device`` or ``*_device`` that is ``cuda`` or ``cuda:N``, or ``accelerator: gpu``/``cuda``, with no
-    CUDA device, or a ``cuda:N`` with N at or beyond the ``present`` devices (default: torch's count)."""
-    if present is None:
+    CUDA device, or a ``cuda:N`` with N at or beyond the ``present`` devices (default: torch's count, asked
+    only when a setting names CUDA: torch is imported then, not before)."""
+    wanted = cuda_settings(config, prefix)
+    if wanted and present is None:
+        import torch
+
         present = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    for key, value in config.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            check_devices(value, f"{name}.", present)
-            continue
-        if not isinstance(value, str):
-            continue
-        is_device = key == "device" or key.endswith("_device")
-        wants_cuda = (key == "accelerator" and value in ("gpu", "cuda")) or (
-            is_device and (value == "cuda" or value.startswith("cuda:"))
-        )
-        if not wants_cuda:
-            continue
+    for name, value in wanted:
         if present == 0:
             raise ConfigError(
                 f"{name}: {value!r} asks for a GPU, but torch finds no CUDA device on this machine; "
@@ -192,16 +239,35 @@ def check_devices(config: dict[str, Any], prefix: str = "", present: int | None 
             )
 
 
+def cuda_settings(config: dict[str, Any], prefix: str = "") -> list[tuple[str, str]]:
+    """``(dotted key, value)`` of every setting of ``config`` that asks for CUDA: a ``device`` or
+    ``*_device`` that is ``cuda`` or ``cuda:N``, or ``accelerator: gpu``/``cuda``."""
+    found = []
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            found += cuda_settings(value, f"{name}.")
+            continue
+        if not isinstance(value, str):
+            continue
+        is_device = key == "device" or key.endswith("_device")
+        if (key == "accelerator" and value in ("gpu", "cuda")) or (
+            is_device and (value == "cuda" or value.startswith("cuda:"))
+        ):
+            found.append((name, value))
+    return found
+
+
 def config_parser() -> ArgumentParser:
     """The parser of a whole config: ``--config`` plus every section's keys, checked against the classes."""
     use_unique_yaml()
     parser = ArgumentParser(exit_on_error=False)
     parser.add_argument("--config", action=ActionConfigFile)
     parser.add_argument("--seed_everything", type=int | bool, default=0)
-    parser.add_argument("--trainer", type=dict[str, Any], default={})
-    parser.add_class_arguments(InstructionTuner, "model")
-    parser.add_class_arguments(InstructionDataModule, "data")
-    add_stage_sections(parser)
+    # plain dict: its loggers and callbacks stay class_path / init_args mappings, not imported (train.py's
+    # LightningCLI checks them)
+    parser.add_argument("--trainer", type=dict, default={})
+    add_sections(parser)
     return parser
 
 
@@ -229,29 +295,21 @@ def load_config(
     check_mapping(path)
     parser = config_parser()
     try:
+        check_moved_keys({}, overrides)
         parsed = parser.parse_args(["--config", str(path), *overrides])
         check_settings(parsed)
         if devices:
             check_devices(parsed.as_dict())
-        objects = parser.instantiate_classes(parsed)
+        settings = parser.instantiate_classes(parsed)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
     except Exception as exc:  # jsonargparse raises ArgumentError / ValueError / TypeError
         raise ConfigError(f"{path}: {exc}") from exc
     return RunConfig(
         path=path,
-        **{
-            name: objects[name]
-            for name in (
-                "seed_everything",
-                "trainer",
-                "model",
-                "data",
-                "retrieval",
-                "knowledge",
-                "generation",
-                "evaluation",
-            )
-        },
+        seed_everything=settings.seed_everything,
+        trainer=settings.trainer,
+        cache=settings.cache_dir,
+        **{name: settings[name] for name in SETTINGS_SECTIONS},
         cache_override=cache_dir,
     )

@@ -142,7 +142,7 @@ class MemoryEstimate:
             if name in lora.target_modules
         )
         adapter *= shape.layers
-        optimizer = 10 if config.model.optimizer_settings.name == "paged_adamw_8bit" else 16
+        optimizer = 10 if config.model.optimizer.name == "paged_adamw_8bit" else 16
         tokens = data.batch_size * data.max_length
         block = (13 * shape.hidden + 2 * shape.kv_width + 5 * shape.intermediate) * 2 * tokens
         if spec.gradient_checkpointing:

@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 from graphctx.baselines import STAND_INS
-from graphctx.data.instruct import TEMPLATES
 from graphctx.generation.settings import GenerationSettings
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.paper import FACTSUMM_VERSION
@@ -60,7 +59,7 @@ def evaluate_weights(config: RunConfig) -> str:
 
 def template_name(config: RunConfig) -> str:
     """The configured prompt template's name."""
-    return next(name for name, template in TEMPLATES.items() if template == config.data.template)
+    return config.data.template
 
 
 def stop_strings(kind: str) -> list[str]:

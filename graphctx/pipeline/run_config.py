@@ -1,46 +1,59 @@
 """The run config: a parsed config as every stage receives it, with its paths resolved in one place.
 
 :func:`graphctx.pipeline.config_file.load_config` builds it from a YAML file, train.py from its command
-line. Every output and input path a stage needs is a property here (the cache folder, the run root, the
-adapter, the GenQA model, the evaluation folder), and :meth:`RunConfig.load_dataset` loads the config's Q&A
+line. It holds plain settings (no Lightning module: train.py builds those from it). Every output and input
+path a stage needs is a property here (the cache folder, the run root, the adapter, the GenQA model, the
+evaluation folder), and :meth:`RunConfig.load_dataset` loads the config's Q&A
 dataset exactly as training filtered it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from graphctx.data.instruct import InstructionTemplate, get_template
+
 if TYPE_CHECKING:
     import datasets
 
-    from graphctx.data.datamodule import InstructionDataModule
+    from graphctx.data.settings import DataModuleSettings
     from graphctx.evaluation_settings import EvaluationSettings
     from graphctx.generation.settings import GenerationSettings
     from graphctx.knowledge.settings import KnowledgeSettings
-    from graphctx.model.module import InstructionTuner
+    from graphctx.model.settings import TunerSettings
     from graphctx.retrieval.settings import RetrievalSettings
 
 
 @dataclass
 class RunConfig:
-    """A parsed config: the model and data modules (not yet set up) and the settings of each stage.
+    """A parsed config: the settings of each section.
 
-    ``cache_override``: a cache folder given on the command line (``--cache-dir``), which wins over the
-    config's."""
+    ``cache``: the config's top-level ``cache_dir``; ``cache_override``: a cache folder given on the command
+    line (``--cache-dir``), which wins over it. The folder they give (:attr:`cache_dir`) is put into
+    ``model.spec.cache_dir`` and ``knowledge.cache_dir``, which carry it to the model loaders and the
+    knowledge stage."""
 
     path: Path
     seed_everything: int | bool
     trainer: dict[str, Any]
-    model: InstructionTuner
-    data: InstructionDataModule
+    model: TunerSettings
+    data: DataModuleSettings
     retrieval: RetrievalSettings
     knowledge: KnowledgeSettings
     generation: GenerationSettings
     evaluation: EvaluationSettings
+    cache: str | None = None
     cache_override: str | os.PathLike[str] | None = None
+
+    def __post_init__(self) -> None:
+        folder = self.cache_dir
+        spec = dataclasses.replace(self.model.spec, cache_dir=folder)
+        self.model = dataclasses.replace(self.model, spec=spec)
+        self.knowledge = dataclasses.replace(self.knowledge, cache_dir=folder or "")  # "": the default
 
     @property
     def root_dir(self) -> Path:
@@ -49,9 +62,14 @@ class RunConfig:
 
     @property
     def cache_dir(self) -> str | None:
-        """The graphctx cache folder: ``--cache-dir``, else ``data.cache_dir`` (None: ``$GRAPHCTX_CACHE``,
-        else ``.cache/graphctx``)."""
-        return str(self.cache_override) if self.cache_override else self.data.cache_dir
+        """The graphctx cache folder: ``--cache-dir``, else the config's ``cache_dir``; None: the default,
+        ``$GRAPHCTX_CACHE``, else ``.cache/graphctx`` (:func:`graphctx.cache.cache_root` picks it)."""
+        return str(self.cache_override) if self.cache_override else self.cache
+
+    @property
+    def template(self) -> InstructionTemplate:
+        """The instruction template that ``data.template`` names."""
+        return get_template(self.data.template)
 
     @property
     def adapter_dir(self) -> Path:
