@@ -229,3 +229,13 @@ def test_the_cache_folder_is_one_setting_that_the_command_line_overrides(tmp_pat
     assert folders(overridden) == (str(tmp_path / "b"),) * 3
     # null: $GRAPHCTX_CACHE, else .cache/graphctx, picked where the folder is made ("" in the KG's settings)
     assert folders(load_config(TINY)) == (None, None, "")
+
+
+def test_a_dotted_trainer_override_is_typed_as_yaml_types_it():
+    """``--trainer.num_nodes 1`` (the sbatch scripts pass SLURM's counts so) is the integer 1, as in a YAML
+    file; a plain string would make Lightning refuse it (``num_nodes must be a positive integer``)."""
+    tiny = Path(__file__).resolve().parents[1] / "configs" / "tiny.yaml"
+    overrides = ["--trainer.num_nodes", "1", "--trainer.devices", "2", "--trainer.gradient_clip_val", "0.5"]
+    trainer = load_config(tiny, overrides).trainer
+    assert (trainer["num_nodes"], trainer["devices"], trainer["gradient_clip_val"]) == (1, 2, 0.5)
+    assert trainer["precision"] == "32-true" and trainer["logger"][0]["class_path"].endswith("WandbLogger")

@@ -258,15 +258,19 @@ def cuda_settings(config: dict[str, Any], prefix: str = "") -> list[tuple[str, s
     return found
 
 
+TrainerValue = int | float | bool | str | list | dict | None
+"""A ``trainer`` value as YAML types it: Lightning's Trainer checks the arguments themselves."""
+
+
 def config_parser() -> ArgumentParser:
     """The parser of a whole config: ``--config`` plus every section's keys, checked against the classes."""
     use_unique_yaml()
     parser = ArgumentParser(exit_on_error=False)
     parser.add_argument("--config", action=ActionConfigFile)
     parser.add_argument("--seed_everything", type=int | bool, default=0)
-    # plain dict: its loggers and callbacks stay class_path / init_args mappings, not imported (train.py's
-    # LightningCLI checks them)
-    parser.add_argument("--trainer", type=dict, default={})
+    # plain values: loggers and callbacks stay class_path / init_args mappings, not imported (train.py's
+    # LightningCLI checks them), while a dotted override (--trainer.num_nodes 2) is typed as YAML types it
+    parser.add_argument("--trainer", type=dict[str, TrainerValue], default={})
     add_sections(parser)
     return parser
 
