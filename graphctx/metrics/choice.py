@@ -79,7 +79,7 @@ CANONICAL_SHAPES: dict[str, Shape] = {
     "xlm-roberta-base": ("xlm-roberta", 12, 768),
 }
 """Architectures of bert-score's common encoders: a folder with one of these shapes gets that model's
-tuned layer from ``bert_score.utils.model2layers``."""
+tuned layer from bert-score's table (:data:`~graphctx.metrics.tuned_layers.MODEL2LAYERS`)."""
 LAYER_BY_SHAPE: dict[Shape, int] = {shape: MODEL2LAYERS[name] for name, shape in CANONICAL_SHAPES.items()}
 
 
