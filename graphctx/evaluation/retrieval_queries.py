@@ -27,11 +27,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from graphctx.data.build import TABLE_SUFFIXES, split_ranges
 from graphctx.data.dates import canonical
 from graphctx.data.dumpfiles import resolve_dump
 from graphctx.data.links import DumpLinks, LinkQuery, link_queries, read_dump_links, require_links
 from graphctx.data.settings import DatasetSettings
+from graphctx.data.sources import TABLE_SUFFIXES
+from graphctx.data.splits import split_ranges
 from graphctx.errors import ConfigError, DataError
 
 FEW_QUERIES = 30
