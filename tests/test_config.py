@@ -170,7 +170,7 @@ def test_help_documents_every_setting_with_its_docstring(command: str, capsys) -
 
 
 TINY = REPO / "configs" / "tiny.yaml"
-HEAVY = ("lightning", "torch", "transformers", "datasets")
+HEAVY = ("lightning", "torch", "transformers", "datasets", "bert_score", "torchmetrics")
 
 
 def imported_by(code: str) -> list[str]:
@@ -185,6 +185,13 @@ def test_reading_a_config_or_a_commands_help_imports_no_heavy_library() -> None:
     assert imported_by(load) == []  # parsed, range-checked, split dates checked, devices checked
     help_ = "from graphctx.cli import main\ntry:\n    main(['index', '--help'])\nexcept SystemExit:\n    pass"
     assert imported_by(help_) == []
+
+
+def test_planning_a_paper_config_imports_no_heavy_library() -> None:
+    """The model stack and memory of a paper config come from ids, config.json files and the shape table."""
+    paper = REPO / "configs" / "llama2-7b-askubuntu.yaml"
+    plan = f"from graphctx.cli import main\ntry:\n    main(['plan', '--config', {str(paper)!r}, '--json'])\n"
+    assert imported_by(plan + "except SystemExit:\n    pass") == []
 
 
 def test_train_py_reads_the_same_settings_as_every_other_entry_point(capsys) -> None:

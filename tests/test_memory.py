@@ -7,13 +7,15 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, DynamicCache
+from transformers import AutoModelForCausalLM, BertConfig, DynamicCache
 
 from graphctx.errors import ConfigError
 from graphctx.model import ModelSpec, load_base_model, resolve_source
 from graphctx.pipeline.config_file import load_config
-from graphctx.pipeline.memory import GIB, check_memory, kv_cache_bytes, model_config, nf4_bytes, shape_of
+from graphctx.pipeline.memory import GIB, check_memory, kv_cache_bytes, nf4_bytes
+from graphctx.pipeline.model_shapes import KNOWN_CONFIGS, model_config, shape_of
 from graphctx.pipeline.plan import Plan
+from graphctx.pipeline.shape_table import KNOWN_SHAPES, source_shape
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -36,6 +38,25 @@ def test_llama2_parameter_counts_are_the_published_ones():
     """Meta's model cards: 6.74B and 13.0B parameters (exact counts of the HF checkpoints)."""
     assert shape_of(model_config("meta-llama/Llama-2-7b-hf")).params == 6_738_415_616
     assert shape_of(model_config("meta-llama/Llama-2-13b-hf")).params == 13_015_864_320
+
+
+@pytest.mark.parametrize("source", sorted(KNOWN_CONFIGS))
+def test_the_shape_table_is_the_meta_device_count_of_every_known_config(source):
+    """KNOWN_SHAPES cannot drift from the configs it stands for: each entry is recounted here."""
+    assert KNOWN_SHAPES.keys() == KNOWN_CONFIGS.keys()
+    assert source_shape(source) == KNOWN_SHAPES[source] == shape_of(model_config(source))
+
+
+def test_a_local_folder_is_counted_from_its_config_even_under_a_known_name(tmp_path, monkeypatch):
+    """A folder named like a known id holds another model: its own config.json is counted, not the table."""
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "roberta-large"
+    BertConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2
+    ).save_pretrained(folder)
+    shape = source_shape("roberta-large")
+    assert shape == shape_of(model_config(str(folder)))
+    assert (shape.layers, shape.hidden) == (2, 32)  # not the table's roberta-large (24 layers of 1024)
 
 
 def test_nf4_bytes_match_the_quantised_model_in_memory(spec):

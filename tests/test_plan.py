@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from bert_score.utils import model2layers
 from tokenizers import ByteLevelBPETokenizer
 from transformers import (
     BertConfig,
@@ -23,6 +24,7 @@ from graphctx.cli import main as cli_main
 from graphctx.errors import ConfigError
 from graphctx.metrics import BertScoreF1, BertScoreSettings
 from graphctx.metrics.bertscore import choose_encoder
+from graphctx.metrics.tuned_layers import MODEL2LAYERS
 from graphctx.pipeline.config_file import load_config
 from graphctx.pipeline.plan import Plan, check_models
 from graphctx.retrieval.index import build_index
@@ -144,6 +146,11 @@ def test_bertscore_layer_comes_from_the_model_config_not_the_folder_name(tmp_pat
     assert choose_encoder(BertScoreSettings(model=str(cached))).label == ""  # provenance: the paper's
     rescaled = choose_encoder(BertScoreSettings(model=str(cached), baseline_path="b.tsv"))
     assert rescaled.label == "rescaled"
+
+
+def test_the_tuned_layer_table_is_bert_scores():
+    """Choosing an encoder reads a copy of bert-score's table (no torch); it must be bert-score's own."""
+    assert model2layers == MODEL2LAYERS
 
 
 def test_a_tiny_random_roberta_scores_bertscore_under_its_own_label(tmp_path):

@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from graphctx.knowledge.settings import KnowledgeSettings
-from graphctx.metrics.bertscore import choose_encoder
-from graphctx.metrics.judges import choose_judge
+from graphctx.metrics.choice import choose_encoder, choose_judge
 from graphctx.metrics.settings import METRIC_NAMES, MetricSettings
 from graphctx.model import ModelSpec
 

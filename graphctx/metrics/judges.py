@@ -7,8 +7,7 @@ and return, per pair, the hard judgement (entailed or not) and a soft score P('1
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
 
 import torch
 from torch import Tensor
@@ -22,10 +21,10 @@ from transformers import (
 )
 
 from graphctx.errors import ConfigError
+from graphctx.metrics.choice import choose_judge
 from graphctx.metrics.settings import AutoAISSettings
 from graphctx.model.loading import resolve_source
-from graphctx.model.settings import SMOLLM2_GGUF, TINY_RANDOM, ModelSpec
-from graphctx.paper import AUTOAIS, display_name, find_config, is_reference
+from graphctx.model.settings import ModelSpec
 
 CAUSAL_LM_INSTRUCTION = (
     "Decide whether the premise entails the hypothesis. Reply with 1 if everything the hypothesis states "
@@ -53,48 +52,6 @@ class EntailmentJudge(Protocol):
     def judge(self, premises: Sequence[str], hypotheses: Sequence[str]) -> tuple[Tensor, Tensor]:
         """Per pair: ``entailed`` (bool) and the soft score P('1') (float), both on CPU."""
         ...
-
-
-T5_MAX_INPUT_TOKENS = 4096
-"""Default input limit of a T5 judge: its relative position buckets take any length (see
-``AutoAISSettings.max_input_tokens``)."""
-
-
-@dataclass(frozen=True)
-class JudgeChoice:
-    """The AutoAIS judge a config resolves to, read from ids and ``config.json`` only (no weights)."""
-
-    model: str
-    protocol: Literal["t5", "causal-lm"]
-    """``t5``: a seq2seq NLI model generating 1/0 (the paper's protocol); ``causal-lm``: a prompted LM."""
-    max_input_tokens: int | None
-    """Longest judged input; None when only loading the model tells (its ``max_position_embeddings``)."""
-    limit_from: str
-    """Where the limit came from."""
-    label: str
-    """'' for the paper's judge; else ``protocol:name``, appended to every AutoAIS key."""
-
-
-def choose_judge(settings: AutoAISSettings) -> JudgeChoice:
-    """Protocol, input limit and label of ``settings.model`` without loading it."""
-    source = settings.model
-    packaged = source in (SMOLLM2_GGUF, TINY_RANDOM) or source.endswith(".gguf")
-    config = None if packaged else find_config(source)
-    # the paper's judge is a T5 even before it is downloaded
-    config = config or (
-        {"is_encoder_decoder": True, "relative_attention_num_buckets": 32} if source in AUTOAIS.ids else None
-    )
-    seq2seq = bool(config and config.get("is_encoder_decoder"))
-    protocol: Literal["t5", "causal-lm"] = "t5" if seq2seq else "causal-lm"
-    limit, limit_from = settings.max_input_tokens, "evaluation.metrics.autoais.max_input_tokens"
-    if limit is None and seq2seq and config.get("relative_attention_num_buckets"):
-        limit, limit_from = T5_MAX_INPUT_TOKENS, "T5 default (relative positions; the premise is never cut)"
-    elif limit is None and config and config.get("max_position_embeddings"):
-        limit, limit_from = int(config["max_position_embeddings"]), "the model's max_position_embeddings"
-    elif limit is None:
-        limit_from = "the model's max_position_embeddings, read when it loads"
-    label = "" if is_reference(AUTOAIS, source) else f"{protocol}:{display_name(source)}"
-    return JudgeChoice(source, protocol, limit, limit_from, label)
 
 
 def _resolve_max_tokens(model: PreTrainedModel, max_input_tokens: int | None) -> int:

