@@ -162,20 +162,34 @@ def test_factsumm_extracts_entity_pair_facts_and_scores_rows(factsumm_models):
     assert rows["facts_generated"][0].item() == len(expected)
 
 
-def test_uniner_prompt_is_the_published_one_and_real_answers_parse():
-    assert prompt("I run Ubuntu.", "software") == (
-        "A virtual assistant answers questions from a user based on the provided text.\n"
-        "USER: Text: I run Ubuntu.\n"
-        "ASSISTANT: I’ve read this text.\n"
-        "USER: What describes software in the text?\n"
-        "ASSISTANT:"
-    )
-    assert parse_answer('["Ubuntu", "apt"]') == ["Ubuntu", "apt"]
+def test_uniner_prompt_is_the_authors_ie_as_qa_template():
+    # The ie_as_qa conversation rendered by hand: system, then (role ": " message) joined by seps " " / "</s>".
+    system = "A virtual assistant answers questions from a user based on the provided text."
+    turns = [("USER", "Text: I run Ubuntu."), ("ASSISTANT", "I've read this text."),
+             ("USER", "What describes software in the text?"), ("ASSISTANT", None)]
+    seps, rendered = [" ", "</s>"], system + " "
+    for i, (role, message) in enumerate(turns):
+        rendered += f"{role}: {message}{seps[i % 2]}" if message else f"{role}:"
+    assert prompt("I run Ubuntu.", "software") == rendered
+
+
+def test_uniner_answers_parse_as_the_authors_parser():
+    assert parse_answer('["Ubuntu", "apt"]') == ["ubuntu", "apt"]
     assert parse_answer(" []") == []
-    assert parse_answer('["GRUB 2", "/etc/default/grub"]\n') == ["GRUB 2", "/etc/default/grub"]
+    # Trailing text after the list is ignored (the old whole-answer JSON parse lost every entity).
+    assert parse_answer('["GRUB 2", "/etc/default/grub"] and more') == ["grub 2", "etcdefaultgrub"]
+    # Articles removed, punctuation deleted, duplicates dropped in order, no stemming.
+    assert parse_answer('["The Terminal", "terminal", "packages", "U.S.B."]') == ["terminal", "packages", "usb"]
     assert parse_answer('["Ubuntu", "ap') is None  # cut at max_new_tokens
     assert parse_answer("Ubuntu, apt") is None and parse_answer('{"software": "apt"}') is None
+    assert parse_answer('Entities: ["apt"]') is None  # re.match: the list must lead the answer
     assert parse_answer("[1, 2]") is None
+
+
+def test_uniner_parsed_entities_reach_the_jaccard():
+    gold, answer = parse_answer('["Stored files", "apt"] trailing'), parse_answer('["stores file", "APT"]')
+    assert set(gold) & set(answer) == {"apt"}  # unstemmed: "stored files" and "stores file" stay apart
+    assert len(set(gold) & set(answer)) / len(set(gold) | set(answer)) == pytest.approx(1 / 3)
 
 
 @pytest.fixture(scope="module")

@@ -1,54 +1,74 @@
 """UniversalNER entity sets (Zhou et al., 2024; ``Universal-NER/UniNER-7B-type``) for the entity Jaccard.
 
-UniNER is a Llama-7B causal LM asked one entity type at a time in the conversation format its authors
-publish on the model card:
+Built as the authors' code runs it (universal-ner ``src/utils.py`` ``preprocess_instance`` with the
+``ie_as_qa`` conversation of ``src/conversation.py``: separator ``" "``, second separator ``"</s>"``).
+Text ``T`` and entity type ``X`` render as exactly
 
-    A virtual assistant answers questions from a user based on the provided text.
-    USER: Text: {text}
-    ASSISTANT: I’ve read this text.
-    USER: What describes {entity type} in the text?
-    ASSISTANT:
+    A virtual assistant answers questions from a user based on the provided text. USER: Text: T
+    ASSISTANT: I've read this text.</s>USER: What describes X in the text? ASSISTANT:
 
-It answers (greedy decoding) a JSON list of strings, e.g. ``["Ubuntu", "apt"]``. A text's entity set is
-the union over the queried types (``FactSettings.entity_types``) of the normalised strings; an answer that
-is not a JSON list of strings (cut at ``max_new_tokens``, or free text) adds nothing and is counted.
+(one line), and greedy decoding stops at ``</s>``. The answer is parsed as their ``parser``: the ``[...]``
+at the start of the answer (``re.match``, after graphctx strips surrounding space) as JSON, each entity
+normalised as SQuAD's ``normalize_answer`` (lower case; punctuation deleted; articles ``a an the`` removed;
+whitespace collapsed; no stemming), duplicates dropped in order; no leading ``[...]``, or bad JSON: no
+entity (graphctx counts those answers as unparsed). A text's entity set is the union over the queried types
+(``FactSettings.entity_types``, graphctx's choice: the paper names none).
 """
 
 from __future__ import annotations
 
 import json
+import re
+import string
 from collections.abc import Sequence
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from graphctx.metrics.facts import normalise
 from graphctx.metrics.factsumm import resolve_device
 from graphctx.metrics.settings import FactSettings
 
+END_OF_TURN = "</s>"
 PROMPT = (
-    "A virtual assistant answers questions from a user based on the provided text.\n"
-    "USER: Text: {text}\n"
-    "ASSISTANT: I’ve read this text.\n"
-    "USER: What describes {entity_type} in the text?\n"
-    "ASSISTANT:"
+    "A virtual assistant answers questions from a user based on the provided text."
+    " USER: Text: {text} ASSISTANT: I've read this text." + END_OF_TURN
+    + "USER: What describes {entity_type} in the text? ASSISTANT:"
 )
+_LEADING_LIST = re.compile(r"\[(.*?)\]")
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = set(string.punctuation)
 
 
 def prompt(text: str, entity_type: str) -> str:
-    """UniNER's published prompt for one text and entity type."""
+    """The ``ie_as_qa`` prompt of UniNER's authors for one text and entity type."""
     return PROMPT.format(text=text, entity_type=entity_type)
 
 
+def normalize_answer(entity: str) -> str:
+    """SQuAD's normalisation, as UniNER's evaluation applies it: lower case, punctuation deleted, articles
+    removed, whitespace collapsed."""
+    text = "".join(ch for ch in entity.lower() if ch not in _PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
 def parse_answer(answer: str) -> list[str] | None:
-    """The entities of one UniNER answer (a JSON list of strings); None when it is not one."""
+    """The authors' parsed, normalised entities of one answer (duplicates dropped, order kept); None when
+    the answer does not start with a JSON list of strings (the authors take no entity then)."""
+    match = _LEADING_LIST.match(answer.strip())
+    if match is None:
+        return None
     try:
-        value = json.loads(answer.strip())
+        value = json.loads(match.group())
     except json.JSONDecodeError:
         return None
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         return None
-    return value
+    entities: list[str] = []
+    for item in value:
+        entity = normalize_answer(item)
+        if entity not in entities:
+            entities.append(entity)
+    return entities
 
 
 class UniNEREntities:
@@ -77,14 +97,15 @@ class UniNEREntities:
                 do_sample=False,
                 max_new_tokens=self.settings.max_new_tokens,
                 pad_token_id=self.tokenizer.pad_token_id,
+                eos_token_id=self.tokenizer.convert_tokens_to_ids(END_OF_TURN),
             )
             new = output[:, batch["input_ids"].shape[1] :]
             answers += [text.strip() for text in self.tokenizer.batch_decode(new, skip_special_tokens=True)]
         return answers
 
     def __call__(self, texts: Sequence[str]) -> tuple[list[set[str]], int]:
-        """The entity strings of each text, united over the entity types (normalised by ``normalise``), and
-        how many answers were not a JSON list of strings."""
+        """The entity strings of each text, united over the entity types (normalised by
+        ``normalize_answer``), and how many answers did not start with a JSON list of strings."""
         types = self.settings.entity_types
         answers = self.answers([prompt(text, kind) for text in texts for kind in types])
         result: list[set[str]] = []
@@ -96,6 +117,6 @@ class UniNEREntities:
                 if parsed is None:
                     unparsed += 1
                     continue
-                entities |= {normalise(item) for item in parsed}
+                entities |= set(parsed)
             result.append(entities - {""})
         return result, unparsed
