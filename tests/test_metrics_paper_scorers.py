@@ -163,7 +163,7 @@ def test_factsumm_extracts_entity_pair_facts_and_scores_rows(factsumm_models):
 
 
 def test_uniner_prompt_is_the_authors_ie_as_qa_template():
-    # The ie_as_qa conversation rendered by hand: system, then (role ": " message) joined by seps " " / "</s>".
+    # ie_as_qa rendered by hand: system, then (role ": " message) closed by seps " " / "</s>" in turn.
     system = "A virtual assistant answers questions from a user based on the provided text."
     turns = [("USER", "Text: I run Ubuntu."), ("ASSISTANT", "I've read this text."),
              ("USER", "What describes software in the text?"), ("ASSISTANT", None)]
@@ -179,7 +179,8 @@ def test_uniner_answers_parse_as_the_authors_parser():
     # Trailing text after the list is ignored (the old whole-answer JSON parse lost every entity).
     assert parse_answer('["GRUB 2", "/etc/default/grub"] and more') == ["grub 2", "etcdefaultgrub"]
     # Articles removed, punctuation deleted, duplicates dropped in order, no stemming.
-    assert parse_answer('["The Terminal", "terminal", "packages", "U.S.B."]') == ["terminal", "packages", "usb"]
+    answer = '["The Terminal", "terminal", "packages", "U.S.B."]'
+    assert parse_answer(answer) == ["terminal", "packages", "usb"]
     assert parse_answer('["Ubuntu", "ap') is None  # cut at max_new_tokens
     assert parse_answer("Ubuntu, apt") is None and parse_answer('{"software": "apt"}') is None
     assert parse_answer('Entities: ["apt"]') is None  # re.match: the list must lead the answer
