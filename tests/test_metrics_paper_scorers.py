@@ -187,7 +187,7 @@ def test_uniner_answers_parse_as_the_authors_parser():
     assert parse_answer("[1, 2]") is None
 
 
-def test_uniner_parsed_entities_reach_the_jaccard():
+def test_uniner_parsed_entities_give_an_unstemmed_jaccard():
     gold, answer = parse_answer('["Stored files", "apt"] trailing'), parse_answer('["stores file", "APT"]')
     assert set(gold) & set(answer) == {"apt"}  # unstemmed: "stored files" and "stores file" stay apart
     assert len(set(gold) & set(answer)) / len(set(gold) | set(answer)) == pytest.approx(1 / 3)

@@ -81,6 +81,7 @@ class UniNEREntities:
         self.tokenizer = AutoTokenizer.from_pretrained(settings.uniner_model, padding_side="left")
         if self.tokenizer.pad_token is None:  # Llama has none; padded positions are masked out
             self.tokenizer.pad_token = self.tokenizer.unk_token or self.tokenizer.eos_token
+        self.end_of_turn_id = self.tokenizer.convert_tokens_to_ids(END_OF_TURN)
         self.model = AutoModelForCausalLM.from_pretrained(settings.uniner_model, dtype=dtype)
         self.model.to(self.device).eval()
 
@@ -97,7 +98,7 @@ class UniNEREntities:
                 do_sample=False,
                 max_new_tokens=self.settings.max_new_tokens,
                 pad_token_id=self.tokenizer.pad_token_id,
-                eos_token_id=self.tokenizer.convert_tokens_to_ids(END_OF_TURN),
+                eos_token_id=self.end_of_turn_id,
             )
             new = output[:, batch["input_ids"].shape[1] :]
             answers += [text.strip() for text in self.tokenizer.batch_decode(new, skip_special_tokens=True)]
