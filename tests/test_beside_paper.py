@@ -10,6 +10,8 @@ import pytest
 
 from graphctx.evaluation.beside_paper import PAPER_ROWS, paper_section
 from graphctx.evaluation.table import VariantScores, build_table, write_table
+from graphctx.metrics.paper_settings import unlike_paper
+from graphctx.metrics.settings import MetricSettings, RougeSettings
 from graphctx.paper_figures import SITES, paper_site, published, table3
 from graphctx.prompts import VARIANTS
 
@@ -80,3 +82,16 @@ def test_a_llama2_13b_run_is_like_for_like():
     section = paper_section(table, "unix", "meta-llama/Llama-2-13b-hf")
     assert "Not like for like" not in section and "(not like for like: model)" not in section
     assert "paper 0.183" in section
+
+
+def test_a_metric_setting_unlike_the_papers_marks_its_cells_and_rows():
+    table = build_table([_scores("GraphGen", [0.18, 0.19, 0.17])], n_resamples=50)
+    stemmed = unlike_paper(MetricSettings(rouge=RougeSettings(use_stemmer=True)))
+    section = paper_section(table, "unix", "meta-llama/Llama-2-13b-hf", stemmed)
+    setting = "evaluation.metrics.rouge.use_stemmer=True (paper: False)"
+    assert f"Not like for like: ROUGE-1, ROUGE-L computed with {setting}." in section
+    row = next(line for line in section.splitlines() if line.startswith("| GraphGen"))
+    assert row.startswith("| GraphGen (not like for like: evaluation.metrics.rouge.use_stemmer) |")
+    assert f"paper 0.183 · in interval: yes · not like for like: {setting}" in row
+    # the defaults are the paper's (evaluate's ROUGE does not stem): nothing is marked
+    assert "not like for like" not in paper_section(table, "unix", "meta-llama/Llama-2-13b-hf").lower()

@@ -23,6 +23,7 @@ from graphctx.metrics import (
     FactScore,
     FactSettings,
     RougeF1,
+    RougeSettings,
     SpacyEntities,
     build_scorer,
 )
@@ -91,7 +92,7 @@ def test_rouge_matches_rouge_score_row_by_row(answer_pairs):
     metric = RougeF1()
     metric.update(preds[:5], golds[:5])
     metric.update(preds[5:], golds[5:])
-    reference = rouge_scorer.RougeScorer(["rouge1", "rougeL"], use_stemmer=True)
+    reference = rouge_scorer.RougeScorer(["rouge1", "rougeL"], use_stemmer=False)  # evaluate's default
     expected = [reference.score(gold, pred) for pred, gold in zip(preds, golds, strict=True)]
     rows = metric.per_row()
     assert rows["rouge1"].tolist() == [score["rouge1"].fmeasure for score in expected]
@@ -101,6 +102,16 @@ def test_rouge_matches_rouge_score_row_by_row(answer_pairs):
     assert 0 < result["rougeL"] < result["rouge1"] < 1
 
 
+def test_rouge_does_not_stem_by_default_as_the_papers_evaluate_rouge():
+    # evaluate's ROUGE: RougeScorer(rouge_types, use_stemmer=False); "stores"/"stored" stay two words.
+    metric = RougeF1()
+    metric.update(["the package stores files"], ["the package stored files"])
+    assert metric.per_row()["rouge1"].tolist() == [pytest.approx(0.75)]
+    stemmed = RougeF1(RougeSettings(use_stemmer=True))
+    stemmed.update(["the package stores files"], ["the package stored files"])
+    assert stemmed.per_row()["rouge1"].tolist() == [pytest.approx(1.0)]
+
+
 def test_rouge_needs_no_nltk_data(monkeypatch, answer_pairs):
     def refuse(*args, **kwargs):
         raise AssertionError("nltk tried to read or download data")
@@ -108,7 +119,7 @@ def test_rouge_needs_no_nltk_data(monkeypatch, answer_pairs):
     monkeypatch.setattr(nltk, "download", refuse)
     monkeypatch.setattr(nltk.data, "find", refuse)
     monkeypatch.setattr(nltk.data, "load", refuse)
-    metric = RougeF1()
+    metric = RougeF1(RougeSettings(use_stemmer=True))  # the stemmer is the part that could read nltk data
     metric.update(["The stakes were delegated to pools"], ["staking delegates a stake to a pool"])
     # Porter stems stakes/staking → stake, delegated/delegates → deleg, pools → pool: with "to", 4 of the
     # 6 predicted and 4 of the 7 gold unigrams match (clipped counts).

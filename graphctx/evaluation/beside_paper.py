@@ -6,12 +6,16 @@ its "FineTuned Gen Zero-Shot" row, the ``Base-*`` variants its "[w/o INST]" rows
 with Table 2's Llama-2-13B zero-shot figures). Each cell shows our mean with its 95% bootstrap interval,
 the paper's value, and whether the interval contains it.
 
-Two things make a cell not like for like, and the section says so: the paper's LLM rows answer with
-Llama-2-13B (a run on another model is marked), and a score labelled with its stand-in scorer (the keys
-``bertscore_f1[...]``, ``fact_score[...]``) is not the paper's scorer.
+Three things make a cell not like for like, and the section says so: the paper's LLM rows answer with
+Llama-2-13B (a run on another model is marked), a score labelled with its stand-in scorer (the keys
+``bertscore_f1[...]``, ``fact_score[...]``) is not the paper's scorer, and a metric setting that differs
+from the paper's (:func:`graphctx.metrics.paper_settings.unlike_paper`, e.g. a stemmed ROUGE) marks its
+cells and every row.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
 
 from graphctx.evaluation.table import ResultsTable, metric_key
 from graphctx.paper import Reference, display_name, is_reference
@@ -44,8 +48,11 @@ COLUMNS = {"bertscore_f1": "BERTScore", "rouge1": "ROUGE-1", "rougeL": "ROUGE-L"
 LLAMA2_13B = Reference("Table 3's answering model", (TABLE3_MODEL,), (("llama", 40, 5120),))
 
 
-def _cell(table: ResultsTable, row_index: int, base: str, figure: Figure | None) -> str:
-    """``ours [low, high] · paper v · in interval yes/no``, the stand-in scorer named."""
+def _cell(
+    table: ResultsTable, row_index: int, base: str, figure: Figure | None, unlike: Sequence[str] = ()
+) -> str:
+    """``ours [low, high] · paper v · in interval yes/no``, the stand-in scorer and the settings that
+    differ from the paper's named."""
     key = metric_key(table.keys, base)
     interval = table.rows[row_index].intervals.get(key) if key else None
     ours = (
@@ -60,12 +67,20 @@ def _cell(table: ResultsTable, row_index: int, base: str, figure: Figure | None)
         text += " · in interval: " + ("yes" if interval.low <= figure.value <= interval.high else "no")
     if key and "[" in key:
         text += f" · stand-in scorer [{key.partition('[')[2]}, not like for like"
+    if unlike:
+        text += " · not like for like: " + ", ".join(unlike)
     return text
 
 
-def paper_section(table: ResultsTable, site: str | None, answer_model: str) -> str:
+def paper_section(
+    table: ResultsTable,
+    site: str | None,
+    answer_model: str,
+    unlike: Mapping[str, Sequence[str]] | None = None,
+) -> str:
     """The section for ``site`` ('' when the paper has no figures for it); ``answer_model``: the run's
-    ``model.spec.source``."""
+    ``model.spec.source``; ``unlike``: score key → its settings that differ from the paper's."""
+    unlike = {base: list(unlike[base]) for base in COLUMNS if unlike and unlike.get(base)}
     paper = paper_site(site)
     if paper is None:
         return ""
@@ -82,6 +97,10 @@ def paper_section(table: ResultsTable, site: str | None, answer_model: str) -> s
             f"Not like for like: the LLM rows here answer with {display_name(answer_model)}; the paper's "
             "LLM rows answer with Llama-2-13B.",
         ]
+    settings = sorted({item.partition("=")[0] for items in unlike.values() for item in items})
+    for item in sorted({item for items in unlike.values() for item in items}):
+        columns = ", ".join(COLUMNS[base] for base in COLUMNS if item in unlike.get(base, ()))
+        lines += ["", f"Not like for like: {columns} computed with {item}."]
     lines += ["", "| Paper row | Variant | " + " | ".join(COLUMNS.values()) + " |"]
     lines.append("|---" * (len(COLUMNS) + 2) + "|")
     missing = []
@@ -92,8 +111,9 @@ def paper_section(table: ResultsTable, site: str | None, answer_model: str) -> s
             continue
         figures = {base: published(method, paper, PAPER_METRICS[base]) for base in COLUMNS}
         llm_row = method not in TABLE3_PRE_LLM
-        name = method + ("" if like_model or not llm_row else " (not like for like: model)")
-        cells = [_cell(table, index, base, figures[base]) for base in COLUMNS]
+        marks = ([] if like_model or not llm_row else ["model"]) + settings
+        name = method + (f" (not like for like: {', '.join(marks)})" if marks else "")
+        cells = [_cell(table, index, base, figures[base], unlike.get(base, ())) for base in COLUMNS]
         lines.append(f"| {name} | {row.variant.label} | " + " | ".join(cells) + " |")
     if missing:
         lines += ["", "No published figures for: " + ", ".join(missing) + "."]

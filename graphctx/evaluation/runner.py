@@ -54,6 +54,7 @@ from graphctx.evaluation.tracking import log_results
 from graphctx.evaluation.work_order import decoding_order, pending_units
 from graphctx.evaluation_settings import EvaluationSettings
 from graphctx.generation.loading import resolve_device
+from graphctx.metrics.paper_settings import unlike_paper
 from graphctx.model import load_tokenizer
 from graphctx.pipeline.answerer import Answerer
 from graphctx.pipeline.contexts import RetrievedContext
@@ -167,7 +168,12 @@ class EvaluationRun:
             comparisons=settings.comparisons,
             n_permutations=settings.permutation_samples,
         )
-        beside = paper_section(table, rows[0].get("site"), self.config.model.spec.source)
+        beside = paper_section(
+            table,
+            rows[0].get("site"),
+            self.config.model.spec.source,
+            unlike_paper(self.config.evaluation.metrics),
+        )
         paths = write_table(table, self.output_dir, appendix=beside)
         write_json_atomic(self.output_dir / "timings.json", {"stage_seconds": timings})
         self.log(f"results: {paths['markdown']} and {paths['csv']}")

@@ -35,6 +35,7 @@ _EXPORTS = {
     "build_scorer": "bertscore",
     "nli_input": "judges",
     "paired_test": "stats",
+    "unlike_paper": "paper_settings",
 }
 
 __all__ = sorted(_EXPORTS)

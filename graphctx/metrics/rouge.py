@@ -15,7 +15,8 @@ class RougeF1(RowScoreMetric):
 
     ROUGE-N F1 = 2·P·R / (P + R) with P, R the clipped n-gram overlap over the prediction's and the
     reference's n-gram counts; ROUGE-L uses the longest common subsequence instead of n-gram overlap.
-    The stemmer is nltk's PorterStemmer (pure code: no nltk data is read or downloaded).
+    Tokens are rouge_score's (lower case, non-alphanumerics as spaces), unstemmed by default as in
+    ``evaluate``'s ROUGE; ``use_stemmer`` turns on nltk's PorterStemmer (pure code: no nltk data is read).
     """
 
     score_states = ("rouge1", "rougeL")

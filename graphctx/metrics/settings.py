@@ -10,10 +10,12 @@ from graphctx.checks import AT_LEAST_ONE, Range, check_own_fields
 
 @dataclass
 class RougeSettings:
-    """ROUGE-1 / ROUGE-L F1 through Google's ``rouge_score``."""
+    """ROUGE-1 / ROUGE-L F1 through Google's ``rouge_score``, called as the paper's ``evaluate`` ROUGE."""
 
-    use_stemmer: bool = True
-    """Porter-stem tokens before matching (rouge_score's ``use_stemmer``; pure code, no nltk data)."""
+    use_stemmer: bool = False
+    """Porter-stem tokens before matching (rouge_score's ``use_stemmer``; pure code, no nltk data). The
+    paper's ``evaluate`` ROUGE does not stem (its default); True marks the "beside the paper" rows
+    not like for like."""
 
 
 @dataclass

@@ -171,7 +171,7 @@ def model_descriptions(stack: ModelStack) -> dict[str, str]:
         return f" — stand-in for {papers[key]}" if key in papers else " — the paper's"
 
     knowledge = config.knowledge
-    stemmer = "on" if config.evaluation.metrics.rouge.use_stemmer else "off"
+    stemmer = "on (not the paper's)" if config.evaluation.metrics.rouge.use_stemmer else "off, the paper's"
     return {
         "Answers": f"{stack.generation.source}, {evaluate_weights(config)}" + stage("model.spec.source"),
         "Retrieval": f"{config.retrieval.embedding_model}" + stage("retrieval.embedding_model"),
