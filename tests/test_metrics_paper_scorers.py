@@ -151,22 +151,49 @@ def test_factsumm_extracts_entity_pair_facts_and_scores_rows(factsumm_models):
     for line, line_entities in zip(extractor.sentences(gold), entities, strict=True):
         words = [line[e.start : e.end].strip() for e in line_entities]
         expected |= {(h, "org:founded_by", t) for h, t in permutations(words, 2) if h != t}
-    assert extractor.facts([gold]) == [expected] and expected  # every pair of one sentence, none across
+    assert (
+        extractor.facts([gold])[0].facts == expected and expected
+    )  # every pair of one sentence, none across
     metric = FactSummScore(extractor)
     metric.update([gold, "Nothing here matches.", "Ubuntu uses snap."], [gold, gold, gold])
     rows = metric.per_row()
     assert rows["fact_score"][0].item() == 1.0 and rows["fact_score"][1].item() == 0.0
-    partial = extractor.facts(["Ubuntu uses snap."])[0]
+    partial = extractor.facts(["Ubuntu uses snap."])[0].facts
     assert rows["fact_score"][2].item() == pytest.approx(fact_score(expected, partial)[0])
     assert 0 < rows["fact_score"][2].item() < 1
     assert rows["facts_generated"][0].item() == len(expected)
 
 
+def test_factsumm_cuts_a_sentence_longer_than_its_models_take_and_counts_it(factsumm_models):
+    # Both tiny models have 128 positions (LUKE: 126 usable, positions start at pad_token_id + 1); a
+    # 300-token "sentence" (a log line, as answers carry) crashed both before.
+    ner, luke = factsumm_models
+    extractor = FactSummExtractor(FactSettings(ner_model=str(ner), relation_model=str(luke), device="cpu"))
+    assert (extractor.ner_limit, extractor.relation_limit) == (128, 126)
+    log = "Ubuntu uses apt " + " ".join(["and Debian makes apt"] * 80) + "."
+    assert extractor.relation_tokens(log) >= 300
+    assert len(extractor.ner.tokenizer(log)["input_ids"]) >= 300
+    cut = extractor.relation_cut(log)
+    assert 0 < cut < len(log) and log[cut] == " "  # a word boundary
+    assert extractor.relation_tokens(log[:cut]) <= 126 - 10 < extractor.relation_tokens(log[: cut + 5])
+    (found,) = extractor.facts([log])
+    assert found.sentences_cut == 1 and found.facts  # facts of the pairs inside the cut, no crash
+    short = extractor.facts(["Ubuntu uses apt."])[0]
+    assert short.sentences_cut == 0
+    metric = FactSummScore(extractor)
+    metric.update([log, "Ubuntu uses apt."], ["Ubuntu uses apt.", log])
+    assert metric.per_row()["fact_sentences_cut"].tolist() == [1.0, 1.0]
+
+
 def test_uniner_prompt_is_the_authors_ie_as_qa_template():
     # ie_as_qa rendered by hand: system, then (role ": " message) closed by seps " " / "</s>" in turn.
     system = "A virtual assistant answers questions from a user based on the provided text."
-    turns = [("USER", "Text: I run Ubuntu."), ("ASSISTANT", "I've read this text."),
-             ("USER", "What describes software in the text?"), ("ASSISTANT", None)]
+    turns = [
+        ("USER", "Text: I run Ubuntu."),
+        ("ASSISTANT", "I've read this text."),
+        ("USER", "What describes software in the text?"),
+        ("ASSISTANT", None),
+    ]
     seps, rendered = [" ", "</s>"], system + " "
     for i, (role, message) in enumerate(turns):
         rendered += f"{role}: {message}{seps[i % 2]}" if message else f"{role}:"

@@ -73,6 +73,11 @@ class VariantScores:
         over = int(np.nansum(self.scores[over_key])) if over_key else 0
         return judged, over
 
+    def total(self, base: str) -> int:
+        """Sum of a per-row count key (``fact_sentences_cut``) over the scored rows; 0 without it."""
+        key = metric_key(list(self.scores), base)
+        return int(np.nansum(self.scores[key])) if key else 0
+
     def aligned(self, key: str, ids: Sequence[int]) -> np.ndarray:
         """Scores of ``key`` for ``ids`` in that order (NaN where this variant has no such row)."""
         position = {row_id: i for i, row_id in enumerate(self.ids)}
@@ -98,6 +103,8 @@ class TableRow:
     autoais_judged: int = 0
     autoais_over_limit: int = 0
     kg_lost_entities: int = 0
+    fact_sentences_cut: int = 0
+    """Sentences (answers and gold) FactSumm's models read only in part (cut to their token limits)."""
     linkage: dict[str, float] | None = None
     """Graph variants: rows whose query had no edge above T, and rows topped up by cosine."""
 
@@ -177,6 +184,7 @@ def _table_row(
         autoais_judged=judged,
         autoais_over_limit=over_limit,
         kg_lost_entities=result.kg_lost_entities,
+        fact_sentences_cut=result.total("fact_sentences_cut"),
         linkage=result.linkage(),
     )
 
@@ -193,7 +201,7 @@ def to_csv(table: ResultsTable) -> str:
     for key in table.keys:
         header += [key, f"{key}_low", f"{key}_high", f"{key}_n", f"{key}_vs_baseline", f"{key}_p"]
         header.append(f"{key}_p_holm")
-    header += ["kg_lost_entities", "graph_linked", "graph_no_edge", "graph_topped_up"]
+    header += ["kg_lost_entities", "fact_sentences_cut", "graph_linked", "graph_no_edge", "graph_topped_up"]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
@@ -218,7 +226,7 @@ def to_csv(table: ResultsTable) -> str:
                 if comparison
                 else ["", "", ""]
             )
-        line.append(row.kg_lost_entities)
+        line += [row.kg_lost_entities, row.fact_sentences_cut]
         linkage = row.linkage
         line += [linkage[k] for k in ("linked", "no_edge", "topped_up")] if linkage else ["", "", ""]
         writer.writerow(line)
@@ -274,18 +282,19 @@ def _coverage_lines(table: ResultsTable) -> list[str]:
     lines = [
         "Coverage: prompts cut to max_prompt_tokens (knowledge sentences or lower-ranked pairs dropped), "
         "prompts over it (question + top pair kept whole), AutoAIS judged / rows with a context, "
-        "KG entities whose lookups failed (kg_lost_entities; the next run asks again).",
+        "KG entities whose lookups failed (kg_lost_entities; the next run asks again), sentences of answers "
+        "and gold that FactSumm's NER or relation model read only up to its token limit.",
         "",
         "| Variant | answered | prompts cut | prompts over limit | AutoAIS judged | AutoAIS over limit "
-        "| KG entities lost |",
-        "|---|---|---|---|---|---|---|",
+        "| KG entities lost | FactSumm sentences cut |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in table.rows:
         with_context = row.autoais_judged + row.autoais_over_limit
         judged = f"{row.autoais_judged}/{with_context}" if with_context else "n/a"
         lines.append(
             f"| {row.variant.label} | {row.answered} | {row.prompts_truncated} | {row.prompts_over_limit} "
-            f"| {judged} | {row.autoais_over_limit} | {row.kg_lost_entities} |"
+            f"| {judged} | {row.autoais_over_limit} | {row.kg_lost_entities} | {row.fact_sentences_cut} |"
         )
     return lines
 

@@ -14,12 +14,23 @@ occurs on the other side (FactSumm's ``_filter_out``):
 
 Here the summary is the generated answer and the source its gold answer. Facts are compared as exact
 strings, as FactSumm compares them.
+
+Length (graphctx's choice: FactSumm calls both models on whole sentences and crashes past their position
+limits, which code blocks and logs in these answers reach). A sentence is **truncated**, never windowed:
+the NER model reads its first ``L_ner`` tokens (the token-classification pipeline's truncation at the
+model's limit), and the relation model reads the sentence's longest word-boundary prefix that fits
+``L_rel`` tokens with the four entity markers; a pair with an entity past that cut is not classified (no
+fact). ``L`` is the model's absolute position limit (RoBERTa-style models such as LUKE number positions
+from ``pad_token_id + 1``), capped by its tokenizer's ``model_max_length``. Each row counts its sentences
+so cut (``fact_sentences_cut``), and the results table shows the count beside the score.
 """
 
 from __future__ import annotations
 
+import bisect
+import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import permutations
 
 import pysbd
@@ -29,6 +40,8 @@ from transformers import (
     AutoTokenizer,
     LukeForEntityPairClassification,
     LukeTokenizer,
+    PretrainedConfig,
+    PreTrainedTokenizerBase,
     pipeline,
 )
 
@@ -37,6 +50,30 @@ from graphctx.metrics.settings import FactSettings
 
 Fact = tuple[str, str, str]
 NO_RELATION = "no_relation"
+ROBERTA_POSITIONS = ("roberta", "luke", "xlm-roberta", "camembert")
+"""Model types whose position ids start at ``pad_token_id + 1``."""
+PAIR_TOKENS = 10
+"""Tokens a LUKE entity-pair input adds to a sentence's own: ``<s>``, ``</s>``, the four entity markers,
+and at most one more per entity boundary where the text is split into separately tokenised pieces."""
+
+
+def token_limit(config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase) -> int:
+    """Most tokens ``config``'s model reads: its absolute position embeddings (none: unbounded), capped
+    by the tokenizer's ``model_max_length`` (its 'unset' value of ~1e30 means no cap)."""
+    limit = tokenizer.model_max_length if tokenizer.model_max_length < 1e9 else sys.maxsize
+    positions = getattr(config, "max_position_embeddings", None)
+    if positions and getattr(config, "position_biased_input", True):
+        offset = (config.pad_token_id or 0) + 1 if config.model_type in ROBERTA_POSITIONS else 0
+        limit = min(limit, positions - offset)
+    return limit
+
+
+@dataclass
+class TextFacts:
+    """FactSumm's facts of one text and how many of its sentences were cut to a model's limit."""
+
+    facts: set[Fact] = field(default_factory=set)
+    sentences_cut: int = 0
 
 
 @dataclass(frozen=True)
@@ -100,10 +137,34 @@ class FactSummExtractor:
         )
         self.relation = LukeForEntityPairClassification.from_pretrained(settings.relation_model)
         self.relation.to(self.device).eval()
+        self.ner_limit = token_limit(self.ner.model.config, self.ner.tokenizer)
+        self.ner.tokenizer.model_max_length = self.ner_limit  # the pipeline truncates to it
+        self.relation_limit = token_limit(self.relation.config, self.tokenizer)
 
     def sentences(self, text: str) -> list[str]:
         """FactSumm's sentence split (pysbd), each sentence stripped; empty ones dropped."""
         return [line.strip() for line in self.segmenter.segment(text) if line.strip()]
+
+    def ner_cut(self, sentence: str) -> bool:
+        """Whether the NER model reads only the first ``ner_limit`` tokens of ``sentence``."""
+        return len(self.ner.tokenizer(sentence)["input_ids"]) > self.ner_limit
+
+    def relation_tokens(self, text: str) -> int:
+        """Tokens of ``text`` alone in the relation model's tokenizer (no entity markers or specials)."""
+        return len(self.tokenizer.backend_tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def relation_cut(self, sentence: str) -> int:
+        """Characters of ``sentence`` the relation model reads: all of it, or its longest prefix ending at a
+        word boundary whose tokens plus :data:`PAIR_TOKENS` fit ``relation_limit`` (binary search)."""
+        budget = self.relation_limit - PAIR_TOKENS
+
+        def fits(end: int) -> bool:
+            return self.relation_tokens(sentence[:end]) <= budget
+
+        if fits(len(sentence)):
+            return len(sentence)
+        ends = [0] + [i for i, char in enumerate(sentence) if char.isspace()]
+        return ends[bisect.bisect_left(ends, True, key=lambda end: not fits(end)) - 1]
 
     def entities(self, sentences: Sequence[str]) -> list[list[Entity]]:
         """Each sentence's named entities (spans typed ``O`` dropped, as FactSumm)."""
@@ -136,34 +197,41 @@ class FactSummExtractor:
             labels += [id2label[int(i)] for i in logits.argmax(dim=-1)]
         return labels
 
-    def facts(self, texts: Sequence[str]) -> list[set[Fact]]:
-        """FactSumm's fact set of each text."""
+    def facts(self, texts: Sequence[str]) -> list[TextFacts]:
+        """FactSumm's fact set of each text, with its sentences cut to a model's limit (module docstring)."""
         sentences = [self.sentences(text) for text in texts]
         flat = [line for lines in sentences for line in lines]
         entities = iter(self.entities(flat))
+        result = [TextFacts() for _ in texts]
         pairs: list[tuple[int, str, Entity, Entity, dict[str, str]]] = []
         for position, lines in enumerate(sentences):
             for line in lines:
                 line_entities = next(entities)
                 types = {entity.word: entity.group for entity in line_entities}
-                pairs += [(position, line, h, t, types) for h, t in permutations(line_entities, 2)]
+                cut = self.relation_cut(line)
+                result[position].sentences_cut += cut < len(line) or self.ner_cut(line)
+                pairs += [
+                    (position, line[:cut], h, t, types)
+                    for h, t in permutations(line_entities, 2)
+                    if max(h.end, t.end) <= cut
+                ]
         labels = self.relations([(line, h, t) for _, line, h, t, _ in pairs])
-        result: list[set[Fact]] = [set() for _ in texts]
         for (position, line, head, tail, types), relation in zip(pairs, labels, strict=True):
             if relation == NO_RELATION:
                 continue
             fact = (line[head.start : head.end].strip(), relation, line[tail.start : tail.end].strip())
             if keep(fact, types):
-                result[position].add(fact)
+                result[position].facts.add(fact)
         return result
 
 
 class FactSummScore(RowScoreMetric):
     """FactSumm's fact score of each generated answer against its gold answer (module docstring), with the
     compared fact counts: ``facts_generated`` |Y|, ``facts_gold`` |S| and ``facts_shared`` |Y ∩ S|, after
-    FactSumm's filter. ``answers_without_facts`` counts answers with Y empty (score 0, as FactSumm)."""
+    FactSumm's filter, and ``fact_sentences_cut``, the row's sentences (answer and gold) cut to a model's
+    limit. ``answers_without_facts`` counts answers with Y empty (score 0, as FactSumm)."""
 
-    score_states = ("fact_score", "facts_generated", "facts_gold", "facts_shared")
+    score_states = ("fact_score", "facts_generated", "facts_gold", "facts_shared", "fact_sentences_cut")
     count_states = ("answers_without_facts",)
 
     def __init__(self, extractor: FactSummExtractor, **kwargs) -> None:
@@ -175,14 +243,13 @@ class FactSummScore(RowScoreMetric):
         if len(preds) != len(targets):
             raise ValueError(f"FactSummScore: {len(preds)} predictions but {len(targets)} targets")
         facts = self.extractor.facts([*preds, *targets])
-        results = [
-            fact_score(gold, generated)
-            for generated, gold in zip(facts[: len(preds)], facts[len(preds) :], strict=True)
-        ]
+        pairs = list(zip(facts[: len(preds)], facts[len(preds) :], strict=True))
+        results = [fact_score(gold.facts, generated.facts) for generated, gold in pairs]
         self._append_rows(
             fact_score=[score for score, _, _ in results],
             facts_generated=[len(summary) for _, _, summary in results],
             facts_gold=[len(source) for _, source, _ in results],
             facts_shared=[len(summary & source) for _, source, summary in results],
+            fact_sentences_cut=[generated.sentences_cut + gold.sentences_cut for generated, gold in pairs],
         )
         self._add_counts(answers_without_facts=sum(not summary for _, _, summary in results))
