@@ -92,6 +92,8 @@ UNINER_ENTITY_TYPES = (
 )
 """Entity types UniversalNER is asked for (one question each); the paper names none, so these are the kinds
 of entity Stack Exchange technical answers are about."""
+ENTITY_TYPES_NOTE = "types chosen by graphctx; the paper names none"
+"""Said wherever the UniversalNER entity types are shown (plan, results.md)."""
 
 
 @dataclass

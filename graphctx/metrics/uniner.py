@@ -31,7 +31,8 @@ from graphctx.metrics.settings import FactSettings
 END_OF_TURN = "</s>"
 PROMPT = (
     "A virtual assistant answers questions from a user based on the provided text."
-    " USER: Text: {text} ASSISTANT: I've read this text." + END_OF_TURN
+    " USER: Text: {text} ASSISTANT: I've read this text."
+    + END_OF_TURN
     + "USER: What describes {entity_type} in the text? ASSISTANT:"
 )
 _LEADING_LIST = re.compile(r"\[(.*?)\]")

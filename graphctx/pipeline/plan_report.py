@@ -10,6 +10,7 @@ from typing import Any
 from graphctx.baselines import STAND_INS
 from graphctx.generation.settings import GenerationSettings
 from graphctx.knowledge.settings import KnowledgeSettings
+from graphctx.metrics.settings import ENTITY_TYPES_NOTE
 from graphctx.paper import FACTSUMM_VERSION
 from graphctx.pipeline.model_use import spacy_available
 from graphctx.pipeline.run_config import RunConfig
@@ -248,6 +249,7 @@ def entity_json(stack: ModelStack) -> dict[str, Any]:
         "available": stack.uniner.available,
         "provenance": stack.uniner.provenance,
         "entity_types": list(facts.entity_types),
+        "entity_types_note": ENTITY_TYPES_NOTE,
         "max_new_tokens": facts.max_new_tokens,
         "device": device_of(facts.device),
         "label": entity.label,

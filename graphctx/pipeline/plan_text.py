@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from graphctx.baselines import STAND_INS
+from graphctx.metrics.settings import ENTITY_TYPES_NOTE
 from graphctx.paper import FACTSUMM_VERSION
 from graphctx.pipeline.plan_report import (
     budget_unit,
@@ -44,6 +45,7 @@ def plan_text(stack: ModelStack) -> str:
         autoais_line(stack) + mark("evaluation.metrics.autoais.model"),
         f"  fact score   {fact.method}: {fact.model}" + mark("evaluation.metrics.facts.fact_method"),
         f"  entities     {entity.method}: {entity.model}" + mark("evaluation.metrics.facts.entity_method"),
+        *entity_types_line(stack),
         callback_line(config),
         f"  stand-ins    {len(stand_ins)}"
         + (": " + ", ".join(item["stage"] for item in stand_ins) if stand_ins else ""),
@@ -157,6 +159,14 @@ def missing_lines(missing: list[dict[str, str]]) -> list[str]:
     return lines
 
 
+def entity_types_line(stack: ModelStack) -> list[str]:
+    """UniversalNER's entity types and whose choice they are (no line for spaCy entities)."""
+    if stack.entity.method != "uniner":
+        return []
+    types = ", ".join(stack.config.evaluation.metrics.facts.entity_types)
+    return [f"               entity types: {types} ({ENTITY_TYPES_NOTE})"]
+
+
 def model_descriptions(stack: ModelStack) -> dict[str, str]:
     """Per stage and per metric, one line on the model behind it, stand-ins named (for results.md)."""
     config = stack.config
@@ -186,7 +196,7 @@ def model_descriptions(stack: ModelStack) -> dict[str, str]:
         )
         + tag(fact.label),
         "Entity Jaccard": (
-            f"UniversalNER {entity.model} ({', '.join(facts.entity_types)})"
+            f"UniversalNER {entity.model} (entity types {', '.join(facts.entity_types)}: {ENTITY_TYPES_NOTE})"
             if entity.method == "uniner"
             else f"spaCy {entity.model} NER"
         )
