@@ -185,6 +185,26 @@ def test_factsumm_cuts_a_sentence_longer_than_its_models_take_and_counts_it(fact
     assert metric.per_row()["fact_sentences_cut"].tolist() == [1.0, 1.0]
 
 
+# Answers and what the authors' code makes of them: get_response, then parser (src/eval/evaluate.py),
+# run at universal-ner/universal-ner 844e0e1 outside this repository.
+AUTHORS_PARSES = {
+    '["GRUB 2", "/etc/default/grub"] and more': ["grub 2", "etcdefaultgrub"],
+    '["The Terminal", "terminal", "packages", "U.S.B."]': ["terminal", "packages", "usb"],
+    "No entities here.": [],
+    ' ["apt-get", "an apt"]': ["aptget", "apt"],
+    '["Ubuntu 20.04", ["a", "b"]]': [],
+    '["sudo", 3]': [],
+    "[not json]": [],
+    '["the"]': [""],
+    'Sure. ASSISTANT: ["Snap", "the snap"]': ["snap"],
+}
+
+
+@pytest.mark.parametrize("answer", AUTHORS_PARSES)
+def test_uniner_answers_parse_as_the_authors_code_parses_them(answer):
+    assert (parse_answer(answer) or []) == AUTHORS_PARSES[answer]
+
+
 def test_uniner_prompt_is_the_authors_ie_as_qa_template():
     # ie_as_qa rendered by hand: system, then (role ": " message) closed by seps " " / "</s>" in turn.
     system = "A virtual assistant answers questions from a user based on the provided text."
@@ -198,6 +218,12 @@ def test_uniner_prompt_is_the_authors_ie_as_qa_template():
     for i, (role, message) in enumerate(turns):
         rendered += f"{role}: {message}{seps[i % 2]}" if message else f"{role}:"
     assert prompt("I run Ubuntu.", "software") == rendered
+    # preprocess_instance's output at universal-ner 844e0e1 for this conversation
+    authors = (
+        "A virtual assistant answers questions from a user based on the provided text. USER: Text: I run "
+        "Ubuntu. ASSISTANT: I've read this text.</s>USER: What describes software in the text? ASSISTANT:"
+    )
+    assert prompt("I run Ubuntu.", "software") == authors
 
 
 def test_uniner_answers_parse_as_the_authors_parser():

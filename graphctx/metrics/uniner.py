@@ -7,12 +7,17 @@ Text ``T`` and entity type ``X`` render as exactly
     A virtual assistant answers questions from a user based on the provided text. USER: Text: T
     ASSISTANT: I've read this text.</s>USER: What describes X in the text? ASSISTANT:
 
-(one line), and greedy decoding stops at ``</s>``. The answer is parsed as their ``parser``: the ``[...]``
-at the start of the answer (``re.match``, after graphctx strips surrounding space) as JSON, each entity
-normalised as SQuAD's ``normalize_answer`` (lower case; punctuation deleted; articles ``a an the`` removed;
-whitespace collapsed; no stemming), duplicates dropped in order; no leading ``[...]``, or bad JSON: no
-entity (graphctx counts those answers as unparsed). A text's entity set is the union over the queried types
-(``FactSettings.entity_types``, graphctx's choice: the paper names none).
+(one line), and greedy decoding stops at ``</s>``. The answer is cut as their ``get_response`` (the text
+after the last ``ASSISTANT:``, stripped) and parsed as their ``src/eval/evaluate.py`` ``parser``: the
+``[...]`` at the start of the answer (``re.match``, the shortest) as JSON, each entity normalised as
+SQuAD's ``normalize_answer`` (lower case; punctuation deleted; articles ``a an the`` removed; whitespace
+collapsed; no stemming), duplicates dropped in order; no leading ``[...]``, bad JSON or a non-string item:
+no entity (graphctx counts those answers as unparsed). A text's entity set is the union over the queried
+types (``FactSettings.entity_types``, graphctx's choice: the paper names none), less the empty string (an
+entity that normalises to nothing, e.g. ``"the"``; graphctx's choice: the authors' F1 would keep it).
+
+Read at universal-ner/universal-ner commit 844e0e12262f2606d1d61ed5e9a89ce06ea6b5e3; the tests compare with
+outputs of that commit's ``parser`` and ``preprocess_instance``.
 """
 
 from __future__ import annotations
@@ -55,7 +60,7 @@ def normalize_answer(entity: str) -> str:
 def parse_answer(answer: str) -> list[str] | None:
     """The authors' parsed, normalised entities of one answer (duplicates dropped, order kept); None when
     the answer does not start with a JSON list of strings (the authors take no entity then)."""
-    match = _LEADING_LIST.match(answer.strip())
+    match = _LEADING_LIST.match(answer.split("ASSISTANT:")[-1].strip())
     if match is None:
         return None
     try:
