@@ -28,6 +28,7 @@ from transformers import (
 from graphctx.evaluation.scoring import Scorer
 from graphctx.metrics import EntityJaccard, FactSettings, FactSummExtractor, FactSummScore, MetricSettings
 from graphctx.metrics.factsumm import fact_score, keep
+from graphctx.metrics.gold import FolderStore, GoldSide, text_key
 from graphctx.metrics.uniner import UniNEREntities, parse_answer, prompt
 from graphctx.model.loading import packaged_llama_sentencepiece
 from graphctx.pipeline.config_file import load_config
@@ -342,3 +343,39 @@ def test_mention_linking_checks_its_spacy_pipeline_whatever_the_extractors():
     assert "knowledge.spacy_model" in missing  # link_mentions loads it for its English-word list
     off = [*overrides, "--knowledge.link_mentions", "false"]
     assert "knowledge.spacy_model" not in {item["key"] for item in Plan(load_config(TINY, off)).missing()}
+
+
+def test_gold_is_extracted_once_per_text_and_shared_by_variants_and_batch_sizes(
+    factsumm_models, tiny_uniner, tmp_path
+):
+    ner, luke = factsumm_models
+
+    def scorer(batch_size: int) -> Scorer:
+        facts = FactSettings(
+            ner_model=str(ner),
+            relation_model=str(luke),
+            uniner_model=str(tiny_uniner),
+            entity_types=["software", "command"],
+            max_new_tokens=4,
+            batch_size=batch_size,
+            device="cpu",
+        )
+        stores = {m: FolderStore(tmp_path / m) for m in ("fact_score", "entity_jaccard")}
+        return Scorer(MetricSettings(facts=facts), None, metrics=list(stores), gold_stores=stores)
+
+    gold = ["Ubuntu uses apt. Debian makes apt.", "Run sudo reboot on Ubuntu.", "Canonical makes Ubuntu."]
+    first = scorer(batch_size=3)
+    first.score(["q"] * 3, ["Ubuntu uses snap.", "Reboot.", "Nothing."], gold, [None] * 3)
+    # another variant: other answers, the gold in another order and batch, one gold twice
+    first.score(["q"] * 4, ["apt", "sudo", "Debian", "x"], [gold[2], gold[0], gold[1], gold[0]], [None] * 4)
+    assert {m: side.extracted for m, side in first.gold.items()} == {"fact_score": 3, "entity_jaccard": 3}
+    assert len(FolderStore(tmp_path / "entity_jaccard")) == 3
+    # a rerun at another batch size reads the stored gold; extracted afresh, the values are the same
+    rerun = scorer(batch_size=1)
+    rerun.score(["q"], ["apt"], [gold[1]], [None])
+    assert {side.extracted for side in rerun.gold.values()} == {0}
+    for metric in ("fact_score", "entity_jaccard"):
+        stored = FolderStore(tmp_path / metric)
+        fresh = GoldSide(first.gold[metric].extract)  # no store: extracted again, alone
+        assert fresh(gold) == [stored[text_key(text)] for text in gold]
+        assert fresh.extracted == 3

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 from typing import Any
 
 from graphctx.cache import file_digest, fingerprint, write_json_atomic
@@ -118,15 +119,25 @@ class ResumeGuard:
             self._fingerprints[variant.name] = fingerprint(self.prediction_fingerprint(variant))
         return self._fingerprints[variant.name]
 
-    def metric_fingerprint_parts(self, variant: Variant, metric: str) -> dict[str, Any]:
-        """Everything ``metric``'s scores of ``variant`` depend on: its settings, models and library
-        (:func:`~graphctx.evaluation.score_keys.metric_parts`), and the variant's answers."""
+    def scorer_parts(self, metric: str) -> dict[str, Any]:
+        """What computes ``metric``'s scores, answers aside: its settings, models and libraries
+        (:func:`~graphctx.evaluation.score_keys.metric_parts`)."""
         if self._metric_parts is None:
             config = self.config
             self._metric_parts = metric_parts(
                 config.evaluation.metrics, config.knowledge, config.model.spec, self.fact_label
             )
-        return {"metric": metric, "predictions": self.fingerprint(variant)} | self._metric_parts[metric]
+        return self._metric_parts[metric]
+
+    def gold_folder(self, metric: str) -> Path:
+        """Where ``metric``'s gold values live (:mod:`graphctx.metrics.gold`): in the cache, under the
+        fingerprint of its scorer, so any run with the same scorer reads them."""
+        return self.config.cache_dir / "gold" / f"{metric}-{fingerprint(self.scorer_parts(metric))}"
+
+    def metric_fingerprint_parts(self, variant: Variant, metric: str) -> dict[str, Any]:
+        """Everything ``metric``'s scores of ``variant`` depend on: :meth:`scorer_parts` and the variant's
+        answers."""
+        return {"metric": metric, "predictions": self.fingerprint(variant)} | self.scorer_parts(metric)
 
     def metric_fingerprint(self, variant: Variant, metric: str) -> str:
         """The hash of :meth:`metric_fingerprint_parts` (computed once)."""

@@ -262,7 +262,15 @@ class EvaluationRun:
         """Score the answered rows of ``units`` that a metric has not scored yet (:class:`ScoreStage`)."""
         device = self.processes.device
         ScoreStage(
-            self.settings, self.answerer, self.plan.fact_label, device, rows, self.files, self.stop, self.log
+            self.settings,
+            self.answerer,
+            self.plan.fact_label,
+            device,
+            rows,
+            self.files,
+            self.stop,
+            self.log,
+            self.guard.gold_folder,
         ).run(units)
 
     # ---- files: the resume guard, shards, tidying ----------------------------------------------------

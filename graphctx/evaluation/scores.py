@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from graphctx.evaluation.scoring import Scorer
 from graphctx.evaluation.shards import Unit
 from graphctx.evaluation.table import VariantScores
 from graphctx.evaluation_settings import EvaluationSettings
+from graphctx.metrics.gold import FolderStore
 from graphctx.metrics.settings import METRIC_NAMES
 from graphctx.pipeline.answerer import Answerer
 from graphctx.pipeline.processes import StopRequest
@@ -38,6 +40,8 @@ class ScoreStage:
     files: Mapping[str, VariantFiles]
     stop: StopRequest
     log: Callable[[str], None]
+    gold_folder: Callable[[str], Path]
+    """Metric → the folder of its gold values (shared by every variant and run with its scorer)."""
 
     def run(self, units: Sequence[Unit]) -> None:
         """Score the answered rows of ``units`` that a metric has not scored yet (module docstring)."""
@@ -91,6 +95,7 @@ class ScoreStage:
             metrics=metrics,
             fact_label=self.fact_label,
             device=self.device,
+            gold_stores={metric: FolderStore(self.gold_folder(metric)) for metric in metrics},
         )
 
 

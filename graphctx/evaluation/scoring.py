@@ -2,13 +2,16 @@
 
 The heavy parts (BERTScore encoder, AutoAIS judge, FactSumm's NER + relation models or the triplet
 extractor, UniversalNER or spaCy NER) are loaded once; each call
-to :meth:`Scorer.score` uses fresh metric states, so rows can be scored chunk by chunk (resumable).
+to :meth:`Scorer.score` uses fresh metric states, so rows can be scored chunk by chunk (resumable). The
+gold side of the fact score and the entity Jaccard is extracted once per gold text and shared by every
+call (:mod:`graphctx.metrics.gold`), read from ``gold_stores`` where the caller keeps it on disk.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
+from typing import Any, TypeVar
 
 from graphctx.errors import ConfigError
 from graphctx.knowledge.triplets import TripletExtractor
@@ -29,7 +32,10 @@ from graphctx.metrics import (
 )
 from graphctx.metrics.choice import choose_entity_scorer, choose_fact_scorer
 from graphctx.metrics.facts import EntityFinder
+from graphctx.metrics.gold import GoldSide
 from graphctx.metrics.settings import METRIC_NAMES
+
+GoldMetric = TypeVar("GoldMetric", FactSummScore, FactScore, EntityJaccard)
 
 
 class Scorer:
@@ -44,6 +50,7 @@ class Scorer:
         metrics: Sequence[str] = METRIC_NAMES,
         fact_label: str = "",
         device: str | None = None,
+        gold_stores: Mapping[str, MutableMapping[str, Any]] | None = None,
     ) -> None:
         unknown = sorted(set(metrics) - set(METRIC_NAMES))
         if unknown:
@@ -69,6 +76,16 @@ class Scorer:
                 else SpacyEntities.load(facts.spacy_model)
             )
         self.entity_label = choose_entity_scorer(facts).label
+        self.gold_stores = dict(gold_stores or {})
+        self.gold: dict[str, GoldSide] = {}
+        """Per metric, its gold side, shared by every batch and variant this scorer scores."""
+
+    def _shared_gold(self, metric: str, built: GoldMetric) -> GoldMetric:
+        """``built`` with the gold side of ``metric`` shared across calls (one extraction per gold text)."""
+        if metric not in self.gold:
+            self.gold[metric] = GoldSide(built.gold_value, self.gold_stores.get(metric))
+        built.gold = self.gold[metric]
+        return built
 
     def text_metrics(self) -> list[RowScoreMetric]:
         """Fresh states of the metrics that compare an answer with its gold answer."""
@@ -79,11 +96,14 @@ class Scorer:
         if self.bertscore is not None:
             built.append(BertScoreF1(self.settings.bertscore, scorer=self.bertscore, **local))
         if self.factsumm is not None:
-            built.append(FactSummScore(self.factsumm, label=self.fact_label, **local))
+            fact: GoldMetric = FactSummScore(self.factsumm, label=self.fact_label, **local)
+            built.append(self._shared_gold("fact_score", fact))
         elif "fact_score" in self.metrics:
-            built.append(FactScore(self.extractor, self.settings.facts, label=self.fact_label, **local))
+            fact = FactScore(self.extractor, self.settings.facts, label=self.fact_label, **local)
+            built.append(self._shared_gold("fact_score", fact))
         if self.entities is not None:
-            built.append(EntityJaccard(self.entities, label=self.entity_label, **local))
+            entities = EntityJaccard(self.entities, label=self.entity_label, **local)
+            built.append(self._shared_gold("entity_jaccard", entities))
         return built
 
     def score(

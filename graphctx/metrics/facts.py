@@ -11,12 +11,14 @@ import re
 import string
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import spacy
 from nltk.stem.porter import PorterStemmer
 
 from graphctx.knowledge.triplets import Triplet, TripletExtractor
 from graphctx.metrics.base import RowScoreMetric
+from graphctx.metrics.gold import GoldSide
 from graphctx.metrics.settings import FactSettings
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -56,18 +58,28 @@ class FactScore(RowScoreMetric):
     score_states = ("fact_score", "triplets_generated", "triplets_gold", "triplets_shared")
     count_states = ("answers_without_facts",)
 
-    def __init__(self, extractor: TripletExtractor, settings: FactSettings | None = None, **kwargs) -> None:
+    def __init__(
+        self,
+        extractor: TripletExtractor,
+        settings: FactSettings | None = None,
+        gold: GoldSide | None = None,
+        **kwargs,
+    ) -> None:
         super().__init__(**kwargs)
         self.extractor = extractor
         self.settings = settings or FactSettings()
+        self.gold = gold or GoldSide(self.gold_value)
+
+    def gold_value(self, text: str) -> list[list[str]]:
+        """One gold answer's normalised facts, extracted alone (:mod:`graphctx.metrics.gold`)."""
+        return sorted(list(fact) for fact in fact_set(self.extractor.extract([text])[0]))
 
     def update(self, preds: Sequence[str], targets: Sequence[str]) -> None:
         """Extract triplets from each generated answer (``preds``) and its gold answer (``targets``)."""
         if len(preds) != len(targets):
             raise ValueError(f"FactScore: {len(preds)} predictions but {len(targets)} targets")
-        triplets = self.extractor.extract([*preds, *targets])
-        generated = [fact_set(t) for t in triplets[: len(preds)]]
-        gold = [fact_set(t) for t in triplets[len(preds) :]]
+        generated = [fact_set(t) for t in self.extractor.extract(list(preds))]
+        gold = [{tuple(fact) for fact in value} for value in self.gold(targets)]
         scores = []
         for gen, ref in zip(generated, gold, strict=True):
             if self.settings.comparable_only:
@@ -82,9 +94,10 @@ class FactScore(RowScoreMetric):
         self._add_counts(answers_without_facts=sum(not gen for gen in generated))
 
 
-EntityFinder = Callable[[Sequence[str]], tuple[list[set[str]], int]]
-"""Texts → (each text's normalised entity strings, answers that could not be read): UniversalNER's
-(:class:`graphctx.metrics.uniner.UniNEREntities`) or spaCy's (:class:`SpacyEntities`)."""
+EntityFinder = Callable[[Sequence[str], int | None], tuple[list[set[str]], int]]
+"""(Texts, batch size or None for the finder's own) → (each text's normalised entity strings, answers that
+could not be read): UniversalNER's (:class:`graphctx.metrics.uniner.UniNEREntities`) or spaCy's
+(:class:`SpacyEntities`)."""
 
 
 class SpacyEntities:
@@ -98,8 +111,9 @@ class SpacyEntities:
         """The named pipeline, parser and lemmatizer off."""
         return cls(spacy.load(name, disable=["parser", "lemmatizer"]))
 
-    def __call__(self, texts: Sequence[str]) -> tuple[list[set[str]], int]:
-        """The normalised entity strings of each text (spaCy never fails to answer: 0 unread)."""
+    def __call__(self, texts: Sequence[str], batch_size: int | None = None) -> tuple[list[set[str]], int]:
+        """The normalised entity strings of each text (spaCy never fails to answer: 0 unread; each doc is
+        processed on its own, so ``batch_size`` changes nothing)."""
         return [{normalise(ent.text) for ent in doc.ents} - {""} for doc in self.nlp.pipe(texts)], 0
 
 
@@ -113,16 +127,25 @@ class EntityJaccard(RowScoreMetric):
     score_states = ("entity_jaccard",)
     count_states = ("entity_rows_without_entities", "entity_answers_unparsed")
 
-    def __init__(self, entities: EntityFinder, **kwargs) -> None:
+    def __init__(self, entities: EntityFinder, gold: GoldSide | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.entities = entities
+        self.gold = gold or GoldSide(self.gold_value)
+
+    def gold_value(self, text: str) -> dict[str, Any]:
+        """One gold answer's entities and unread answers, found alone and unpadded (batch size 1), so the
+        same gold gives the same entities in every variant (:mod:`graphctx.metrics.gold`)."""
+        (entities,), unparsed = self.entities([text], 1)
+        return {"entities": sorted(entities), "unparsed": unparsed}
 
     def update(self, preds: Sequence[str], targets: Sequence[str]) -> None:
         """Compare the entities of each generated answer (``preds``) with its gold answer's (``targets``)."""
         if len(preds) != len(targets):
             raise ValueError(f"EntityJaccard: {len(preds)} predictions but {len(targets)} targets")
-        entity_sets, unparsed = self.entities([*preds, *targets])
-        pairs = zip(entity_sets[: len(preds)], entity_sets[len(preds) :], strict=True)
+        generated, unparsed = self.entities(list(preds), None)
+        gold = self.gold(targets)
+        unparsed += sum(value["unparsed"] for value in gold)
+        pairs = zip(generated, (set(value["entities"]) for value in gold), strict=True)
         scores = [len(a & b) / len(a | b) if a | b else float("nan") for a, b in pairs]
         self._append_rows(entity_jaccard=scores)
         self._add_counts(

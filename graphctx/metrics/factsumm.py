@@ -32,6 +32,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import permutations
+from typing import Any
 
 import pysbd
 import torch
@@ -46,6 +47,7 @@ from transformers import (
 )
 
 from graphctx.metrics.base import RowScoreMetric
+from graphctx.metrics.gold import GoldSide
 from graphctx.metrics.settings import FactSettings
 
 Fact = tuple[str, str, str]
@@ -119,7 +121,8 @@ def resolve_device(device: str | None) -> torch.device:
 
 
 class FactSummExtractor:
-    """FactSumm's NER + relation-classification fact extractor, batched (``settings.batch_size``)."""
+    """FactSumm's NER + relation-classification fact extractor, batched (``settings.batch_size``, or the
+    ``batch_size`` of a call: 1 runs every input alone, unpadded)."""
 
     def __init__(self, settings: FactSettings, device: str | None = None) -> None:
         self.settings = settings
@@ -166,11 +169,11 @@ class FactSummExtractor:
         ends = [0] + [i for i, char in enumerate(sentence) if char.isspace()]
         return ends[bisect.bisect_left(ends, True, key=lambda end: not fits(end)) - 1]
 
-    def entities(self, sentences: Sequence[str]) -> list[list[Entity]]:
+    def entities(self, sentences: Sequence[str], batch_size: int | None = None) -> list[list[Entity]]:
         """Each sentence's named entities (spans typed ``O`` dropped, as FactSumm)."""
         if not sentences:
             return []
-        found = self.ner(list(sentences), batch_size=self.settings.batch_size)
+        found = self.ner(list(sentences), batch_size=batch_size or self.settings.batch_size)
         return [
             [
                 Entity(item["word"], item["entity_group"], int(item["start"]), int(item["end"]))
@@ -181,12 +184,15 @@ class FactSummExtractor:
         ]
 
     @torch.inference_mode()
-    def relations(self, pairs: Sequence[tuple[str, Entity, Entity]]) -> list[str]:
+    def relations(
+        self, pairs: Sequence[tuple[str, Entity, Entity]], batch_size: int | None = None
+    ) -> list[str]:
         """The relation label of each (sentence, head, tail) pair, by the LUKE classifier."""
         labels: list[str] = []
         id2label = self.relation.config.id2label
-        for start in range(0, len(pairs), self.settings.batch_size):
-            batch = pairs[start : start + self.settings.batch_size]
+        size = batch_size or self.settings.batch_size
+        for start in range(0, len(pairs), size):
+            batch = pairs[start : start + size]
             encoded = self.tokenizer(
                 [sentence for sentence, _, _ in batch],
                 entity_spans=[[(h.start, h.end), (t.start, t.end)] for _, h, t in batch],
@@ -197,11 +203,11 @@ class FactSummExtractor:
             labels += [id2label[int(i)] for i in logits.argmax(dim=-1)]
         return labels
 
-    def facts(self, texts: Sequence[str]) -> list[TextFacts]:
+    def facts(self, texts: Sequence[str], batch_size: int | None = None) -> list[TextFacts]:
         """FactSumm's fact set of each text, with its sentences cut to a model's limit (module docstring)."""
         sentences = [self.sentences(text) for text in texts]
         flat = [line for lines in sentences for line in lines]
-        entities = iter(self.entities(flat))
+        entities = iter(self.entities(flat, batch_size))
         result = [TextFacts() for _ in texts]
         pairs: list[tuple[int, str, Entity, Entity, dict[str, str]]] = []
         for position, lines in enumerate(sentences):
@@ -215,7 +221,7 @@ class FactSummExtractor:
                     for h, t in permutations(line_entities, 2)
                     if max(h.end, t.end) <= cut
                 ]
-        labels = self.relations([(line, h, t) for _, line, h, t, _ in pairs])
+        labels = self.relations([(line, h, t) for _, line, h, t, _ in pairs], batch_size)
         for (position, line, head, tail, types), relation in zip(pairs, labels, strict=True):
             if relation == NO_RELATION:
                 continue
@@ -234,16 +240,24 @@ class FactSummScore(RowScoreMetric):
     score_states = ("fact_score", "facts_generated", "facts_gold", "facts_shared", "fact_sentences_cut")
     count_states = ("answers_without_facts",)
 
-    def __init__(self, extractor: FactSummExtractor, **kwargs) -> None:
+    def __init__(self, extractor: FactSummExtractor, gold: GoldSide | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.extractor = extractor
+        self.gold = gold or GoldSide(self.gold_value)
+
+    def gold_value(self, text: str) -> dict[str, Any]:
+        """One gold answer's facts and cut sentences, extracted alone and unpadded (batch size 1), so the
+        same gold gives the same facts in every variant (:mod:`graphctx.metrics.gold`)."""
+        (found,) = self.extractor.facts([text], batch_size=1)
+        return {"facts": sorted(list(fact) for fact in found.facts), "sentences_cut": found.sentences_cut}
 
     def update(self, preds: Sequence[str], targets: Sequence[str]) -> None:
-        """Score each generated answer (``preds``, FactSumm's summary) against its gold (``targets``)."""
+        """Score each generated answer (``preds``, FactSumm's summary) against its gold (``targets``, each
+        extracted once and alone)."""
         if len(preds) != len(targets):
             raise ValueError(f"FactSummScore: {len(preds)} predictions but {len(targets)} targets")
-        facts = self.extractor.facts([*preds, *targets])
-        pairs = list(zip(facts[: len(preds)], facts[len(preds) :], strict=True))
+        golds = [TextFacts({tuple(f) for f in v["facts"]}, v["sentences_cut"]) for v in self.gold(targets)]
+        pairs = list(zip(self.extractor.facts(preds), golds, strict=True))
         results = [fact_score(gold.facts, generated.facts) for generated, gold in pairs]
         self._append_rows(
             fact_score=[score for score, _, _ in results],

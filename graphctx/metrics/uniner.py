@@ -92,13 +92,15 @@ class UniNEREntities:
         self.model.to(self.device).eval()
 
     @torch.inference_mode()
-    def answers(self, prompts: Sequence[str]) -> list[str]:
-        """UniNER's greedy answer to each prompt (special tokens dropped, surrounding space stripped)."""
+    def answers(self, prompts: Sequence[str], batch_size: int | None = None) -> list[str]:
+        """UniNER's greedy answer to each prompt (special tokens dropped, surrounding space stripped),
+        ``batch_size`` (default ``settings.batch_size``; 1: unpadded) prompts at a time."""
         answers: list[str] = []
-        for start in range(0, len(prompts), self.settings.batch_size):
-            batch = self.tokenizer(
-                list(prompts[start : start + self.settings.batch_size]), return_tensors="pt", padding=True
-            ).to(self.device)
+        size = batch_size or self.settings.batch_size
+        for start in range(0, len(prompts), size):
+            batch = self.tokenizer(list(prompts[start : start + size]), return_tensors="pt", padding=True).to(
+                self.device
+            )
             output = self.model.generate(
                 **batch,
                 do_sample=False,
@@ -110,11 +112,11 @@ class UniNEREntities:
             answers += [text.strip() for text in self.tokenizer.batch_decode(new, skip_special_tokens=True)]
         return answers
 
-    def __call__(self, texts: Sequence[str]) -> tuple[list[set[str]], int]:
+    def __call__(self, texts: Sequence[str], batch_size: int | None = None) -> tuple[list[set[str]], int]:
         """The entity strings of each text, united over the entity types (normalised by
         ``normalize_answer``), and how many answers did not start with a JSON list of strings."""
         types = self.settings.entity_types
-        answers = self.answers([prompt(text, kind) for text in texts for kind in types])
+        answers = self.answers([prompt(text, kind) for text in texts for kind in types], batch_size)
         result: list[set[str]] = []
         unparsed = 0
         for position in range(len(texts)):
