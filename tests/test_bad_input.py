@@ -304,6 +304,12 @@ def test_split_bounds_must_be_dates_in_order_without_overlap(tmp_path, cache_dir
         setattr(settings.split, key, value)
         with pytest.raises(ConfigError, match=message):
             prepare_qa_dataset(settings, cache_dir)
+    # train placed after test, no overlap: the pool would be newer than the questions it answers
+    settings = settings_for(tmp_path)
+    split = settings.split
+    split.train_start, split.train_end = "2021-08-01", "2021-09-01"
+    with pytest.raises(ConfigError, match=r"run validation \(2021-06-01\) → test \(2021-07-01\) → train "):
+        prepare_qa_dataset(settings, cache_dir)
 
 
 # ---- tables ----------------------------------------------------------------------------------------------

@@ -17,6 +17,8 @@ import pytest
 from graphctx.cli import main as cli_main
 from graphctx.data import DatasetSettings, FilterSettings, SplitSettings, prepare_qa_dataset
 from graphctx.data.dumpfiles import site_name
+from graphctx.data.links import read_dump_links
+from graphctx.data.stackexchange import DumpReader
 
 NO_TOKENS = FilterSettings(max_tokens=None)
 
@@ -178,3 +180,45 @@ def test_bad_archive_is_one_line_naming_it_and_writes_nothing(kind, cardano_dir,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(path) in err[0] and problem in err[0], err
     assert not (cache / "datasets").exists() or not any((cache / "datasets").iterdir())
+
+
+def _so_post(post_id: int, kind: int, owner: int, **extra: object) -> str:
+    attributes = " ".join(f'{k}="{v}"' for k, v in extra.items())
+    return (
+        f'  <row Id="{post_id}" PostTypeId="{kind}" OwnerUserId="{owner}" Score="1" '
+        f'CreationDate="2021-06-01T00:00:00" Body="&lt;p&gt;Body of {post_id}.&lt;/p&gt;" {attributes} />\n'
+    )
+
+
+def test_watermark_posts_are_found_in_stack_overflows_id_range_and_their_links_dropped(tmp_path):
+    # Stack Overflow's real Ids reach ~8e7; the watermark question and answer sit at 1000000001 / 1000000010
+    real_q, real_a, community_q = 78_000_001, 78_000_002, 78_000_003
+    posts = [
+        _so_post(real_q, 1, 7, Title="How to sort?", AcceptedAnswerId=real_a),
+        _so_post(real_a, 2, 8, ParentId=real_q),
+        _so_post(community_q, 1, -1, Title="A real Community wiki question"),
+        _so_post(1_000_000_001, 1, -1, Title="Glorp", AcceptedAnswerId=1_000_000_010),
+        _so_post(1_000_000_010, 2, -1, ParentId=1_000_000_001),
+    ]
+    site = tmp_path / "stackoverflow.com"
+    site.mkdir()
+    (site / "Posts.xml").write_text("<posts>\n" + "".join(posts) + "</posts>\n")
+    links = [(1, real_q, 1_000_000_001, 3), (2, 1_000_000_001, real_q, 3), (3, real_q, community_q, 3)]
+    (site / "PostLinks.xml").write_text(
+        "<postlinks>\n"
+        + "".join(
+            f'  <row Id="{i}" CreationDate="2021-06-02T00:00:00" PostId="{p}" RelatedPostId="{r}" '
+            f'LinkTypeId="{t}" />\n'
+            for i, p, r, t in links
+        )
+        + "</postlinks>\n"
+    )
+    reader = DumpReader(site, tmp_path)
+    questions = {q.id: q for q in reader.questions()}
+    assert set(questions) == {real_q, community_q}  # the real Community post stays
+    assert reader.counts["removed_fabricated"] == 2
+    assert questions[real_q].duplicate_of == [community_q]  # the link to the watermark question is gone
+    assert reader.counts["removed_fabricated_links"] == 2  # the two PostLinks rows of the watermark
+    found = read_dump_links(site)
+    assert set(found.grades) == {real_q, community_q} and 1_000_000_001 not in found.questions
+    assert found.fabricated_links == 1  # one linked pair (a row each way)

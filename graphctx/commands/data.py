@@ -12,6 +12,7 @@ ROWS = [
     ("answers", "answers"),
     ("skipped rows (missing Id/Title/Body/date)", "skipped_rows"),
     ("removed: fabricated watermark post", "removed_fabricated"),
+    ("removed: duplicate link to or from a watermark post", "removed_fabricated_links"),
     ("with accepted answer", "with_accepted_answer"),
     ("removed: accepted answer of another question", "removed_answer_parent_mismatch"),
     ("removed: no accepted answer", "removed_no_accepted_answer"),

@@ -192,6 +192,7 @@ def _summary(
         **{reason: 0 for reason in ("questions", "with_accepted_answer")},
         **{f"removed_{reason}": 0 for reason in REASONS},
         "removed_fabricated": 0,
+        "removed_fabricated_links": 0,
         "removed_answer_after_split": 0,
         **read.counts,
         "dump_first": read.span.first,

@@ -23,7 +23,7 @@ from graphctx.data.cleaning import question_text
 from graphctx.data.dates import canonical, parse_created
 from graphctx.data.dumpfiles import LINKS, POSTS, DumpFiles, resolve_dump
 from graphctx.data.html import html_to_text
-from graphctx.data.stackexchange import ANSWER, QUESTION, ROOTS, iter_rows
+from graphctx.data.stackexchange import ANSWER, COMMUNITY_USER, QUESTION, ROOTS, is_fabricated, iter_rows
 from graphctx.errors import DataError
 
 GRADES = {"1": 1, "3": 2}
@@ -55,6 +55,9 @@ class DumpLinks:
     links_file: Path
     rows: int
     """PostLinks.xml rows of either link type."""
+    fabricated_links: int = 0
+    """Linked pairs dropped because one side is a watermark post
+    (:func:`graphctx.data.stackexchange.is_fabricated`)."""
 
 
 def add_link(grades: Grades, row: Mapping[str, str]) -> bool:
@@ -125,12 +128,18 @@ def _posts_rows(files: DumpFiles) -> Iterator[dict[str, str]]:
 
 
 def _read_linked_posts(rows: Iterator[dict[str, str]], found: DumpLinks) -> None:
-    """Keep the questions ``found.grades`` names (with Title, Body, CreationDate) and their answers' ids."""
+    """Keep the questions ``found.grades`` names (with Title, Body, CreationDate) and their answers' ids;
+    drop the links of watermark posts (:func:`_drop_fabricated`)."""
     answers: dict[int, int] = {}
+    largest_other, community = 0, set()
     for row in rows:
         kind, post = row.get("PostTypeId"), _int(row.get("Id"))
         if post is None:
             continue
+        if row.get("OwnerUserId") == COMMUNITY_USER and kind in (QUESTION, ANSWER):
+            community.add(post)  # a watermark post or a real one: known once every Id is seen
+        else:
+            largest_other = max(largest_other, post)
         if kind == ANSWER:
             parent = _int(row.get("ParentId"))
             if parent is not None:
@@ -143,7 +152,22 @@ def _read_linked_posts(rows: Iterator[dict[str, str]], found: DumpLinks) -> None
                 except ValueError as exc:
                     raise DataError(f"{found.links_file.with_name(POSTS)}: row Id={post}: {exc}") from exc
                 found.questions[post] = LinkedQuestion(post, title, body, moment)
+    _drop_fabricated(
+        found, {p for p in community if is_fabricated(p, QUESTION, COMMUNITY_USER, largest_other)}
+    )
     found.answer_parent = {a: q for a, q in answers.items() if q in found.questions}
+
+
+def _drop_fabricated(found: DumpLinks, fabricated: set[int]) -> None:
+    """Remove the watermark posts' links and question text, counting the linked pairs removed."""
+    for post in fabricated & set(found.grades):
+        for other in found.grades.pop(post):
+            neighbours = found.grades[other]
+            del neighbours[post]
+            found.fabricated_links += 1
+            if not neighbours:
+                del found.grades[other]
+        found.questions.pop(post, None)
 
 
 _ANCHOR = re.compile(r"<a\b[^>]*?href\s*=\s*[\"']([^\"']*)[\"'][^>]*>.*?</a\s*>", re.IGNORECASE | re.DOTALL)

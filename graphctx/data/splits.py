@@ -19,8 +19,9 @@ def split_ranges(split: SplitSettings) -> dict[str, tuple[datetime, datetime]] |
     """Half-open ``[start, end)`` datetime ranges per split when dates are set, else ``None`` (the split is
     by fractions, which are checked: each in ``(0, 1]``, summing to 1).
 
-    Dates are checked: all six set, each bound a date, each range not reversed, no two ranges overlapping
-    (gaps are allowed: their questions count as outside_split_ranges).
+    Dates are checked: all six set, each bound a date, each range not reversed, no two ranges overlapping,
+    and the ranges in time order train → validation → test (gaps are allowed: their questions count as
+    outside_split_ranges).
     """
     set_keys = [key for key in DATE_KEYS if getattr(split, key) is not None]
     if not set_keys:
@@ -57,6 +58,12 @@ def split_ranges(split: SplitSettings) -> dict[str, tuple[datetime, datetime]] |
                 f"data.dataset.split.{second}_start ({getattr(split, f'{second}_start')}): "
                 "the split ranges overlap"
             )
+    if ordered != list(SPLITS):
+        raise ConfigError(
+            "data.dataset.split: the date ranges run "
+            + " → ".join(f"{name} ({getattr(split, f'{name}_start')})" for name in ordered)
+            + "; they must run train → validation → test (the pool is older than the questions it answers)"
+        )
     return ranges
 
 

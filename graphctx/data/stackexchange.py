@@ -61,9 +61,32 @@ class RawQuestion:
 
 ROOTS = {"Posts.xml": "posts", "PostLinks.xml": "postlinks"}
 COMMUNITY_USER = "-1"
-FABRICATED_ID_FACTOR = 100
-"""A Community-owned question or answer whose Id is this many times the largest Id of the dump's other
-posts is a fabricated watermark post (dumps since 2024 carry them at Ids near 10^9)."""
+FABRICATED_ID_FACTOR = 2
+"""A Community-owned question or answer whose Id is more than this many times the largest Id of the dump's
+other posts is a fabricated watermark post. Dumps since 2024 carry two, a question and an answer at Ids
+near 10^9 (1000000001 and 1000000010), on every site; Stack Overflow's real Ids reach about 8·10^7, so a
+factor of 2 separates them (as it does on small sites) until a site passes 5·10^8 posts. Post Ids are
+handed out in increasing order, so no real post stands twice as high as every other."""
+
+
+def is_fabricated(post_id: int, kind: str | None, owner: str | None, largest_other: int) -> bool:
+    """Whether a post is a watermark post (:data:`FABRICATED_ID_FACTOR`); ``largest_other``: the largest
+    Id of the dump's posts that are not Community-owned questions or answers.
+
+    Examples:
+        >>> is_fabricated(1_000_000_001, QUESTION, COMMUNITY_USER, 79_000_000)  # Stack Overflow
+        True
+        >>> is_fabricated(78_999_999, QUESTION, COMMUNITY_USER, 79_000_000)  # a real Community post
+        False
+        >>> is_fabricated(1_000_000_010, ANSWER, "42", 79_000_000)  # owned by a user
+        False
+    """
+    return (
+        owner == COMMUNITY_USER
+        and kind in (QUESTION, ANSWER)
+        and largest_other > 0
+        and post_id > FABRICATED_ID_FACTOR * largest_other
+    )
 
 
 def iter_rows(stream: IO[bytes], origin: str, root: str) -> Iterator[dict[str, str]]:
@@ -118,6 +141,21 @@ def read_duplicate_links(
         linked[related].append(post)
 
 
+def drop_links(removed: set[int], duplicate_of: dict[int, list[int]], linked: dict[int, list[int]]) -> int:
+    """Remove the duplicate links to or from ``removed`` posts from both maps; the number of PostLinks rows
+    dropped (``duplicate_of`` holds one entry per row)."""
+    dropped = 0
+    for links, count in ((duplicate_of, True), (linked, False)):
+        for post in list(links):
+            kept = [] if post in removed else [other for other in links[post] if other not in removed]
+            dropped += (len(links[post]) - len(kept)) * count
+            if kept:
+                links[post] = kept
+            else:
+                del links[post]
+    return dropped
+
+
 class DumpReader:
     """Reads one dump into a scratch SQLite file and streams joined questions back out.
 
@@ -127,14 +165,15 @@ class DumpReader:
     Duplicate post Ids are refused with a ``DataError`` listing them; a ``CreationDate`` that is not a date
     is a ``DataError`` naming the row and the value.
 
-    Fabricated watermark posts are dropped before the join: a question or an answer owned by the Community
-    user (-1) whose Id exceeds ``FABRICATED_ID_FACTOR`` times the largest Id of every other post. Real
-    Community posts (tag wikis, migrated stubs) have Ids among the others'; the publisher's watermark posts
-    sit orders of magnitude above them, whatever their exact Ids.
+    Fabricated watermark posts are dropped before the join, with their PostLinks rows: a question or an
+    answer owned by the Community user (-1) whose Id exceeds ``FABRICATED_ID_FACTOR`` times the largest Id
+    of every other post (:func:`is_fabricated`). Real Community posts (tag wikis, migrated stubs) have Ids
+    among the others'; the publisher's watermark posts sit far above them, whatever their exact Ids.
 
     ``counts`` holds what was seen: ``rows``, ``questions``, ``answers``, ``other_posts``,
     ``skipped_rows`` (a question without Id, Title, Body or CreationDate), ``removed_fabricated``,
-    ``with_accepted_answer``; ``span`` the first and last CreationDate of all posts.
+    ``removed_fabricated_links`` (duplicate-link rows to or from them), ``with_accepted_answer``;
+    ``span`` the first and last CreationDate of all posts.
     """
 
     def __init__(self, dump: str | Path, scratch: Path) -> None:
@@ -163,7 +202,8 @@ class DumpReader:
                     read_duplicate_links(rows, duplicate_of, linked)
                 else:
                     self._load(db, rows)
-            self._drop_fabricated(db)
+            removed = self._drop_fabricated(db)
+            self.counts["removed_fabricated_links"] += drop_links(removed, duplicate_of, linked)
             yield from self._join(db, duplicate_of, linked)
         finally:
             db.close()
@@ -207,16 +247,18 @@ class DumpReader:
                 "(a dump concatenated or appended twice?)"
             )
 
-    def _drop_fabricated(self, db: sqlite3.Connection) -> None:
-        """Delete the watermark posts (see the class docstring) and count them as ``removed_fabricated``."""
+    def _drop_fabricated(self, db: sqlite3.Connection) -> set[int]:
+        """Delete the watermark posts (:func:`is_fabricated`), count them as ``removed_fabricated``, and
+        return their Ids."""
         if not self._largest_other:
-            return
-        removed = db.execute(
-            "DELETE FROM post WHERE owner = ? AND kind IN (?, ?) AND id > ?",
-            (COMMUNITY_USER, QUESTION, ANSWER, FABRICATED_ID_FACTOR * self._largest_other),
-        ).rowcount
+            return set()
+        where = "FROM post WHERE owner = ? AND kind IN (?, ?) AND id > ?"
+        values = (COMMUNITY_USER, QUESTION, ANSWER, FABRICATED_ID_FACTOR * self._largest_other)
+        removed = {post_id for (post_id,) in db.execute(f"SELECT id {where}", values)}
+        db.execute(f"DELETE {where}", values)
         db.commit()
-        self.counts["removed_fabricated"] += removed
+        self.counts["removed_fabricated"] += len(removed)
+        return removed
 
     def _question(self, row: dict[str, str], post_id: int | None) -> Post | None:
         """The stored values of a question row; ``None`` when it is skipped."""
