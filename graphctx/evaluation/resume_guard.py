@@ -132,7 +132,7 @@ class ResumeGuard:
     def gold_folder(self, metric: str) -> Path:
         """Where ``metric``'s gold values live (:mod:`graphctx.metrics.gold`): in the cache, under the
         fingerprint of its scorer, so any run with the same scorer reads them."""
-        return self.config.cache_dir / "gold" / f"{metric}-{fingerprint(self.scorer_parts(metric))}"
+        return Path(self.config.cache_dir) / "gold" / f"{metric}-{fingerprint(self.scorer_parts(metric))}"
 
     def metric_fingerprint_parts(self, variant: Variant, metric: str) -> dict[str, Any]:
         """Everything ``metric``'s scores of ``variant`` depend on: :meth:`scorer_parts` and the variant's
