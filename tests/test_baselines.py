@@ -17,7 +17,7 @@ def test_baselines_are_chosen_by_name_and_never_in_the_default_set():
     assert get_variants(None) == list(VARIANTS.values())
     chosen = get_variants(["AnswerBot", "GraphGen", "RetrievedAnswer-Graph"])
     assert [v.name for v in chosen] == ["GraphGen", "RetrievedAnswer-Graph", "AnswerBot"]
-    assert set(ANSWER_MAKERS) | {"GenQA"} == set(BASELINE_VARIANTS)
+    assert set(ANSWER_MAKERS) | {"AnswerBot", "GenQA"} == set(BASELINE_VARIANTS)
     assert BASELINE_VARIANTS["RetrievedAnswer-Graph"].retrieval == "graph"
     assert all(v.model == "none" for v in BASELINE_VARIANTS.values())
 
@@ -64,7 +64,8 @@ def test_answerbot_features_and_score_by_hand():
         Candidate("q1", first, votes=10, tags=("nginx", "ssl")),
         Candidate("q2", "Restart nginx to load the ssl config.", votes=0, tags=("nginx",)),
     ]
-    texts, score, _ = answerbot.paragraph_scores(question, candidates)
+    bot = answerbot.AnswerBot([c.answer for c in candidates])  # the pool: these two answers alone
+    texts, score, _ = bot.paragraph_scores(question, candidates)
     assert texts == [
         "Some background about web servers.",
         "I would recommend `sudo systemctl restart nginx`.",
@@ -77,13 +78,14 @@ def test_answerbot_features_and_score_by_hand():
     tf = TfidfVectorizer(token_pattern=r"(?u)\b\w[\w.+#-]*\w\b|\b\w\b")
     vectors = tf.fit_transform(texts).toarray()
     relevance = vectors @ tf.transform([question]).toarray()[0]
-    idf = TfidfVectorizer(binary=True, norm=None).fit_transform(texts).sum(axis=1).A.ravel()
+    idf = TfidfVectorizer(binary=True, norm=None, token_pattern=tf.token_pattern).fit_transform(texts)
+    idf = idf.sum(axis=1).A.ravel()
     entropy = idf / idf.max()
     expected = relevance * np.array([1, 1.5, 2]) * entropy * np.array([1, 2, 1]) * np.array([1, 2, 1])
     expected *= np.array([1, 0.5, 1]) * np.array([1, 1, 0.5])
     assert score == pytest.approx(expected)
     assert relevance[0] == 0  # no word shared with the query: the background paragraph scores 0
-    summary = answerbot.answer(question, candidates)
+    summary = bot(question, candidates)
     assert summary.split("\n\n")[0] == texts[int(np.argmax(expected))]
     assert "Some background" in summary.split("\n\n")[-1]  # MMR: the zero-score paragraph comes last
 
@@ -92,7 +94,8 @@ def test_answerbot_mmr_drops_a_repeated_paragraph_under_the_word_limit(monkeypat
     monkeypatch.setattr(answerbot, "MAX_WORDS", 12)
     repeated = "Restart nginx with systemctl restart nginx now."
     candidates = [Candidate("q1", repeated), Candidate("q2", repeated), Candidate("q3", "Check nginx logs.")]
-    assert answerbot.answer("restart nginx", candidates) == f"{repeated}\n\nCheck nginx logs."
+    bot = answerbot.AnswerBot([c.answer for c in candidates])
+    assert bot("restart nginx", candidates) == f"{repeated}\n\nCheck nginx logs."
 
 
 def test_techsumbot_usefulness_centrality_and_redundancy_by_hand():
@@ -112,10 +115,37 @@ def test_techsumbot_usefulness_centrality_and_redundancy_by_hand():
     centrality = (similarity.sum(axis=1) - 1) / 3
     assert similarity[0, 2] == pytest.approx(1.0)
     assert centrality[0] > centrality[1] > centrality[3]
-    # 0 (best) is taken, 2 repeats it (cosine 1 > 0.5) and goes, then 1; 3 scores 0 but is not redundant
+    # 0 (best) is taken, 2 repeats it (cosine 1 > 0.5) and goes, then 1; 3 is not useful: never taken
     assert techsumbot.answer(question, candidates) == (
-        "Use mount to mount the usb drive. The usb drive shows up in lsblk. Unrelated words here."
+        "Use mount to mount the usb drive. The usb drive shows up in lsblk."
     )
+    assert not techsumbot.falls_back(question, candidates)
+
+
+def test_techsumbot_falls_back_to_the_top_answer_on_code_only_answers_and_says_so():
+    code = "```\nsudo mount /dev/sdb1 /mnt\n```"
+    candidates = [Candidate("q1", code), Candidate("q2", "Nothing about the query.")]
+    assert techsumbot.falls_back("how to mount a usb drive", candidates)
+    assert techsumbot.answer("how to mount a usb drive", candidates) == code
+
+
+def test_answerbot_fits_its_idf_on_the_pool_not_on_the_two_candidates():
+    question = "How do I restart nginx?"
+    candidates = [
+        Candidate("q1", "Restart the service with systemctl."),
+        Candidate("q2", "Restart nginx by hand."),
+    ]
+    # the pool talks about nginx all the time: "nginx" carries little IDF there, "systemctl" much
+    pool = [c.answer for c in candidates] + [f"nginx config {i} nginx logs" for i in range(30)]
+    on_pool = answerbot.AnswerBot(pool)
+    on_two = answerbot.AnswerBot([c.answer for c in candidates])
+    assert (
+        on_pool.idf.idf_[on_pool.idf.vocabulary_["nginx"]] < on_two.idf.idf_[on_two.idf.vocabulary_["nginx"]]
+    )
+    assert on_pool.idf.vocabulary_.keys() > on_two.idf.vocabulary_.keys()
+    _, pooled, _ = on_pool.paragraph_scores(question, candidates)
+    _, local, _ = on_two.paragraph_scores(question, candidates)
+    assert not np.allclose(pooled / pooled.max(), local / local.max())
 
 
 def test_techsumbot_keeps_at_most_five_sentences():

@@ -115,3 +115,29 @@ def test_graphctx_genqa_trains_on_the_pool_and_evaluate_answers_with_it(tmp_path
         ConfigError, match="GenQA were made with other settings"
     ):  # never mixed with old answers
         EvaluationRun(load_config(config), ["GenQA"]).run()
+
+
+def _greedy_by_hand(model, tokenizer, text: str, steps: int) -> str:
+    """Argmax decoding step by step from the decoder start token, stopping at EOS."""
+    config = model.config
+    encoded = tokenizer(text, return_tensors="pt")
+    ids = [config.decoder_start_token_id]
+    with torch.no_grad():
+        for _ in range(steps):
+            logits = model(**encoded, decoder_input_ids=torch.tensor([ids])).logits[0, -1]
+            token = int(logits.argmax())
+            ids.append(token)
+            if token == config.eos_token_id:
+                break
+    return tokenizer.decode(ids, skip_special_tokens=True).strip()
+
+
+def test_genqa_decodes_greedily_whatever_generation_config_the_model_folder_saved(tmp_path):
+    folder = tiny_bart(tmp_path / "genqa")
+    model = BartForConditionalGeneration.from_pretrained(folder)
+    model.generation_config.update(num_beams=4, no_repeat_ngram_size=1, length_penalty=2.0, min_length=5)
+    model.generation_config.save_pretrained(folder)  # what BART checkpoints ship: beams, no repeats
+    tokenizer = BartTokenizerFast.from_pretrained(folder)
+    source = source_text(SENTENCES[0], [SENTENCES[1]])
+    expected = _greedy_by_hand(model.eval(), tokenizer, source, steps=8)
+    assert GenQAAnswerer(folder, max_new_tokens=8)(SENTENCES[0], [Candidate("q", SENTENCES[1])]) == expected

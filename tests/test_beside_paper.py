@@ -13,7 +13,7 @@ from graphctx.evaluation.table import VariantScores, build_table, write_table
 from graphctx.metrics.paper_settings import unlike_paper
 from graphctx.metrics.settings import MetricSettings, RougeSettings
 from graphctx.paper_figures import SITES, paper_site, published, table3
-from graphctx.prompts import VARIANTS
+from graphctx.prompts import BASELINE_VARIANTS, VARIANTS
 
 SHARED_TABLE3 = Path(__file__).resolve().parents[1] / ".." / "shared" / "paper" / "table3.csv"
 
@@ -48,7 +48,8 @@ def test_zero_shot_compares_with_table2_only_where_llama2_13b_made_the_figure():
 
 
 def _scores(name, values, key="rouge1"):
-    return VariantScores(VARIANTS[name], list(range(len(values))), {key: np.array(values, dtype=float)})
+    variant = (VARIANTS | BASELINE_VARIANTS)[name]
+    return VariantScores(variant, list(range(len(values))), {key: np.array(values, dtype=float)})
 
 
 def test_results_md_sets_each_variant_beside_the_paper_and_says_when_it_is_not_like_for_like(tmp_path):
@@ -95,3 +96,17 @@ def test_a_metric_setting_unlike_the_papers_marks_its_cells_and_rows():
     assert f"paper 0.183 · in interval: yes · not like for like: {setting}" in row
     # the defaults are the paper's (evaluate's ROUGE does not stem): nothing is marked
     assert "not like for like" not in paper_section(table, "unix", "meta-llama/Llama-2-13b-hf").lower()
+
+
+def test_a_baseline_running_stand_ins_is_marked_with_what_it_substitutes():
+    table = build_table([_scores("AnswerBot", [0.1, 0.2, 0.15]), _scores("GraphGen", [0.2, 0.2])], 50)
+    section = paper_section(table, "askubuntu", "meta-llama/Llama-2-13b-hf")
+    row = next(line for line in section.splitlines() if line.startswith("| AnswerBot"))
+    assert row.startswith(
+        "| AnswerBot (not like for like: stand-ins for question retrieval, query relevance) |"
+    )
+    assert (
+        "Not like for like: AnswerBot runs in place of its authors' question retrieval: word2vec" in section
+    )
+    graph = next(line for line in section.splitlines() if line.startswith("| GraphGen"))
+    assert "not like for like" not in graph

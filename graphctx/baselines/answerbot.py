@@ -9,11 +9,13 @@ Its three stages (Xu et al., Sec. 3):
    ``retrieval.top_k`` retrieved questions, the pairs the LLM variants see.
 2. **Useful answer paragraph selection.** Every paragraph of every candidate answer gets
    ``score = relevance * (1 + entity) * entropy * (1 + semantic) * (1 + format) * position * vote`` with
-   - relevance: cosine of the paragraph and the query. *Choice:* TF-IDF vectors fitted on the paragraphs
-     (the authors: word2vec), no model to stand in;
+   - relevance: cosine of the paragraph and the query. *Choice:* TF-IDF vectors (the authors: word2vec),
+     no model to stand in, with the IDF fitted on the paragraphs of the pool's accepted answers (the
+     authors' IDF comes from their Stack Overflow corpus; :class:`AnswerBot`);
    - entity overlap: the share of the query's entities the paragraph mentions, the entities being the
      Stack Exchange tags of the retrieved questions (the authors' entities are SO tags) found in the text;
-   - information entropy: the sum of the IDF of the paragraph's distinct words, divided by the largest;
+   - information entropy: the sum of the pool IDF of the paragraph's distinct words (words the pool never
+     uses left out), divided by the largest;
    - semantic patterns: 1 when the paragraph has one of :data:`SEMANTIC_PATTERNS` (the authors' list:
      "please check", "I would recommend", "the best way", ...), else 0;
    - format patterns: 1 when it carries emphasis or code (Markdown ``**``, ``` ` ```, a code block: the
@@ -36,7 +38,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from graphctx.baselines.candidates import Candidate
-from graphctx.baselines.text import mmr, paragraphs, tfidf
+from graphctx.baselines.text import fit_idf, mmr, paragraphs, tfidf
 
 SEMANTIC_PATTERNS = (
     "please check",
@@ -67,53 +69,56 @@ STAND_INS = {
 }
 
 
-def paragraph_scores(
-    question: str, candidates: Sequence[Candidate]
-) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """(the paragraphs, their scores, their TF-IDF cosine matrix)."""
-    units: list[tuple[str, int, int]] = []  # (paragraph, position in its answer, candidate)
-    for number, candidate in enumerate(candidates):
-        units += [(p, position, number) for position, p in enumerate(paragraphs(candidate.answer), start=1)]
-    texts = [text for text, _, _ in units]
-    vectors, (query,) = tfidf(texts, [question])
-    relevance = vectors @ query
-    tags = {tag.lower() for c in candidates for tag in c.tags}
-    wanted = {tag for tag in tags if _mentions(question, tag)}
-    entity = np.array(
-        [
-            len({tag for tag in wanted if _mentions(text, tag)}) / len(wanted) if wanted else 0.0
-            for text in texts
-        ]
-    )
-    entropy = _idf_sums(texts)
-    semantic = np.array([float(any(p in text.lower() for p in SEMANTIC_PATTERNS)) for text in texts])
-    formatted = np.array([float(bool(FORMAT_PATTERN.search(text))) for text in texts])
-    position = np.array([1.0 / p for _, p, _ in units])
-    votes = np.array([candidates[c].votes for _, _, c in units], dtype=float)
-    spread = votes.max() - votes.min()
-    vote = 0.5 + 0.5 * (votes - votes.min()) / spread if spread else np.ones_like(votes)
-    score = relevance * (1 + entity) * entropy * (1 + semantic) * (1 + formatted) * position * vote
-    return texts, score, vectors @ vectors.T
+class AnswerBot:
+    """AnswerBot's answer maker, its IDF fitted once on the paragraphs of ``pool_answers`` (the training
+    split's accepted answers, the corpus the retriever draws from)."""
 
+    def __init__(self, pool_answers: Sequence[str]) -> None:
+        self.idf = fit_idf([p for answer in pool_answers for p in paragraphs(answer)])
 
-def answer(question: str, candidates: Sequence[Candidate]) -> str:
-    """The MMR summary of the best paragraphs, joined by blank lines."""
-    texts, score, similarity = paragraph_scores(question, candidates)
-    scaled = score / score.max() if score.max() > 0 else score
-    chosen = mmr(scaled, similarity, LAMBDA, [len(t.split()) for t in texts], MAX_WORDS)
-    return "\n\n".join(texts[i] for i in chosen)
+    def paragraph_scores(
+        self, question: str, candidates: Sequence[Candidate]
+    ) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """(the paragraphs, their scores, their TF-IDF cosine matrix)."""
+        units: list[tuple[str, int, int]] = []  # (paragraph, position in its answer, candidate)
+        for number, candidate in enumerate(candidates):
+            units += [(p, i, number) for i, p in enumerate(paragraphs(candidate.answer), start=1)]
+        texts = [text for text, _, _ in units]
+        vectors, (query,) = tfidf(texts, [question], self.idf)
+        relevance = vectors @ query
+        tags = {tag.lower() for c in candidates for tag in c.tags}
+        wanted = {tag for tag in tags if _mentions(question, tag)}
+        entity = np.array(
+            [
+                len({tag for tag in wanted if _mentions(text, tag)}) / len(wanted) if wanted else 0.0
+                for text in texts
+            ]
+        )
+        entropy = self.idf_sums(texts)
+        semantic = np.array([float(any(p in text.lower() for p in SEMANTIC_PATTERNS)) for text in texts])
+        formatted = np.array([float(bool(FORMAT_PATTERN.search(text))) for text in texts])
+        position = np.array([1.0 / p for _, p, _ in units])
+        votes = np.array([candidates[c].votes for _, _, c in units], dtype=float)
+        spread = votes.max() - votes.min()
+        vote = 0.5 + 0.5 * (votes - votes.min()) / spread if spread else np.ones_like(votes)
+        score = relevance * (1 + entity) * entropy * (1 + semantic) * (1 + formatted) * position * vote
+        return texts, score, vectors @ vectors.T
+
+    def idf_sums(self, texts: Sequence[str]) -> np.ndarray:
+        """Per text, the sum of the pool IDF over its distinct known words, divided by the largest sum."""
+        present = (self.idf.transform(list(texts)) > 0).astype(float)
+        sums = np.asarray(present @ self.idf.idf_).ravel()
+        return sums / sums.max() if sums.max() > 0 else sums
+
+    def __call__(self, question: str, candidates: Sequence[Candidate]) -> str:
+        """The MMR summary of the best paragraphs, joined by blank lines."""
+        texts, score, similarity = self.paragraph_scores(question, candidates)
+        scaled = score / score.max() if score.max() > 0 else score
+        chosen = mmr(scaled, similarity, LAMBDA, [len(t.split()) for t in texts], MAX_WORDS)
+        return "\n\n".join(texts[i] for i in chosen)
 
 
 def _mentions(text: str, tag: str) -> bool:
     """Whether ``text`` names ``tag`` as a word (tags' dashes read as dashes or spaces)."""
     words = r"[\s-]".join(re.escape(part) for part in tag.split("-"))
     return re.search(rf"(?<![\w-]){words}(?![\w-])", text, re.IGNORECASE) is not None
-
-
-def _idf_sums(texts: Sequence[str]) -> np.ndarray:
-    """Per text, the sum of the smoothed IDF over its distinct words, divided by the largest sum."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
-
-    vectorizer = TfidfVectorizer(binary=True, use_idf=True, norm=None)
-    sums = np.asarray(vectorizer.fit_transform(texts).sum(axis=1)).ravel()
-    return sums / sums.max() if sums.max() > 0 else sums

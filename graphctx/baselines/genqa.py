@@ -13,7 +13,8 @@ and trains it to write the answer (Hsu et al., Sec. 3). Here:
 - **Model.** The authors fine-tune T5 / BART; their checkpoint is not public, so GenQA is trained here
   with ``graphctx genqa-train`` from :data:`DEFAULT_BASE` (any seq2seq model) with the Lightning stack,
   the cross-entropy of the gold answer, AdamW. The trained folder is a stand-in, named in ``graphctx plan``.
-- **Decoding.** Greedy, up to ``generation.max_new_tokens`` tokens.
+- **Decoding.** Greedy, up to ``generation.max_new_tokens`` tokens, every rule stated (:data:`GREEDY`):
+  the model folder's saved generation config (BART's beams and n-gram rule) is replaced, not inherited.
 """
 
 from __future__ import annotations
@@ -24,7 +25,13 @@ from typing import Any
 
 import lightning as L
 import torch
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedTokenizerBase
+from transformers import (
+    AutoModelForSeq2SeqLM,
+    AutoTokenizer,
+    GenerationConfig,
+    PretrainedConfig,
+    PreTrainedTokenizerBase,
+)
 
 from graphctx.baselines.candidates import Candidate
 from graphctx.errors import ConfigError
@@ -127,6 +134,29 @@ def train(
     return module
 
 
+GREEDY = {
+    "do_sample": False,
+    "num_beams": 1,
+    "no_repeat_ngram_size": 0,
+    "repetition_penalty": 1.0,
+    "length_penalty": 1.0,
+    "min_new_tokens": 0,
+    "early_stopping": False,
+}
+"""GenQA's decoding, every rule stated (the paper states none): greedy, no repetition, length or beam rule.
+A saved ``generation_config.json`` (BART's: 4 beams, no repeated trigram, length penalty 2, forced BOS) is
+replaced, not merged: ``generate`` fills every value left at its default from the model's own config."""
+
+
+def greedy_config(config: PretrainedConfig, max_new_tokens: int) -> GenerationConfig:
+    """:data:`GREEDY` with ``max_new_tokens`` and the model's special-token ids (from its ``config.json``:
+    decoder start, BOS, EOS, PAD), nothing else (no forced first or last token)."""
+    tokens = ("decoder_start_token_id", "bos_token_id", "eos_token_id", "pad_token_id")
+    return GenerationConfig(
+        max_new_tokens=max_new_tokens, **GREEDY, **{name: getattr(config, name, None) for name in tokens}
+    )
+
+
 class GenQAAnswerer:
     """Answers with a trained GenQA folder (``evaluation.genqa_model``)."""
 
@@ -139,7 +169,8 @@ class GenQAAnswerer:
             )
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
         self.model = AutoModelForSeq2SeqLM.from_pretrained(folder).to(device).eval()
-        self.max_new_tokens = max_new_tokens
+        # the model's own generation config is what generate() fills unset values from: replace it
+        self.model.generation_config = greedy_config(self.model.config, max_new_tokens)
 
     @torch.no_grad()
     def __call__(self, question: str, candidates: Sequence[Candidate]) -> str:
@@ -149,7 +180,5 @@ class GenQAAnswerer:
             max_length=MAX_SOURCE_TOKENS,
             return_tensors="pt",
         ).to(self.model.device)
-        ids: Any = self.model.generate(
-            **encoded, max_new_tokens=self.max_new_tokens, do_sample=False, num_beams=1
-        )
+        ids: Any = self.model.generate(**encoded)
         return self.tokenizer.decode(ids[0], skip_special_tokens=True).strip()

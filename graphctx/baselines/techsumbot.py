@@ -14,7 +14,13 @@ Its stages (Yang et al., Sec. 4), over the sentences of the retrieved answers:
 4. **Redundancy removal.** Sentences are taken by ``usefulness * centrality``, best first, each dropped
    when its cosine with a sentence already taken exceeds :data:`REDUNDANCY` = 0.5, until
    :data:`MAX_SENTENCES` = 5 (the authors' summaries are five sentences). *Choice:* the threshold is not in
-   the text. The summary keeps the chosen sentences in their score order.
+   the text. The summary keeps the chosen sentences in their score order. A sentence of zero usefulness
+   (no word shared with the query) is never taken: the authors keep only sentences their classifier
+   calls useful, so a summary may be shorter than five.
+
+*Choice:* answers of code only (no prose sentence, or none useful) leave nothing to summarise; the top
+answer is returned verbatim (RetrievedAnswer's text), and such rows are counted in results.md
+(:func:`falls_back`, ``baseline fallbacks``).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ STAND_INS = {
     "answer retrieval": "Stack Overflow search (Yang et al.) → retrieval.embedding_model, dense top-k",
     "usefulness": "TechSumBot's trained BERT classifier → TF-IDF cosine with the query",
     "centrality": "contrastive sentence encoder → TF-IDF cosine",
+    "code-only answers": "no useful prose sentence → the top answer verbatim (RetrievedAnswer), counted",
 }
 
 
@@ -49,13 +56,25 @@ def sentence_scores(
     return texts, usefulness * centrality, similarity
 
 
+def useful_sentences(question: str, candidates: Sequence[Candidate]) -> list[int]:
+    """Positions of the sentences with nonzero usefulness, best ``usefulness * centrality`` first."""
+    texts, score, _ = sentence_scores(question, candidates)
+    return [i for i in sorted(range(len(texts)), key=lambda i: (-score[i], i)) if score[i] > 0]
+
+
+def falls_back(question: str, candidates: Sequence[Candidate]) -> bool:
+    """Whether no useful prose sentence exists, so :func:`answer` returns the top answer verbatim."""
+    return not useful_sentences(question, candidates)
+
+
 def answer(question: str, candidates: Sequence[Candidate]) -> str:
-    """The top non-redundant sentences, joined by spaces."""
-    texts, score, similarity = sentence_scores(question, candidates)
-    if not texts:  # answers of code only: nothing to summarise but the top answer
+    """The top useful, non-redundant sentences, joined by spaces (the top answer when there is none)."""
+    texts, _, similarity = sentence_scores(question, candidates)
+    order = useful_sentences(question, candidates)
+    if not order:
         return candidates[0].answer
     chosen: list[int] = []
-    for i in sorted(range(len(texts)), key=lambda i: (-score[i], i)):
+    for i in order:
         if all(similarity[i, j] <= REDUNDANCY for j in chosen):
             chosen.append(i)
         if len(chosen) == MAX_SENTENCES:

@@ -34,13 +34,23 @@ def sentences(text: str) -> list[str]:
     return out
 
 
-def tfidf(texts: Sequence[str], extra: Sequence[str] = ()) -> tuple[np.ndarray, np.ndarray]:
-    """L2-normalised TF-IDF rows of ``texts`` and of ``extra`` (e.g. the query), with the vocabulary and
-    smoothed IDF, ``idf(t) = ln((1 + n) / (1 + df(t))) + 1``, fitted on ``texts`` (scikit-learn's)."""
+TOKENS = r"(?u)\b\w[\w.+#-]*\w\b|\b\w\b"
+"""Word tokens of the TF-IDF vectors: a word with inner ``.+#-`` (``node.js``, ``c++``, ``c#``) is one."""
+
+
+def fit_idf(documents: Sequence[str]):
+    """A scikit-learn ``TfidfVectorizer`` (lower case, :data:`TOKENS`, L2 rows) whose vocabulary and
+    smoothed IDF, ``idf(t) = ln((1 + n) / (1 + df(t))) + 1``, are fitted on ``documents``."""
     from sklearn.feature_extraction.text import TfidfVectorizer
 
-    vectorizer = TfidfVectorizer(lowercase=True, token_pattern=r"(?u)\b\w[\w.+#-]*\w\b|\b\w\b")
-    matrix = vectorizer.fit_transform(texts).toarray()
+    return TfidfVectorizer(lowercase=True, token_pattern=TOKENS).fit(list(documents))
+
+
+def tfidf(texts: Sequence[str], extra: Sequence[str] = (), vectorizer=None) -> tuple[np.ndarray, np.ndarray]:
+    """L2-normalised TF-IDF rows of ``texts`` and of ``extra`` (e.g. the query), by ``vectorizer``
+    (:func:`fit_idf`; default: fitted on ``texts``). Words outside its vocabulary are left out."""
+    vectorizer = vectorizer or fit_idf(texts)
+    matrix = vectorizer.transform(list(texts)).toarray()
     return matrix, vectorizer.transform(list(extra)).toarray() if extra else np.zeros((0, matrix.shape[1]))
 
 

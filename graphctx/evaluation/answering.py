@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from graphctx.baselines import FALLBACKS
 from graphctx.evaluation.layout import VariantFiles
 from graphctx.evaluation.shards import Unit
 from graphctx.generation.decoder import Answer
@@ -19,6 +20,10 @@ from graphctx.pipeline.answerer import Answerer
 from graphctx.pipeline.contexts import RetrievedContext
 from graphctx.pipeline.processes import StopRequest
 from graphctx.prompts import EncodedPrompt, Variant
+
+FALLBACK = "no_llm_fallback"
+"""The ``stop`` of a baseline row where the baseline gave up and answered with the top retrieved answer
+(:data:`graphctx.baselines.FALLBACKS`); the results table counts them."""
 
 Work = list[tuple[Unit, list[int]]]
 """Units with the positions of their rows still to answer."""
@@ -108,7 +113,7 @@ class AnswerStage:
     def without_llm(self, todo: Work) -> None:
         """The baseline variants' answers (:mod:`graphctx.baselines`) for ``todo``'s rows, a batch at a time;
         every row's candidates are checked first (no retrieval pool: an error before any answer)."""
-        makers = {unit.variant: self.answerer.baseline(unit.variant) for unit, _ in todo}  # GenQA loads once
+        makers = {name: self.answerer.baseline(name) for name in {unit.variant for unit, _ in todo}}
         candidates = {
             (unit.variant, i): self.answerer.candidates(unit.variant, self.contexts[unit.variant][i])
             for unit, missing in todo
@@ -119,10 +124,13 @@ class AnswerStage:
                 self.log("stop requested: no further batches")
                 return
             make, variant = makers[unit.variant], next(v for v in self.variants if v.name == unit.variant)
-            answers = [
-                Answer(make(self.rows[i]["question"], candidates[unit.variant, i]), [], "no_llm")
-                for i in missing
-            ]
+            gives_up = FALLBACKS.get(unit.variant, lambda question, candidates: False)
+            answers = []
+            for i in missing:
+                question, found = self.rows[i]["question"], candidates[unit.variant, i]
+                answers.append(
+                    Answer(make(question, found), [], FALLBACK if gives_up(question, found) else "no_llm")
+                )
             self.write(variant, unit, missing, answers)
             self.log(f"{variant.name}: batch {unit.number + 1} answered (no LLM)")
 

@@ -6,17 +6,19 @@ its "FineTuned Gen Zero-Shot" row, the ``Base-*`` variants its "[w/o INST]" rows
 with Table 2's Llama-2-13B zero-shot figures). Each cell shows our mean with its 95% bootstrap interval,
 the paper's value, and whether the interval contains it.
 
-Three things make a cell not like for like, and the section says so: the paper's LLM rows answer with
+Four things make a cell not like for like, and the section says so: the paper's LLM rows answer with
 Llama-2-13B (a run on another model is marked), a score labelled with its stand-in scorer (the keys
 ``bertscore_f1[...]``, ``fact_score[...]``) is not the paper's scorer, and a metric setting that differs
 from the paper's (:func:`graphctx.metrics.paper_settings.unlike_paper`, e.g. a stemmed ROUGE) marks its
-cells and every row.
+cells and every row. A pre-LLM baseline row whose baseline runs stand-ins for its authors' components
+(:data:`graphctx.baselines.STAND_INS`) is marked with them, spelled out below the table.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from graphctx.baselines import STAND_INS, substitutions
 from graphctx.evaluation.table import ResultsTable, metric_key
 from graphctx.paper import Reference, display_name, is_reference
 from graphctx.paper_figures import TABLE3_MODEL, TABLE3_PRE_LLM, Figure, paper_site, published
@@ -103,7 +105,7 @@ def paper_section(
         lines += ["", f"Not like for like: {columns} computed with {item}."]
     lines += ["", "| Paper row | Variant | " + " | ".join(COLUMNS.values()) + " |"]
     lines.append("|---" * (len(COLUMNS) + 2) + "|")
-    missing = []
+    missing, substituted = [], []
     for index, row in enumerate(table.rows):
         method = PAPER_ROWS.get(row.variant.name)
         if method is None:
@@ -112,9 +114,14 @@ def paper_section(
         figures = {base: published(method, paper, PAPER_METRICS[base]) for base in COLUMNS}
         llm_row = method not in TABLE3_PRE_LLM
         marks = ([] if like_model or not llm_row else ["model"]) + settings
+        if not llm_row and row.variant.name in STAND_INS and substitutions(row.variant.name):
+            marks.append("stand-ins for " + ", ".join(STAND_INS[row.variant.name]))
+            substituted.append(row.variant.name)
         name = method + (f" (not like for like: {', '.join(marks)})" if marks else "")
         cells = [_cell(table, index, base, figures[base], unlike.get(base, ())) for base in COLUMNS]
         lines.append(f"| {name} | {row.variant.label} | " + " | ".join(cells) + " |")
     if missing:
         lines += ["", "No published figures for: " + ", ".join(missing) + "."]
+    for name in substituted:
+        lines += ["", f"Not like for like: {name} runs in place of its authors' {substitutions(name)}."]
     return "\n".join(lines) + "\n"

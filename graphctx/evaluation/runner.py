@@ -164,7 +164,7 @@ class EvaluationRun:
             collect(self.variants, self.layout, rows),
             settings.bootstrap_samples,
             settings.seed,
-            self.plan.model_descriptions(),
+            self.plan.model_descriptions([variant.name for variant in self.variants]),
             comparisons=settings.comparisons,
             n_permutations=settings.permutation_samples,
         )

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from graphctx.evaluation.answering import FALLBACK
 from graphctx.evaluation.jsonl import RecordFile
 from graphctx.evaluation.layout import RunLayout, VariantFiles
 from graphctx.evaluation.scoring import Scorer
@@ -126,5 +127,6 @@ def _variant_scores(variant: Variant, layout: RunLayout, ids: list[int]) -> Vari
         prompts_truncated=sum(bool(p.get("prompt_truncated")) for p in answered),
         prompts_over_limit=sum(bool(p.get("prompt_over_limit")) for p in answered),
         kg_lost_entities=sum(len(p.get("kg_lost_entities", ())) for p in answered),
+        baseline_fallbacks=sum(p.get("stop") == FALLBACK for p in answered),
         retrieval_fallbacks=[p.get("retrieval_fallback", []) for p in answered],
     )

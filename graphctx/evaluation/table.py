@@ -58,6 +58,8 @@ class VariantScores:
     """Answered rows whose question and top pair alone exceed ``max_prompt_tokens`` (kept whole)."""
     kg_lost_entities: int = 0
     """KG entities whose lookups failed, summed over answered rows (their facts are missing)."""
+    baseline_fallbacks: int = 0
+    """Baseline rows where the baseline gave up and answered with the top retrieved answer."""
     retrieval_fallbacks: list[list[bool]] = field(default_factory=list)
     """Per scored row, its hits' ``retrieval_fallback`` flags (graph variants: cosine top-ups)."""
 
@@ -105,6 +107,7 @@ class TableRow:
     kg_lost_entities: int = 0
     fact_sentences_cut: int = 0
     """Sentences (answers and gold) FactSumm's models read only in part (cut to their token limits)."""
+    baseline_fallbacks: int = 0
     linkage: dict[str, float] | None = None
     """Graph variants: rows whose query had no edge above T, and rows topped up by cosine."""
 
@@ -185,6 +188,7 @@ def _table_row(
         autoais_over_limit=over_limit,
         kg_lost_entities=result.kg_lost_entities,
         fact_sentences_cut=result.total("fact_sentences_cut"),
+        baseline_fallbacks=result.baseline_fallbacks,
         linkage=result.linkage(),
     )
 
@@ -201,7 +205,8 @@ def to_csv(table: ResultsTable) -> str:
     for key in table.keys:
         header += [key, f"{key}_low", f"{key}_high", f"{key}_n", f"{key}_vs_baseline", f"{key}_p"]
         header.append(f"{key}_p_holm")
-    header += ["kg_lost_entities", "fact_sentences_cut", "graph_linked", "graph_no_edge", "graph_topped_up"]
+    header += ["kg_lost_entities", "fact_sentences_cut", "baseline_fallbacks"]
+    header += ["graph_linked", "graph_no_edge", "graph_topped_up"]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
@@ -226,7 +231,7 @@ def to_csv(table: ResultsTable) -> str:
                 if comparison
                 else ["", "", ""]
             )
-        line += [row.kg_lost_entities, row.fact_sentences_cut]
+        line += [row.kg_lost_entities, row.fact_sentences_cut, row.baseline_fallbacks]
         linkage = row.linkage
         line += [linkage[k] for k in ("linked", "no_edge", "topped_up")] if linkage else ["", "", ""]
         writer.writerow(line)
@@ -283,18 +288,21 @@ def _coverage_lines(table: ResultsTable) -> list[str]:
         "Coverage: prompts cut to max_prompt_tokens (knowledge sentences or lower-ranked pairs dropped), "
         "prompts over it (question + top pair kept whole), AutoAIS judged / rows with a context, "
         "KG entities whose lookups failed (kg_lost_entities; the next run asks again), sentences of answers "
-        "and gold that FactSumm's NER or relation model read only up to its token limit.",
+        "and gold that FactSumm's NER or relation model read only up to its token limit, baseline rows "
+        "where the baseline gave up and answered with the top retrieved answer (TechSumBot on code-only "
+        "answers).",
         "",
         "| Variant | answered | prompts cut | prompts over limit | AutoAIS judged | AutoAIS over limit "
-        "| KG entities lost | FactSumm sentences cut |",
-        "|---|---|---|---|---|---|---|---|",
+        "| KG entities lost | FactSumm sentences cut | baseline fallbacks |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in table.rows:
         with_context = row.autoais_judged + row.autoais_over_limit
         judged = f"{row.autoais_judged}/{with_context}" if with_context else "n/a"
         lines.append(
             f"| {row.variant.label} | {row.answered} | {row.prompts_truncated} | {row.prompts_over_limit} "
-            f"| {judged} | {row.autoais_over_limit} | {row.kg_lost_entities} | {row.fact_sentences_cut} |"
+            f"| {judged} | {row.autoais_over_limit} | {row.kg_lost_entities} | {row.fact_sentences_cut} "
+            f"| {row.baseline_fallbacks} |"
         )
     return lines
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from graphctx.baselines import ANSWER_MAKERS, AnswerMaker, Candidate, candidates_for
+from graphctx.baselines.answerbot import AnswerBot
 from graphctx.data.instruct import InstructionTemplate
 from graphctx.generation.decoder import Answer, Generated, Generator
 from graphctx.generation.loading import BaseWeights, load_generation_model
@@ -251,7 +252,10 @@ class Answerer:
 
     # ---- the baselines (no LLM) ----------------------------------------------------------------------
     def baseline(self, name: str) -> AnswerMaker:
-        """The answer function of baseline ``name``; GenQA's is its trained model, loaded here."""
+        """The answer function of baseline ``name``; AnswerBot's is fitted on the pool's answers, GenQA's is
+        its trained model, loaded here."""
+        if name == "AnswerBot":
+            return AnswerBot([str(row["answer"]) for row in self.pool.values()])
         if name != "GenQA":
             return ANSWER_MAKERS[name]
         from graphctx.baselines.genqa import GenQAAnswerer

@@ -14,7 +14,7 @@ The stack itself is :class:`~graphctx.pipeline.stack.ModelStack`; the JSON is bu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from graphctx.errors import ConfigError
@@ -34,9 +34,10 @@ class Plan(ModelStack):
         """One screen: a line per stage, stand-ins marked, then what is missing."""
         return plan_text.plan_text(self)
 
-    def model_descriptions(self) -> dict[str, str]:
-        """Per stage and per metric, one line on the model behind it, stand-ins named (for results.md)."""
-        return plan_text.model_descriptions(self)
+    def model_descriptions(self, variants: Collection[str] = ()) -> dict[str, str]:
+        """Per stage and per metric, one line on the model behind it, stand-ins named, and the
+        substitutions of the baselines among ``variants`` (for results.md)."""
+        return plan_text.model_descriptions(self, variants)
 
 
 def check_models(plan: ModelStack, command: str, variants: Sequence[Variant] | None = None) -> None:

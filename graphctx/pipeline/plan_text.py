@@ -4,9 +4,10 @@ with the values :mod:`graphctx.pipeline.plan_report` puts in the JSON."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
-from graphctx.baselines import STAND_INS
+from graphctx.baselines import substitutions
 from graphctx.metrics.settings import ENTITY_TYPES_NOTE
 from graphctx.paper import FACTSUMM_VERSION
 from graphctx.pipeline.plan_report import (
@@ -134,7 +135,7 @@ def baseline_lines(stack: ModelStack) -> list[str]:
     """Per baseline variant: its retriever and what runs in place of its authors' components."""
     lines = []
     for name, variant in BASELINE_VARIANTS.items():
-        replaced = "; ".join(f"{k}: {v}" for k, v in STAND_INS[name].items())
+        replaced = substitutions(name)
         lines.append(
             f"  baseline     {name}: retrieval {variant.retrieval} on {stack.embedder.source}"
             + (f"; in place of the authors' {replaced}" if replaced else "")
@@ -167,8 +168,18 @@ def entity_types_line(stack: ModelStack) -> list[str]:
     return [f"               entity types: {types} ({ENTITY_TYPES_NOTE})"]
 
 
-def model_descriptions(stack: ModelStack) -> dict[str, str]:
-    """Per stage and per metric, one line on the model behind it, stand-ins named (for results.md)."""
+def model_descriptions(stack: ModelStack, variants: Collection[str] = ()) -> dict[str, str]:
+    """Per stage and per metric, one line on the model behind it, stand-ins named, and per baseline among
+    ``variants`` what runs in place of its authors' components (for results.md)."""
+    baselines = {
+        f"{name} (baseline)": f"in place of the authors' {substitutions(name)}"
+        for name in BASELINE_VARIANTS
+        if name in variants and substitutions(name)
+    }
+    return _stage_descriptions(stack) | baselines
+
+
+def _stage_descriptions(stack: ModelStack) -> dict[str, str]:
     config = stack.config
     papers = stand_in_papers(stack.stand_ins())
     bert, judge, fact, entity = stack.encoder, stack.judge, stack.fact, stack.entity
