@@ -18,7 +18,7 @@ from graphctx.data import DatasetSettings, load_qa_dataset
 from graphctx.data.links import read_dump_links
 from graphctx.errors import ConfigError, DataError
 from graphctx.evaluation.retrieval_metrics import ndcg_at_k, per_query_scores, recall_at_k, reciprocal_rank
-from graphctx.evaluation.retrieval_queries import check_link_source, load_link_queries
+from graphctx.evaluation.retrieval_queries import check_link_source, load_link_queries, masked_pool_texts
 from graphctx.retrieval.fusion import reciprocal_rank_fusion
 from graphctx.retrieval.lexical import BM25Index
 
@@ -127,6 +127,29 @@ def test_links_are_graded_both_ways_and_kept_for_questions_the_filters_drop(site
     assert "How do I delegate ada to a pool?" in unmasked[70]
 
 
+def test_a_pool_questions_link_to_a_query_is_masked_like_the_querys(tmp_path, cache_dir):
+    # pool question 10 was edited to cite the newer test question 80 by its title
+    cited = "&lt;a href=&quot;https://site.com/questions/80/nginx&quot;&gt;Nginx restart loops&lt;/a&gt;"
+    body = f"&lt;p&gt;It hangs. See also {cited}.&lt;/p&gt;"
+    posts = POSTS.replace(good_pair(10, "2021-01-10", "How do I restart nginx on Ubuntu?"), "")
+    posts = good_pair(10, "2021-01-10", "How do I restart nginx on Ubuntu?", body) + posts
+    folder = write_site(tmp_path / "site")
+    (folder / "Posts.xml").write_text(f'<?xml version="1.0" encoding="utf-8"?>\n<posts>\n{posts}</posts>\n')
+    settings = settings_for(folder)
+    settings.workers = 1
+    dataset = load_qa_dataset(settings, cache_dir)
+    queries, links = load_link_queries(settings, dataset, "test")
+    train = dataset["train"]
+    ids, texts = list(train["id"]), list(train["question"])
+    assert "Nginx restart loops" in texts[ids.index(10)]  # the pool text retrieval would embed
+    masked, changed = masked_pool_texts(ids, texts, links, [q.id for q in queries])
+    assert changed == 1 and "Nginx restart loops" not in masked[ids.index(10)]
+    assert masked[ids.index(10)] == "How do I restart nginx on Ubuntu?\n\nIt hangs. See also ."
+    assert [t for i, t in enumerate(texts) if ids[i] != 10] == [
+        t for i, t in enumerate(masked) if ids[i] != 10
+    ]
+
+
 @pytest.mark.parametrize("order", [("PostLinks.xml", "Posts.xml"), ("Posts.xml", "PostLinks.xml")])
 def test_a_7z_archive_reads_the_same_links_in_either_member_order(site, tmp_path, order):
     archive = make_7z(tmp_path / "site.7z", {f"site/{name}": site / name for name in order})
@@ -219,3 +242,12 @@ def test_tiny_config_end_to_end(tmp_path, capsys):
     assert (out / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| graph | 0.50 |" in (out / "results.md").read_text()
     assert len((out / "results.csv").read_text().splitlines()) == 1 + 4 + 2
+    # each method against graph on the same queries: a paired difference, its interval and p
+    assert "minus_graph" not in document["methods"]["graph"]["ndcg@10"]
+    for method in ("dense", "bm25", "hybrid"):
+        versus = document["methods"][method]["ndcg@10"]["minus_graph"]
+        assert versus["low"] <= versus["mean"] <= versus["high"] and 0 <= versus["p"] <= 1
+        own, graph = document["methods"][method]["ndcg@10"]["mean"], document["methods"]["graph"]["ndcg@10"]
+        assert versus["mean"] == pytest.approx(own - graph["mean"])
+    assert "| dense − graph |" in (out / "results.md").read_text()
+    assert document["masked_pool_questions"] >= 0

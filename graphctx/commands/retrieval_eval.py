@@ -70,7 +70,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     warning = few_queries_warning(len(queries), split)
     if warning:
         print(warning, file=sys.stderr)
-    pool, judged = _embedded(config, dataset["train"], queries, config.cache_dir)
+    pool, judged, masked_pool = _embedded(
+        config, dataset["train"], queries, links if not args.keep_links else None, config.cache_dir
+    )
     settings = config.retrieval
     recall_ks = sorted({settings.top_k, args.recall_k})
     evaluation = evaluate_retrieval(pool, judged, settings, thresholds, recall_ks)
@@ -81,6 +83,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         "graded": {"duplicate": _count(queries, 2), "linked": _count(queries, 1)},
         "link_rows": links.rows,
         "masked_links": not args.keep_links,
+        "masked_pool_questions": masked_pool,
         "embedding_model": settings.embedding_model,
     }
     folder = Path(args.output_dir) if args.output_dir else config.root_dir / "retrieval_eval"
@@ -94,16 +97,18 @@ def _count(queries: list, grade: int) -> int:
     return sum(list(query.relevant.values()).count(grade) for query in queries)
 
 
-def _embedded(config, train, queries, cache_dir):
-    """Pool and queries embedded once each (cached like the retrieval index's embeddings), on the CPU."""
+def _embedded(config, train, queries, links, cache_dir):
+    """Pool and queries embedded once each (cached like the retrieval index's embeddings), on the CPU; with
+    ``links``, the pool's links to the queries masked first. Also the number of pool texts masked."""
     from graphctx.evaluation.retrieval_eval import Pool, Queries
+    from graphctx.evaluation.retrieval_queries import masked_pool_texts
     from graphctx.retrieval.builders import build_embeddings
 
     settings = config.retrieval
-    pool_texts = list(train["question"])
-    pool = Pool(
-        list(train["id"]), pool_texts, build_embeddings(pool_texts, settings, cache_dir=cache_dir).cpu()
-    )
+    ids, pool_texts, masked = list(train["id"]), list(train["question"]), 0
+    if links is not None:
+        pool_texts, masked = masked_pool_texts(ids, pool_texts, links, [q.id for q in queries])
+    pool = Pool(ids, pool_texts, build_embeddings(pool_texts, settings, cache_dir=cache_dir).cpu())
     texts = [query.text for query in queries]
     embeddings = build_embeddings(texts, settings, cache_dir=cache_dir).cpu()
-    return pool, Queries([q.id for q in queries], texts, embeddings, [q.relevant for q in queries])
+    return pool, Queries([q.id for q in queries], texts, embeddings, [q.relevant for q in queries]), masked

@@ -213,13 +213,16 @@ def mask_links(html: str, targets: set[int], answer_parent: Mapping[int, int]) -
     return _BARE_URL.sub(lambda m: drop(m, 0), html)
 
 
-def linked_question_text(links: DumpLinks, post: int, mask: bool = True) -> str:
-    """The question's text as the dataset cleans it (title, blank line, body); with ``mask``, links to the
-    posts it is linked with removed first (:func:`mask_links`)."""
+def linked_question_text(
+    links: DumpLinks, post: int, mask: bool = True, targets: Collection[int] | None = None
+) -> str:
+    """The question's text as the dataset cleans it (title, blank line, body); with ``mask``, links to
+    ``targets`` (default: the posts it is linked with) removed first (:func:`mask_links`)."""
     question = links.questions[post]
     html = question.body_html
     if mask:
-        html = mask_links(html, set(links.grades.get(post, {})), links.answer_parent)
+        found = set(links.grades.get(post, {})) if targets is None else set(targets)
+        html = mask_links(html, found, links.answer_parent)
     return question_text(question.title, html_to_text(html))
 
 

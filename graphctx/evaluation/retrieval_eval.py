@@ -27,7 +27,7 @@ from torch_geometric.data import Data
 
 from graphctx.errors import ConfigError
 from graphctx.evaluation.retrieval_metrics import metric_names, per_query_scores, summarise
-from graphctx.metrics.stats import Interval
+from graphctx.metrics.stats import Interval, PairedComparison, paired_test
 from graphctx.retrieval.builders import build_graph, build_query_edges
 from graphctx.retrieval.fusion import reciprocal_rank_fusion
 from graphctx.retrieval.graph import (
@@ -83,6 +83,9 @@ class MethodResult:
     seconds: float
     density: dict[str, float] | None = None
     """Sweep rows: the graph's density at ``threshold`` (:data:`DENSITY_KEYS`)."""
+    versus_graph: dict[str, PairedComparison] | None = None
+    """Methods other than ``graph``: per metric, this method minus graph on the same queries (paired
+    bootstrap interval of the mean difference, permutation p)."""
 
 
 @dataclass
@@ -174,12 +177,16 @@ def evaluate_retrieval(
     n_resamples: int = 2000,
 ) -> RetrievalEvaluation:
     """Score every method of :data:`METHODS` (graph at ``settings.threshold``) and the graph at each of
-    ``thresholds``: recall at each of ``recall_ks``, MRR and nDCG at ``depth``, with bootstrap intervals."""
+    ``thresholds``: recall at each of ``recall_ks``, MRR and nDCG at ``depth``, with bootstrap intervals,
+    and each other method's paired difference from graph (:attr:`MethodResult.versus_graph`)."""
     names = metric_names(recall_ks, depth)
     deep = max(depth, *recall_ks)
 
+    def per_query(ranking: list[list[int]]) -> dict[str, np.ndarray]:
+        return per_query_scores(ranking, queries.relevance, recall_ks, depth)
+
     def scored(ranking: list[list[int]]) -> dict[str, Interval]:
-        return summarise(per_query_scores(ranking, queries.relevance, recall_ks, depth), n_resamples)
+        return summarise(per_query(ranking), n_resamples)
 
     (graph, _), graph_seconds = _timed(
         lambda: graph_ranking(pool, queries, settings, settings.threshold, fusion_depth)
@@ -187,12 +194,24 @@ def evaluate_retrieval(
     dense, dense_seconds = _timed(lambda: dense_ranking(pool, queries, settings, deep))
     bm25, bm25_seconds = _timed(lambda: bm25_ranking(pool, queries, fusion_depth))
     hybrid, fuse_seconds = _timed(lambda: fused_ranking([graph, bm25], deep))
+    graph_scores = per_query(graph)
+
+    def versus_graph(ranking: list[list[int]]) -> dict[str, PairedComparison]:
+        scores = per_query(ranking)
+        return {
+            name: paired_test(scores[name], graph_scores[name], n_resamples=n_resamples) for name in names
+        }
+
     methods = [
         MethodResult("graph", settings.threshold, scored(graph), graph_seconds),
-        MethodResult("dense", None, scored(dense), dense_seconds),
-        MethodResult("bm25", None, scored(bm25), bm25_seconds),
+        MethodResult("dense", None, scored(dense), dense_seconds, versus_graph=versus_graph(dense)),
+        MethodResult("bm25", None, scored(bm25), bm25_seconds, versus_graph=versus_graph(bm25)),
         MethodResult(
-            "hybrid", settings.threshold, scored(hybrid), graph_seconds + bm25_seconds + fuse_seconds
+            "hybrid",
+            settings.threshold,
+            scored(hybrid),
+            graph_seconds + bm25_seconds + fuse_seconds,
+            versus_graph=versus_graph(hybrid),
         ),
     ]
     sweep = []

@@ -17,19 +17,29 @@ What is fair, and why:
 - **Leakage**: a link is often in the query's own body, its anchor text the target's title or URL slug,
   which would hand the answer to BM25 (and to the embeddings). Anchors and bare URLs that point at a
   linked question (``/questions/<id>``, ``/q/<id>``, ``/a/<answer id>``) are removed before cleaning
-  (``mask_links=False`` keeps them). Pool texts are left as retrieval uses them.
+  (``mask_links=False`` keeps them). The same holds the other way: a pool question whose body links to a
+  judged query (edited after the query was asked, or a newer question cited back) would carry the query's
+  title into the pool text, so those links are removed from the pool texts too (:func:`masked_pool_texts`,
+  counted in the report); other pool texts stay as retrieval uses them.
 - Fewer than :data:`FEW_QUERIES` queries give wide intervals: a warning says so.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from graphctx.data.dates import canonical
 from graphctx.data.dumpfiles import resolve_dump
-from graphctx.data.links import DumpLinks, LinkQuery, link_queries, read_dump_links, require_links
+from graphctx.data.links import (
+    DumpLinks,
+    LinkQuery,
+    link_queries,
+    linked_question_text,
+    read_dump_links,
+    require_links,
+)
 from graphctx.data.settings import DatasetSettings
 from graphctx.data.sources import TABLE_SUFFIXES
 from graphctx.data.splits import split_ranges
@@ -100,3 +110,22 @@ def few_queries_warning(count: int, split: str) -> str | None:
         f"warning: only {count} {split} question(s) link to an older pool question (fewer than "
         f"{FEW_QUERIES}): the intervals are wide and method differences mostly noise"
     )
+
+
+def masked_pool_texts(
+    ids: Sequence[int], texts: Sequence[str], links: DumpLinks, query_ids: Collection[int]
+) -> tuple[list[str], int]:
+    """The pool texts with every link to one of ``query_ids`` removed (anchor text included, as
+    :func:`~graphctx.data.links.mask_links` removes them from queries), and how many pool texts changed.
+    Only a pool question linked to a query is re-read from its HTML; every other text is kept as is."""
+    queries = set(query_ids)
+    out, changed = list(texts), 0
+    for position, post in enumerate(ids):
+        targets = set(links.grades.get(post, {})) & queries
+        if not targets or post not in links.questions:
+            continue
+        masked = linked_question_text(links, post, mask=True, targets=targets)
+        if masked != linked_question_text(links, post, mask=False):
+            out[position] = masked
+            changed += 1
+    return out, changed

@@ -15,12 +15,23 @@ from pathlib import Path
 from typing import Any
 
 from graphctx.evaluation.retrieval_eval import DENSITY_KEYS, MethodResult, RetrievalEvaluation
+from graphctx.metrics.stats import PairedComparison
 
 FILES = ("results.md", "results.csv", "results.json", "sweep.png")
 
 
 def _metrics_json(result: MethodResult) -> dict[str, Any]:
-    return {name: {"mean": i.mean, "low": i.low, "high": i.high} for name, i in result.metrics.items()}
+    metrics: dict[str, Any] = {
+        name: {"mean": i.mean, "low": i.low, "high": i.high} for name, i in result.metrics.items()
+    }
+    for name, c in (result.versus_graph or {}).items():
+        metrics[name]["minus_graph"] = {
+            "mean": c.mean_difference,
+            "low": c.low,
+            "high": c.high,
+            "p": c.p_value,
+        }
+    return metrics
 
 
 def report_json(evaluation: RetrievalEvaluation, about: dict[str, Any]) -> dict[str, Any]:
@@ -63,6 +74,19 @@ def markdown(evaluation: RetrievalEvaluation, about: dict[str, Any]) -> str:
         threshold = "" if r.threshold is None else f"{r.threshold:.2f}"
         cells = " | ".join(_cell(r, name) for name in names)
         lines.append(f"| {r.method} | {threshold} | {cells} | {r.seconds:.2f} |")
+    lines += [
+        "",
+        "Each method minus graph on the same queries: mean difference [95% paired bootstrap interval], "
+        "two-sided paired permutation p (the marginal intervals above overlap far more often than the "
+        "paired differences do).",
+        "",
+        "| method | " + " | ".join(names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
+    for r in evaluation.methods:
+        if r.versus_graph:
+            cells = " | ".join(_difference(r.versus_graph[name]) for name in names)
+            lines.append(f"| {r.method} − graph | {cells} |")
     density = " | ".join(DENSITY_KEYS)
     lines += [
         "",
@@ -77,6 +101,10 @@ def markdown(evaluation: RetrievalEvaluation, about: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _difference(c: PairedComparison) -> str:
+    return f"{c.mean_difference:+.3f} [{c.low:+.3f}, {c.high:+.3f}] p={c.p_value:.3g}"
+
+
 def _density(key: str, value: float) -> str:
     if key.endswith("_share"):
         return f"{100 * value:.1f}%"
@@ -89,6 +117,7 @@ def csv_text(evaluation: RetrievalEvaluation) -> str:
     names = evaluation.metric_names
     header = ["kind", "method", "threshold", "seconds", *DENSITY_KEYS]
     header += [f"{name}_{part}" for name in names for part in ("mean", "low", "high")]
+    header += [f"{name}_minus_graph_{part}" for name in names for part in ("mean", "low", "high", "p")]
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(header)
@@ -96,6 +125,12 @@ def csv_text(evaluation: RetrievalEvaluation) -> str:
         for r in results:
             density = [(r.density or {}).get(key, "") for key in DENSITY_KEYS]
             values = [getattr(r.metrics[n], part) for n in names for part in ("mean", "low", "high")]
+            versus = r.versus_graph or {}
+            values += [
+                getattr(versus[n], part) if n in versus else ""
+                for n in names
+                for part in ("mean_difference", "low", "high", "p_value")
+            ]
             writer.writerow(
                 [kind, r.method, "" if r.threshold is None else r.threshold, r.seconds, *density, *values]
             )
