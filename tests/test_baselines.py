@@ -176,15 +176,18 @@ def test_baseline_variants_answer_without_the_llm_and_are_scored(workspace):
     assert [row.variant.name for row in table.rows] == names
     results = (root / "out" / "results.md").read_text()
     assert "## Beside the paper (Table 3, askubuntu)" in results
-    answerbot_row = next(
-        line for line in results.splitlines() if line.startswith("| AnswerBot | AnswerBot |")
+    answerbot_row = next(line for line in results.splitlines() if line.startswith("| AnswerBot ("))
+    assert answerbot_row.startswith(
+        "| AnswerBot (not like for like: stand-ins for question retrieval, query relevance) | AnswerBot |"
     )
-    assert "paper 0.236" in answerbot_row and "(not like for like: model)" not in answerbot_row  # no LLM
+    assert "paper 0.236" in answerbot_row and "model" not in answerbot_row.split("|")[1]  # no LLM
+    assert "- AnswerBot (baseline): in place of the authors' question retrieval: word2vec" in results
+    assert "| baseline fallbacks |" in results
     assert "stand-in scorer [tiny-bert@L2]" in answerbot_row  # the workspace's BERTScore encoder
     assert "No published figures for: RetrievedAnswer, RetrievedAnswer (graph)." in results
     for name in names:
         predictions = read_records(root / "out" / "predictions" / f"{name}.jsonl")
-        assert len(predictions) == 3 and {p["stop"] for p in predictions} == {"no_llm"}
+        assert len(predictions) == 3 and {p["stop"] for p in predictions} <= {"no_llm", "no_llm_fallback"}
         assert all(p["generated"].strip() and p["new_tokens"] == 0 for p in predictions)
         assert len(read_records(root / "out" / "scores" / f"{name}.jsonl")) == 3
         if name.startswith("RetrievedAnswer"):  # the top hit's accepted answer, verbatim

@@ -12,7 +12,15 @@ from transformers import AutoModelForCausalLM, BertConfig, DynamicCache
 from graphctx.errors import ConfigError
 from graphctx.model import ModelSpec, load_base_model, resolve_source
 from graphctx.pipeline.config_file import load_config
-from graphctx.pipeline.memory import GIB, check_memory, kv_cache_bytes, nf4_bytes
+from graphctx.pipeline.memory import (
+    GIB,
+    MemoryEstimate,
+    check_memory,
+    dtype_bytes,
+    kv_cache_bytes,
+    nf4_bytes,
+    prefill_bytes,
+)
 from graphctx.pipeline.model_shapes import KNOWN_CONFIGS, model_config, shape_of
 from graphctx.pipeline.plan import Plan
 from graphctx.pipeline.shape_table import KNOWN_SHAPES, source_shape
@@ -75,6 +83,21 @@ def test_kv_cache_bytes_match_a_real_cache(spec):
         model(input_ids=torch.ones(3, 11, dtype=torch.long), past_key_values=cache, use_cache=True)
     held = sum(t.numel() * t.element_size() for layer in cache.layers for t in (layer.keys, layer.values))
     assert held == kv_cache_bytes(shape_of(model_config(spec.source, spec.tiny)), 11, 3)
+
+
+def test_the_answers_stage_counts_the_prefill_beside_the_kv_cache():
+    config = load_config(CONFIGS / "tiny.yaml", devices=False)
+    spec, generation = config.model.spec, config.generation
+    shape = shape_of(model_config(spec.source, spec.tiny))
+    h, kv, i, vocab = shape.hidden, shape.kv_width, shape.intermediate, shape.vocab
+    batch, prompt = generation.batch_size, generation.max_prompt_tokens
+    # by hand: the widest moment of one block per prompt token in bf16, and the last position's logits
+    by_hand = (h + max(3 * h + 2 * kv, h + 3 * i)) * prompt * batch * 2 + batch * vocab * 4
+    assert prefill_bytes(shape, prompt, batch) == by_hand
+    stages = MemoryEstimate(config).evaluate_stages()
+    weights = shape.params * dtype_bytes(generation.dtype)
+    kv_cache = kv_cache_bytes(shape, prompt + generation.max_new_tokens, batch)
+    assert stages["answers"] == weights + kv_cache + by_hand
 
 
 def test_the_plan_states_memory_per_stage_for_the_paper_configs():

@@ -10,6 +10,12 @@ absmax per block of 64 plus a float32 scale per 256 blocks, 1/64 + 4/16384 byte;
 per 64, 4/64 byte) for the blocks' linear weights; bfloat16 2, float32 4. On top:
 
 * KV cache of decoding: ``layers · 2 · kv_heads · head_dim · tokens · batch · 2`` bytes (bfloat16);
+* prefill of decoding, the forward pass over a batch of whole prompts: one block's activations at their
+  widest, ``h + max(3·h + 2·kv, h + 3·i)`` bfloat16 values per prompt token (the residual stream beside
+  either the attention's normed input, query, keys/values and output, or the feed-forward's normed
+  input, gate, up and their product), plus the last position's float32 logits (``batch · vocab · 4``:
+  ``generate`` computes the logits of the last position only). Attention scores are not counted: SDPA's
+  flash and memory-efficient kernels on CUDA never hold the ``T × T`` matrix;
 * training: LoRA weights, gradients and AdamW's two moments in float32 (16 bytes per LoRA parameter; 8-bit
   paged AdamW: 10), and activations per token per decoder block of ``13·h + 2·kv + 5·i`` bfloat16 values
   (h the width, kv the key/value width, i the feed-forward width: norms, projections, the adapters'
@@ -53,6 +59,13 @@ def nf4_bytes(shape: Shape, double_quant: bool, other_dtype: str) -> float:
     return shape.linear * (0.5 + state) + (shape.params - shape.linear) * dtype_bytes(other_dtype)
 
 
+def prefill_bytes(shape: Shape, tokens: int, batch: int) -> int:
+    """``(h + max(3·h + 2·kv, h + 3·i)) · tokens · batch · 2 + batch · vocab · 4`` bytes (see the module)."""
+    attention = 3 * shape.hidden + 2 * shape.kv_width
+    feed_forward = shape.hidden + 3 * shape.intermediate
+    return (shape.hidden + max(attention, feed_forward)) * tokens * batch * 2 + batch * shape.vocab * 4
+
+
 def kv_cache_bytes(shape: Shape, tokens: int, batch: int) -> int:
     """layers · 2 (K and V) · kv_heads · head_dim · tokens · batch · 2 bytes (bfloat16)."""
     return shape.layers * 2 * shape.kv_width * tokens * batch * 2
@@ -88,6 +101,7 @@ class MemoryEstimate:
         if base is not None:
             tokens = generation.max_prompt_tokens + generation.max_new_tokens
             decode = base.params * width + kv_cache_bytes(base, tokens, generation.batch_size)
+            decode += prefill_bytes(base, generation.max_prompt_tokens, generation.batch_size)
         llm = None
         if "llm" in knowledge.extractors:
             source = knowledge.llm_model or spec.source
@@ -95,6 +109,7 @@ class MemoryEstimate:
             if shape is not None:
                 tokens = generation.max_prompt_tokens + knowledge.llm_max_new_tokens
                 llm = shape.params * 2 + kv_cache_bytes(shape, tokens, knowledge.batch_size)
+                llm += prefill_bytes(shape, generation.max_prompt_tokens, knowledge.batch_size)
         rebel = self._bytes(knowledge.rebel_model, 4) if "rebel" in knowledge.extractors else 0.0
         extractors = _total([rebel, llm if "llm" in knowledge.extractors else 0.0])
         embedder = self._bytes(
@@ -117,7 +132,8 @@ class MemoryEstimate:
         return _total([self._bytes(facts.ner_model, 4), self._bytes(facts.relation_model, 4)])
 
     def _entity_bytes(self) -> float | None:
-        """UniversalNER: bf16 weights and the KV cache of a batch of prompts; spaCy: the CPU (0)."""
+        """UniversalNER: bf16 weights, the prefill and the KV cache of a batch of prompts; spaCy: the CPU
+        (0)."""
         facts = self.config.evaluation.metrics.facts
         if facts.entity_method != "uniner":
             return 0.0
@@ -125,7 +141,9 @@ class MemoryEstimate:
         if shape is None:
             return None
         tokens = self.config.generation.max_prompt_tokens + facts.max_new_tokens
-        return shape.params * 2 + kv_cache_bytes(shape, tokens, facts.batch_size)
+        prompt = self.config.generation.max_prompt_tokens
+        prefill = prefill_bytes(shape, prompt, facts.batch_size)
+        return shape.params * 2 + kv_cache_bytes(shape, tokens, facts.batch_size) + prefill
 
     # ---- training -----------------------------------------------------------------------------------
     def train_bytes(self) -> float | None:
