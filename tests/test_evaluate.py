@@ -92,7 +92,7 @@ def test_table_compares_each_graph_variant_with_its_text_twin_holm_corrected(tmp
     header = "variant,label,model,retrieval,knowledge,pairs,compared_with,answered,prompts_truncated,"
     assert csv_lines[0].startswith(header + "prompts_over_limit,autoais_judged,autoais_over_limit,rouge1,")
     assert csv_lines[0].endswith(
-        ",kg_lost_entities,fact_sentences_cut,graph_linked,graph_no_edge,graph_topped_up"
+        ",kg_lost_entities,fact_sentences_cut,baseline_fallbacks,graph_linked,graph_no_edge,graph_topped_up"
     )
     assert csv_lines[4].startswith(
         "GraphContextGen,GraphContextGen,adapter,graph,True,True,TextContextGen,8,0,0,7,0,0.65"
@@ -157,7 +157,7 @@ def test_table_reports_cut_prompts_autoais_coverage_and_each_metrics_model():
     assert (row.autoais_judged, row.autoais_over_limit, row.fact_sentences_cut) == (3, 2, 3)
     assert table.keys == ["rouge1", "autoais[t5:tiny]"]  # the over-limit flags are coverage, not a metric
     markdown = to_markdown(table)
-    assert "| GraphContextGen | 6 | 2 | 1 | 3/5 | 2 | 0 | 3 |" in markdown
+    assert "| GraphContextGen | 6 | 2 | 1 | 3/5 | 2 | 0 | 3 | 0 |" in markdown
     assert "- AutoAIS: tiny (t5) — stand-in, scores labelled [t5:tiny]" in markdown
 
 
