@@ -13,11 +13,18 @@ from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 import evaluate
 from graphctx.errors import ConfigError
 from graphctx.evaluation.jsonl import read_records
-from graphctx.evaluation.sweep import run_sweep, sweep_variants
+from graphctx.evaluation.sweep import (
+    SAME_QUESTIONS,
+    one_question_set,
+    run_sweep,
+    sweep_markdown,
+    sweep_variants,
+)
 from graphctx.model import ModelSpec, load_tokenizer, resolve_source
 from graphctx.pipeline.config_file import load_config
 
 VARIANTS = ["ZeroShot", "Base-TextGen"]
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -84,3 +91,23 @@ def test_a_sweep_model_that_cannot_be_found_is_one_error_line_and_nothing_is_wri
     assert lines[-1].startswith("error: ") and "no-such-org/no-such-model" in lines[-1]
     assert not any(line.startswith("error: ") for line in lines[:-1])
     assert not out.exists()
+
+
+def test_a_sweep_filters_once_so_models_with_other_tokenizers_answer_the_same_questions(tiny_bert, tmp_path):
+    # a Llama SentencePiece tokenizer and a BERT WordPiece one count cardano's pairs differently
+    overrides = ["--data.dataset.filters.max_tokens", "250"]
+
+    def config(model: str):
+        argv = [*overrides, "--model.spec.source", model]
+        return load_config(REPO / "configs" / "tiny.yaml", argv, cache_dir=tmp_path / "cache")
+
+    models = {"tiny-random": config("tiny-random"), str(tiny_bert): config(str(tiny_bert))}
+    alone = {m: c.load_dataset() for m, c in models.items()}
+    kept = {m: {i for split in d.values() for i in split["id"]} for m, d in alone.items()}
+    assert kept["tiny-random"] != kept[str(tiny_bert)]  # each model alone: other questions
+    shared = one_question_set(models)
+    together = {m: c.load_dataset() for m, c in shared.items()}
+    ids = [{split: list(d[split]["id"]) for split in d} for d in together.values()]
+    assert ids[0] == ids[1]  # one question set, splits and pool included
+    assert set().union(*ids[0].values()) == kept["tiny-random"] & kept[str(tiny_bert)]
+    assert SAME_QUESTIONS in sweep_markdown({})

@@ -6,7 +6,7 @@ import json
 import os
 import shutil
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
@@ -40,10 +40,15 @@ REASONS = (
 )
 
 
+Tokenizers = PreTrainedTokenizerBase | Sequence[PreTrainedTokenizerBase] | None
+"""The tokenizer(s) the token-length filter counts in: a question is kept only when it fits
+``filters.max_tokens`` in every one of them (a model sweep passes every swept model's)."""
+
+
 def load_qa_dataset(
     settings: DatasetSettings,
     cache_dir: str | Path | None = None,
-    tokenizer: PreTrainedTokenizerBase | None = None,
+    tokenizer: Tokenizers = None,
 ) -> datasets.DatasetDict:
     """The Q&A ``DatasetDict`` for ``settings``, built once and then read from the cache."""
     return prepare_qa_dataset(settings, cache_dir, tokenizer)[0]
@@ -52,7 +57,7 @@ def load_qa_dataset(
 def prepare_qa_dataset(
     settings: DatasetSettings,
     cache_dir: str | Path | None = None,
-    tokenizer: PreTrainedTokenizerBase | None = None,
+    tokenizer: Tokenizers = None,
 ) -> tuple[datasets.DatasetDict, dict[str, Any]]:
     """``(dataset, summary)``; the summary counts rows read, each filter's removals and split sizes.
 
@@ -63,12 +68,14 @@ def prepare_qa_dataset(
     """
     split_ranges(settings.split)
     check_column_mapping(settings.column_mapping)
-    if settings.filters.max_tokens is not None and tokenizer is None:
+    tokenizers = _tokenizers(tokenizer)
+    if settings.filters.max_tokens is not None and not tokenizers:
         raise ConfigError(
             "data.dataset.filters.max_tokens is set but no tokenizer was given; "
             "pass the model's tokenizer or set max_tokens: null"
         )
-    tokenizer_id = (tokenizer.name_or_path, len(tokenizer)) if settings.filters.max_tokens else None
+    ids = sorted((t.name_or_path, len(t)) for t in tokenizers)
+    tokenizer_id = (ids[0] if len(ids) == 1 else ids) if settings.filters.max_tokens else None
     workers = resolve_workers(settings.workers, "data.dataset.workers")
     key = fingerprint(
         PIPELINE_VERSION, _output_settings(settings), source_fingerprint(settings.source), tokenizer_id
@@ -78,7 +85,7 @@ def prepare_qa_dataset(
     if cached is not None:
         return cached
     with publish_once(folder) as tmp:
-        _build(settings, tokenizer, tmp, workers)
+        _build(settings, tokenizers, tmp, workers)
     return _read_built(folder)
 
 
@@ -115,12 +122,12 @@ class EmptySplitError(DataError):
 
 
 def _build(
-    settings: DatasetSettings, tokenizer: PreTrainedTokenizerBase | None, out: Path, workers: int
+    settings: DatasetSettings, tokenizers: Sequence[PreTrainedTokenizerBase], out: Path, workers: int
 ) -> None:
     """Read, filter and split the source into ``out``: one Arrow file per split, ``summary.json`` and the
     files' digests (``files.json``); raises :class:`EmptySplitError` when a split ends up empty."""
     out.mkdir(parents=True)
-    keep = _question_filter(settings, tokenizer)
+    keep = _question_filter(settings, tokenizers)
     ranges = split_ranges(settings.split)
     by_dates = ranges is not None
     read = SourceRead()
@@ -147,15 +154,25 @@ def _build(
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
 
 
-def _question_filter(settings: DatasetSettings, tokenizer: PreTrainedTokenizerBase | None) -> QuestionFilter:
-    """The filters of ``settings``; the token-length one counts in ``tokenizer``'s tokens."""
-    if not tokenizer:
+def _tokenizers(tokenizer: Tokenizers) -> tuple[PreTrainedTokenizerBase, ...]:
+    if tokenizer is None:
+        return ()
+    return tuple(tokenizer) if isinstance(tokenizer, Sequence) else (tokenizer,)
+
+
+def _question_filter(
+    settings: DatasetSettings, tokenizers: Sequence[PreTrainedTokenizerBase]
+) -> QuestionFilter:
+    """The filters of ``settings``; the token-length one counts a text's tokens in each of ``tokenizers``
+    and keeps the most, so a kept question fits every one (the character shortcut takes the fewest
+    characters per token among them)."""
+    if not tokenizers:
         return QuestionFilter(settings.filters, None, None)
 
     def count_tokens(text: str) -> int:
-        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+        return max(len(t(text, add_special_tokens=False)["input_ids"]) for t in tokenizers)
 
-    return QuestionFilter(settings.filters, count_tokens, max_token_chars(tokenizer))
+    return QuestionFilter(settings.filters, count_tokens, min(max_token_chars(t) for t in tokenizers))
 
 
 def _write_kept(

@@ -98,6 +98,7 @@ class ResumeGuard:
             "model": _settings(config.model.spec, SPEED_ONLY["model"]),
             "template": dataclasses.asdict(config.template),
             "dataset": dataclasses.asdict(config.data.dataset),
+            "filter_models": [spec.source for spec in config.filter_models],
             "split": config.evaluation.split,
             # base_weights only binds the base rows: it enters as the variant's ``weights``
             "generation": _settings(config.generation, SPEED_ONLY["generation"] | {"base_weights"}),

@@ -13,6 +13,7 @@ written.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -64,6 +65,33 @@ def check_sweep(configs: Mapping[str, RunConfig], variants: Sequence[Variant]) -
         raise ConfigError("; ".join(problems))
 
 
+SAME_QUESTIONS = (
+    "Every model answers the same questions from the same pool: the data is filtered and split once, a "
+    "question kept only when it fits data.dataset.filters.max_tokens in every swept model's tokenizer."
+)
+
+
+def one_question_set(configs: Mapping[str, RunConfig]) -> dict[str, RunConfig]:
+    """``configs`` with the token limit counted in every swept model's tokenizer (:data:`SAME_QUESTIONS`),
+    checked: a model whose evaluated split or pool has other question ids is refused in one line."""
+    specs = tuple(config.model.spec for config in configs.values())
+    shared = {model: dataclasses.replace(config, filter_models=specs) for model, config in configs.items()}
+    if next(iter(shared.values())).data.dataset.filters.max_tokens is None:
+        return shared
+    reference, sets = None, {}
+    for model, config in shared.items():
+        dataset = config.load_dataset()
+        split = config.evaluation.split
+        sets[model] = (tuple(dataset[split]["id"]), tuple(dataset["train"]["id"]))
+        reference = reference or model
+        if sets[model] != sets[reference]:
+            raise ConfigError(
+                f"--models: {model} would answer other questions than {reference} (its {split} split or "
+                "pool differs): a sweep compares models on one question set; check the data settings"
+            )
+    return shared
+
+
 def run_sweep(
     configs: Mapping[str, RunConfig],
     variants: Sequence[str] | None,
@@ -78,6 +106,7 @@ def run_sweep(
     chosen = sweep_variants(variants)
     folders = model_folders(list(configs))
     check_sweep(configs, chosen)
+    configs = one_question_set(configs)
     first = next(iter(configs.values()))
     root = Path(output_dir) if output_dir else first.output_dir
     tables: dict[str, ResultsTable] = {}
@@ -110,7 +139,8 @@ def _keys(tables: Mapping[str, ResultsTable]) -> list[str]:
 def sweep_markdown(tables: Mapping[str, ResultsTable]) -> str:
     """One row per (model, variant): each metric's mean with its 95% bootstrap interval."""
     keys = _keys(tables)
-    lines = ["## Model sweep", "", "Mean [95% bootstrap interval] over the scored rows (n), per model.", ""]
+    lines = ["## Model sweep", "", SAME_QUESTIONS, ""]
+    lines += ["Mean [95% bootstrap interval] over the scored rows (n), per model.", ""]
     lines += ["| Model | Variant | " + " | ".join(column_name(k) for k in keys) + " |"]
     lines.append("|---" * (len(keys) + 2) + "|")
     for model, table in tables.items():

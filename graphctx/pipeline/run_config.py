@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from graphctx.evaluation_settings import EvaluationSettings
     from graphctx.generation.settings import GenerationSettings
     from graphctx.knowledge.settings import KnowledgeSettings
-    from graphctx.model.settings import TunerSettings
+    from graphctx.model.settings import ModelSpec, TunerSettings
     from graphctx.retrieval.settings import RetrievalSettings
 
 
@@ -48,6 +48,10 @@ class RunConfig:
     evaluation: EvaluationSettings
     cache: str | None = None
     cache_override: str | os.PathLike[str] | None = None
+    filter_models: tuple[ModelSpec, ...] = ()
+    """The models in whose tokenizers ``data.dataset.filters.max_tokens`` counts (a question is kept only
+    when it fits every one); empty: this config's own model. A model sweep sets every swept model, so all
+    of them answer the same questions from the same pool."""
 
     def __post_init__(self) -> None:
         folder = self.cache_dir
@@ -90,14 +94,20 @@ class RunConfig:
         return Path(chosen) if chosen else self.root_dir / "eval"
 
     def load_dataset(self) -> datasets.DatasetDict:
-        """The config's Q&A dataset, filtered exactly as for training (the model's tokenizer for the token
-        limit), from the data cache."""
+        """The config's Q&A dataset, filtered exactly as for training (the token limit counted in the
+        tokenizers of :attr:`filter_specs`), from the data cache."""
         from graphctx.data import load_qa_dataset
 
         settings = self.data.dataset
-        tokenizer = None
+        tokenizers = []
         if settings.filters.max_tokens is not None:
             from graphctx.model import load_tokenizer
 
-            tokenizer = load_tokenizer(self.model.spec)
-        return load_qa_dataset(settings, self.cache_dir, tokenizer)
+            tokenizers = [load_tokenizer(spec) for spec in self.filter_specs]
+        return load_qa_dataset(settings, self.cache_dir, tokenizers)
+
+    @property
+    def filter_specs(self) -> tuple[ModelSpec, ...]:
+        """:attr:`filter_models` (each with this config's cache folder), else this config's model."""
+        specs = self.filter_models or (self.model.spec,)
+        return tuple(dataclasses.replace(spec, cache_dir=self.cache_dir) for spec in specs)
