@@ -270,6 +270,15 @@ def test_duplicate_keys_are_named_by_their_path_anywhere_in_a_document() -> None
     merged = "base: &b {top_k: 1, alpha: 0.5}\nretrieval:\n  <<: *b\n  top_k: 2\n"  # YAML's own override
     assert load_unique_yaml(merged)["retrieval"] == {"top_k": 2, "alpha": 0.5}
     assert load_unique_yaml("split:\n  train_start: 2021-04-01\n")["split"]["train_start"] == "2021-04-01"
+    # a key twice inside a merged mapping, and two merges into one mapping: the last would win silently
+    inside = "retrieval:\n  <<: {top_k: 5, top_k: 7}\n"
+    with pytest.raises(yaml.YAMLError, match=r"^key retrieval\.top_k is given twice \(lines 2 and 2\)"):
+        load_unique_yaml(inside)
+    twice = "a: &a {top_k: 5}\nb: &b {top_k: 7}\nretrieval:\n  <<: *a\n  <<: *b\n"
+    with pytest.raises(yaml.YAMLError, match=r"^key retrieval\.<< is given twice \(lines 4 and 5\)"):
+        load_unique_yaml(twice)
+    listed = "a: &a {top_k: 5}\nb: &b {alpha: 0.5}\nretrieval:\n  <<: [*a, *b]\n"  # one merge of two maps
+    assert load_unique_yaml(listed)["retrieval"] == {"top_k": 5, "alpha": 0.5}
 
 
 def test_duplicate_keys_in_a_yaml_value_on_the_command_line_are_refused() -> None:

@@ -155,9 +155,14 @@ class DuplicateKeyError(yaml.YAMLError):
     """A mapping of a YAML document gives one key twice (YAML's last copy would silently win)."""
 
 
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 def _refuse_duplicate_keys(node: yaml.Node | None, where: str = "", seen: set[int] | None = None) -> None:
     """Raise :class:`DuplicateKeyError` naming the first key given twice in a mapping of ``node`` (a
-    composed document), by its dotted path and both lines; merge keys (``<<``) are YAML's own override."""
+    composed document), by its dotted path and both lines. Mappings merged in with ``<<`` are walked too
+    (a key twice inside one of them is refused), and so is a second ``<<`` in one mapping; a key given
+    explicitly beside a merged one is YAML's own override, and allowed."""
     seen = set() if seen is None else seen
     if node is None or id(node) in seen:  # an alias repeats a node already walked
         return
@@ -165,16 +170,18 @@ def _refuse_duplicate_keys(node: yaml.Node | None, where: str = "", seen: set[in
     if isinstance(node, yaml.MappingNode):
         lines: dict[str, int] = {}
         for key, value in node.value:
-            if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
-                name = f"{where}{key.value}"
-                line = key.start_mark.line + 1
-                if key.value in lines:
-                    raise DuplicateKeyError(
-                        f"key {name} is given twice (lines {lines[key.value]} and {line}); "
-                        "YAML keeps the last silently: give it once"
-                    )
-                lines[key.value] = line
-                _refuse_duplicate_keys(value, f"{name}.", seen)
+            if not isinstance(key, yaml.ScalarNode):
+                continue
+            merge = key.tag == MERGE_TAG
+            name = f"{where}{key.value}"
+            line = key.start_mark.line + 1
+            if key.value in lines:
+                raise DuplicateKeyError(
+                    f"key {name} is given twice (lines {lines[key.value]} and {line}); "
+                    "YAML keeps the last silently: give it once"
+                )
+            lines[key.value] = line
+            _refuse_duplicate_keys(value, where if merge else f"{name}.", seen)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
             _refuse_duplicate_keys(item, f"{where.removesuffix('.')}[{index}].", seen)
