@@ -108,6 +108,19 @@ def test_export_refuses_an_existing_folder_unless_overwrite(tmp_path: Path, caps
     assert (out / "key.json").read_text() == before
     assert main([*argv, "--overwrite"]) == 0
     assert json.loads((out / "key.json").read_text())["annotators"] == ["x"]
+    # --overwrite never deletes what it did not write: a run folder, a folder with more in it, a file
+    run = tmp_path / "eval-run"
+    (run / "predictions").mkdir(parents=True)
+    (run / "predictions" / "GraphGen.jsonl").write_text("{}\n")
+    (out / "notes.txt").write_text("mine")
+    (tmp_path / "file.txt").write_text("x")
+    for target in (run, out, tmp_path / "file.txt"):
+        capsys.readouterr()
+        assert main([*argv[:-1], str(target), "--overwrite"]) == 1
+        (error,) = capsys.readouterr().err.strip().splitlines()
+        assert error.startswith(f"error: --out {target}: ")
+    assert (run / "predictions" / "GraphGen.jsonl").read_text() == "{}\n"
+    assert (out / "notes.txt").read_text() == "mine" and (tmp_path / "file.txt").read_text() == "x"
 
 
 def test_export_of_a_missing_variant_writes_nothing(tmp_path: Path):

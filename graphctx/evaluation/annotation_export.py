@@ -153,6 +153,24 @@ KEY_FILE = "key.json"
 """The private key inside an export folder (not for the annotators)."""
 
 
+def check_replaceable(out: Path) -> None:
+    """Refuse, in one line, to replace ``out`` unless it is an export folder: one holding this command's
+    ``key.json`` (a JSON object with its ``fingerprint`` and ``items``) and nothing but export files. So
+    ``--overwrite`` never deletes an evaluation run, a training root or any folder it did not write."""
+    if not out.is_dir():
+        raise ConfigError(f"--out {out}: is a file, not a folder; choose a folder")
+    try:
+        key = json.loads((out / KEY_FILE).read_text())
+    except (OSError, ValueError):
+        key = None
+    others = [p.name for p in out.iterdir() if p.name not in (KEY_FILE, "doccano", "label-studio")]
+    if not isinstance(key, dict) or not {"fingerprint", "items"} <= key.keys() or others:
+        raise ConfigError(
+            f"--out {out}: --overwrite replaces only a folder `graphctx annotate export` wrote (its "
+            f"{KEY_FILE} and the doccano/ and label-studio/ folders); this one is not: choose another folder"
+        )
+
+
 def write_export(
     out: Path, items: Sequence[Item], spec: ExportSpec, export: str, overwrite: bool
 ) -> list[Path]:
@@ -164,10 +182,13 @@ def write_export(
         label-studio/<annotator>.json one per annotator, tasks for label-studio/labeling_config.xml
         label-studio/labeling_config.xml
 
-    An existing ``out`` is refused unless ``overwrite``. Returns the files written (under ``out``)."""
+    An existing ``out`` is refused unless ``overwrite``, and ``overwrite`` replaces only a folder this
+    command wrote (:func:`check_replaceable`). Returns the files written (under ``out``)."""
     out = Path(out)
     if out.exists() and not overwrite:
         raise ConfigError(f"--out {out}: already exists; choose another folder or pass --overwrite")
+    if out.exists():
+        check_replaceable(out)
     with atomic_path(out) as tmp:
         (tmp / "doccano").mkdir(parents=True)
         (tmp / "label-studio").mkdir()
