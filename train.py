@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -31,6 +32,7 @@ from graphctx.data.build import EmptySplitError
 from graphctx.data.datamodule import InstructionDataModule
 from graphctx.errors import ConfigError, DataError, GraphctxError, debug_enabled, report
 from graphctx.evaluation.callback import validation_callback
+from graphctx.folder_lock import holding
 from graphctx.model import InstructionTuner, load_tokenizer
 from graphctx.model.guards import FiniteLossGuard
 from graphctx.model.module import exported_adapter_dir
@@ -306,14 +308,24 @@ def train(args: list[str], out: TextIO) -> int:
         cli.trainer.callbacks.append(generation)
     ran = TrainingRan()
     cli.trainer.callbacks.append(ran)
-    try:
-        cli.trainer.fit(cli.model, cli.datamodule, ckpt_path=cli.config.ckpt_path, weights_only=True)
-    finally:
-        finish_wandb_runs(cli.trainer)
-    if cli.trainer.is_global_zero:
-        adapter = exported_adapter_dir(config.model.export, cli.trainer.default_root_dir)
-        report_export(ran.started, adapter, cli.trainer, out)
+    root = cli.trainer.default_root_dir
+    with holding(root, "another train.py run") if launching_rank() else contextlib.nullcontext():
+        try:
+            cli.trainer.fit(cli.model, cli.datamodule, ckpt_path=cli.config.ckpt_path, weights_only=True)
+        finally:
+            finish_wandb_runs(cli.trainer)
+        if cli.trainer.is_global_zero:
+            adapter = exported_adapter_dir(config.model.export, root)
+            report_export(ran.started, adapter, cli.trainer, out)
     return 0
+
+
+def launching_rank() -> bool:
+    """Whether this process is rank 0 of its run, by the variables launchers set (torchrun's ``RANK``,
+    Lightning's ``LOCAL_RANK`` / ``NODE_RANK``, SLURM's ``SLURM_PROCID``): it alone holds the training root's
+    lock (:mod:`graphctx.folder_lock`), which the other ranks share."""
+    names = ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID")
+    return all(os.environ.get(name, "0") == "0" for name in names)
 
 
 def report_export(exported: bool, adapter: Path, trainer: Trainer, out: TextIO) -> None:

@@ -14,7 +14,9 @@ from packaging.utils import canonicalize_name
 
 PACKAGE = Path(__file__).resolve().parents[1] / "graphctx"
 LAYERS = {
-    **dict.fromkeys(("errors", "cache", "quiet", "paper", "paper_figures", "checks", "settings_docs"), 0),
+    **dict.fromkeys(
+        ("errors", "cache", "folder_lock", "quiet", "paper", "paper_figures", "checks", "settings_docs"), 0
+    ),
     "data": 1,
     # the stages: retrieval, knowledge (may use retrieval), the model side (may use both)
     "retrieval": 2,

@@ -53,6 +53,7 @@ from graphctx.evaluation.timing import StageTimer, stderr_logger
 from graphctx.evaluation.tracking import log_results
 from graphctx.evaluation.work_order import decoding_order, pending_units
 from graphctx.evaluation_settings import EvaluationSettings
+from graphctx.folder_lock import FolderLock
 from graphctx.generation.loading import resolve_device
 from graphctx.metrics.paper_settings import unlike_paper
 from graphctx.model import load_tokenizer
@@ -116,21 +117,29 @@ class EvaluationRun:
     # ---- the whole run -------------------------------------------------------------------------------
     def run(self, overwrite: bool = False) -> ResultsTable | None:
         """Contexts, answers, scores, table (Markdown + CSV) and W&B logging; returns the table (on rank 0;
-        None on the other ranks). Raises :class:`Preempted` when a stop was requested before the end."""
-        self.prepare(overwrite)
-        with self.timings.stage("contexts"):
-            rows, _ = self.load_rows()
-            self.log(f"{len(rows)} {self.settings.split} questions, {len(self.variants)} variants")
-            contexts = self.build_contexts(rows)
-            encoded = self.encode_all(rows, contexts)
-            mine = self.my_units(rows, encoded)
-        self.log(f"{len(mine)} batches to answer and score here")
-        with self.timings.stage("answers"):
-            self.generate(rows, contexts, mine, encoded)
-        with self.timings.stage("scores"):
-            self.score(rows, mine)
-        timings = self.end_stages()
-        return self.report(rows, encoded, timings) if self.processes.is_zero else None
+        None on the other ranks). Raises :class:`Preempted` when a stop was requested before the end, and
+        ``ConfigError`` when another run holds the output folder (:mod:`graphctx.folder_lock`)."""
+        lock = FolderLock(self.output_dir, "another evaluate.py run")
+        held = lock.acquire() if self.processes.is_zero else True  # the ranks of one run share the folder
+        try:
+            if self.processes.any(not held):
+                raise lock.refusal()
+            self.prepare(overwrite)
+            with self.timings.stage("contexts"):
+                rows, _ = self.load_rows()
+                self.log(f"{len(rows)} {self.settings.split} questions, {len(self.variants)} variants")
+                contexts = self.build_contexts(rows)
+                encoded = self.encode_all(rows, contexts)
+                mine = self.my_units(rows, encoded)
+            self.log(f"{len(mine)} batches to answer and score here")
+            with self.timings.stage("answers"):
+                self.generate(rows, contexts, mine, encoded)
+            with self.timings.stage("scores"):
+                self.score(rows, mine)
+            timings = self.end_stages()
+            return self.report(rows, encoded, timings) if self.processes.is_zero else None
+        finally:
+            lock.release()
 
     def prepare(self, overwrite: bool) -> None:
         """Models and memory checked; rank 0 checks every variant's files against this run's settings and
