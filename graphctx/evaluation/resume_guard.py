@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from graphctx.cache import file_digest, fingerprint, write_json_atomic
+from graphctx.cache import cache_root, file_digest, fingerprint, write_json_atomic
 from graphctx.errors import ConfigError
 from graphctx.evaluation.jsonl import RecordFile
 from graphctx.evaluation.layout import RunLayout
@@ -133,7 +133,8 @@ class ResumeGuard:
     def gold_folder(self, metric: str) -> Path:
         """Where ``metric``'s gold values live (:mod:`graphctx.metrics.gold`): in the cache, under the
         fingerprint of its scorer, so any run with the same scorer reads them."""
-        return Path(self.config.cache_dir) / "gold" / f"{metric}-{fingerprint(self.scorer_parts(metric))}"
+        key = fingerprint(self.scorer_parts(metric))
+        return cache_root(self.config.cache_dir) / "gold" / f"{metric}-{key}"
 
     def metric_fingerprint_parts(self, variant: Variant, metric: str) -> dict[str, Any]:
         """Everything ``metric``'s scores of ``variant`` depend on: :meth:`scorer_parts` and the variant's
