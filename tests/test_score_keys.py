@@ -86,3 +86,14 @@ def test_a_hub_id_without_an_owner_is_known_by_its_cached_snapshot(tmp_path, mon
     key = parts(FactSettings(), bertscore=BertScoreSettings(model="roberta-large"))["bertscore"]
     assert key["model"] == {"id": "roberta-large", "commit": commit}
     assert model_identity("no-such-model") == {"id": "no-such-model", "commit": None}
+
+
+def test_gold_values_go_to_the_default_cache_when_the_config_names_none(monkeypatch, tmp_path):
+    from graphctx.evaluation.resume_guard import ResumeGuard
+    from graphctx.pipeline.config_file import load_config
+
+    monkeypatch.setenv("GRAPHCTX_CACHE", str(tmp_path / "default-cache"))
+    config = load_config(Path(__file__).resolve().parents[1] / "configs" / "tiny.yaml")
+    assert config.cache_dir is None
+    folder = ResumeGuard(config, None, None, "triplets:spacy").gold_folder("entity_jaccard")
+    assert folder.parent == tmp_path / "default-cache" / "gold" and folder.name.startswith("entity_jaccard-")
