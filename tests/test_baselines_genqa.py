@@ -141,3 +141,48 @@ def test_genqa_decodes_greedily_whatever_generation_config_the_model_folder_save
     source = source_text(SENTENCES[0], [SENTENCES[1]])
     expected = _greedy_by_hand(model.eval(), tokenizer, source, steps=8)
     assert GenQAAnswerer(folder, max_new_tokens=8)(SENTENCES[0], [Candidate("q", SENTENCES[1])]) == expected
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (["--epochs", "0"], "error: --epochs 0: must be at least 1"),
+        (["--epochs", "-1"], "error: --epochs -1: must be at least 1"),
+        (["--batch-size", "0"], "error: --batch-size 0: must be at least 1"),
+        (["--limit", "-1"], "error: --limit -1: must be at least 1 (omit it to train on every question)"),
+        (["--limit", "0"], "error: --limit 0: must be at least 1 (omit it to train on every question)"),
+        (["--max-steps", "0"], "error: --max-steps 0: must be at least 1, or -1 for no limit"),
+    ],
+)
+def test_genqa_counts_that_would_train_nothing_are_one_error_line(argv, error, tmp_path, capsys):
+    from graphctx.cli import main
+
+    config = Path(__file__).resolve().parents[1] / "configs" / "tiny.yaml"
+    assert main(["genqa", "--config", str(config), "--cache-dir", str(tmp_path), *argv]) == 1
+    assert capsys.readouterr().err.strip().splitlines() == [error]
+    assert not any(tmp_path.iterdir())  # nothing read, nothing saved
+
+
+def test_genqa_refuses_a_causal_lm_base_in_one_line(tmp_path, capsys):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from graphctx.cli import main
+
+    base = tmp_path / "llama"
+    config = LlamaConfig(
+        vocab_size=64,
+        hidden_size=8,
+        intermediate_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=1,
+        num_key_value_heads=1,
+    )
+    LlamaForCausalLM(config).save_pretrained(base)
+    tiny = Path(__file__).resolve().parents[1] / "configs" / "tiny.yaml"
+    argv = ["genqa", "--config", str(tiny), "--base", str(base), "--cache-dir", str(tmp_path / "c")]
+    capsys.readouterr()
+    assert main(argv) == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: --base {base}: a llama model is not an encoder-decoder; GenQA fine-tunes a seq2seq model "
+        "(BART, T5)"
+    ]

@@ -11,7 +11,7 @@ and trains it to write the answer (Hsu et al., Sec. 3). Here:
   tokens, the answer cut to :data:`MAX_TARGET_TOKENS` (Hsu et al.'s 5 candidates and lengths are larger;
   the paper's k = 2 decides the number here).
 - **Model.** The authors fine-tune T5 / BART; their checkpoint is not public, so GenQA is trained here
-  with ``graphctx genqa-train`` from :data:`DEFAULT_BASE` (any seq2seq model) with the Lightning stack,
+  with ``graphctx genqa`` from :data:`DEFAULT_BASE` (any seq2seq model) with the Lightning stack,
   the cross-entropy of the gold answer, AdamW. The trained folder is a stand-in, named in ``graphctx plan``.
 - **Decoding.** Greedy, up to ``generation.max_new_tokens`` tokens, every rule stated (:data:`GREEDY`):
   the model folder's saved generation config (BART's beams and n-gram rule) is replaced, not inherited.
@@ -37,7 +37,7 @@ from graphctx.baselines.candidates import Candidate
 from graphctx.errors import ConfigError
 
 DEFAULT_BASE = "facebook/bart-large"
-"""The seq2seq model ``graphctx genqa-train`` fine-tunes by default (Hsu et al.'s BART-large)."""
+"""The seq2seq model ``graphctx genqa`` fine-tunes by default (Hsu et al.'s BART-large)."""
 MAX_SOURCE_TOKENS = 1024
 MAX_TARGET_TOKENS = 256
 
@@ -165,7 +165,7 @@ class GenQAAnswerer:
         if not (folder / "config.json").is_file():
             raise ConfigError(
                 f"evaluation.genqa_model: no trained GenQA model in {folder}; train one with "
-                "`graphctx genqa-train --config CONFIG` (or point evaluation.genqa_model at one)"
+                "`graphctx genqa --config CONFIG` (or point evaluation.genqa_model at one)"
             )
         self.tokenizer = AutoTokenizer.from_pretrained(folder)
         self.model = AutoModelForSeq2SeqLM.from_pretrained(folder).to(device).eval()

@@ -29,6 +29,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--learning-rate", type=float, default=3e-5, help="AdamW learning rate (default 3e-5)"
     )
     parser.add_argument("--limit", type=int, help="train on the first N training questions only")
+    parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's cache_dir)")
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """One ``ConfigError`` naming the option when a count could train nothing (or forever)."""
+    from graphctx.errors import ConfigError
+
+    for option, value in (("--epochs", args.epochs), ("--batch-size", args.batch_size)):
+        if value < 1:
+            raise ConfigError(f"{option} {value}: must be at least 1")
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError(f"--limit {args.limit}: must be at least 1 (omit it to train on every question)")
+    if args.max_steps == 0 or args.max_steps < -1:
+        raise ConfigError(f"--max-steps {args.max_steps}: must be at least 1, or -1 for no limit")
+    if args.learning_rate <= 0:
+        raise ConfigError(f"--learning-rate {args.learning_rate}: must be positive")
+
+
+def check_seq2seq(base: str) -> None:
+    """Refuse, in one line, a ``--base`` that is not an encoder-decoder model (GenQA writes the answer with
+    a seq2seq model: BART, T5)."""
+    from transformers import AutoConfig
+
+    from graphctx.errors import ConfigError
+
+    try:
+        config = AutoConfig.from_pretrained(base)
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"--base {base}: no model config found ({error})") from error
+    if not config.is_encoder_decoder:
+        raise ConfigError(
+            f"--base {base}: a {config.model_type} model is not an encoder-decoder; GenQA fine-tunes a "
+            "seq2seq model (BART, T5)"
+        )
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
@@ -38,10 +72,12 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.pipeline.config_file import load_config
     from graphctx.pipeline.pool import pool_retriever
 
-    config = load_config(args.config)
+    check_arguments(args)
+    config = load_config(args.config, cache_dir=args.cache_dir)
     base = args.base or DEFAULT_BASE
     if availability(base) == "missing":
         raise ConfigError(how_to_get("--base", base))
+    check_seq2seq(base)
     pool = config.load_dataset()["train"]
     rows = sorted(pool, key=lambda row: int(row["id"]))[: args.limit]
     settings = dataclasses.replace(config.retrieval, method="dense", top_k=config.retrieval.top_k + 1)
