@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -52,12 +53,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` and run the chosen subcommand; its return value is the exit status."""
-    args = build_parser().parse_args(argv)
-    results = sys.stdout
-    quiet_third_party()
-    with contextlib.redirect_stdout(sys.stderr):
-        return report(lambda: args.run(args, results), debug_enabled(args.debug))
+    """Parse ``argv`` and run the chosen subcommand; its return value is the exit status. A reader that
+    closes the pipe early (``graphctx data --help | head``) ends the command quietly."""
+    try:
+        args = build_parser().parse_args(argv)
+        results = sys.stdout
+        quiet_third_party()
+        with contextlib.redirect_stdout(sys.stderr):
+            return report(lambda: args.run(args, results), debug_enabled(args.debug))
+    except BrokenPipeError:
+        # Python flushes stdout again at exit: point it at devnull so that flush cannot raise too
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -207,6 +207,23 @@ def test_train_is_not_an_evaluated_split_and_thresholds_are_checked(site, tmp_pa
     for bad in ("0.5,1.2", "0.9:0.5:-0.1", "a,b"):
         assert main(["retrieval-eval", "--config", str(config), "--thresholds", bad]) == 1
         assert "error: --thresholds" in capsys.readouterr().err
+    named = {  # one line saying what is wrong, never a traceback or a sweep of millions
+        "0.9:0.5:0.1": "the range is reversed (stop 0.5 is below start 0.9)",
+        "0.5:inf:0.1": "start, stop and step must be finite numbers",
+        "0.5:0.9:0.0000001": "4000001 values; a sweep runs at most 200: take a larger step",
+    }
+    for bad, reason in named.items():
+        assert main(["retrieval-eval", "--config", str(config), "--thresholds", bad]) == 1
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert line.startswith(f"error: --thresholds {bad!r}: {reason}")
+
+
+def test_help_piped_into_a_reader_that_stops_early_ends_quietly():
+    import subprocess
+
+    command = "graphctx data --help | head -1"
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=120)
+    assert done.stdout.startswith("usage: graphctx data") and done.stderr == ""
 
 
 # ---- the tiny config -------------------------------------------------------------------------------------

@@ -10,23 +10,37 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import TextIO
 
 from graphctx.errors import ConfigError
 
+MAX_THRESHOLDS = 200
+"""The most values of T one sweep runs (each rebuilds the question graph): a larger sweep is refused."""
+
 
 def parse_thresholds(text: str) -> list[float]:
-    """``0.5,0.6,0.7`` or ``start:stop:step`` (stop included) -> the list of thresholds."""
+    """``0.5,0.6,0.7`` or ``start:stop:step`` (stop included) -> the list of thresholds: finite numbers,
+    a range that runs upwards, at most :data:`MAX_THRESHOLDS` of them."""
     try:
         if ":" in text:
             start, stop, step = (float(part) for part in text.split(":"))
+            if not all(math.isfinite(value) for value in (start, stop, step)):
+                raise ValueError("start, stop and step must be finite numbers")
             if step <= 0:
                 raise ValueError("the step must be positive")
+            if stop < start:
+                raise ValueError(f"the range is reversed (stop {stop:g} is below start {start:g})")
             count = round((stop - start) / step) + 1
-            return [round(start + i * step, 6) for i in range(max(count, 0))]
-        return [float(part) for part in text.split(",") if part.strip()]
+            if count > MAX_THRESHOLDS:
+                raise ValueError(f"{count} values; a sweep runs at most {MAX_THRESHOLDS}: take a larger step")
+            return [round(start + i * step, 6) for i in range(count)]
+        values = [float(part) for part in text.split(",") if part.strip()]
+        if len(values) > MAX_THRESHOLDS:
+            raise ValueError(f"{len(values)} values; a sweep runs at most {MAX_THRESHOLDS}")
+        return values
     except ValueError as error:
         raise ConfigError(f"--thresholds {text!r}: {error} (give 0.5,0.6 or start:stop:step)") from error
 
