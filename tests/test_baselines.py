@@ -127,6 +127,9 @@ def test_techsumbot_falls_back_to_the_top_answer_on_code_only_answers_and_says_s
     candidates = [Candidate("q1", code), Candidate("q2", "Nothing about the query.")]
     assert techsumbot.falls_back("how to mount a usb drive", candidates)
     assert techsumbot.answer("how to mount a usb drive", candidates) == code
+    only_code = [Candidate("q1", code), Candidate("q2", "```\nlsblk\n```")]  # no sentence at all
+    assert techsumbot.falls_back("how to mount a usb drive", only_code)
+    assert techsumbot.answer("how to mount a usb drive", only_code) == code
 
 
 def test_answerbot_fits_its_idf_on_the_pool_not_on_the_two_candidates():

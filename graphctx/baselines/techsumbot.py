@@ -48,6 +48,8 @@ def sentence_scores(
 ) -> tuple[list[str], np.ndarray, np.ndarray]:
     """(the sentences, their usefulness * centrality, their TF-IDF cosine matrix)."""
     texts = [s for candidate in candidates for s in sentences(candidate.answer)]
+    if not texts:  # answers of code only: no sentence, no vocabulary to fit
+        return [], np.zeros(0), np.zeros((0, 0))
     vectors, (query,) = tfidf(texts, [question])
     usefulness = vectors @ query
     similarity = vectors @ vectors.T
