@@ -128,13 +128,16 @@ def parse_tags(raw: str | None) -> list[str]:
 def read_duplicate_links(
     rows: Iterator[dict[str, str]], duplicate_of: dict[int, list[int]], linked: dict[int, list[int]]
 ) -> None:
-    """Add PostLinks.xml rows with LinkTypeId=3 to ``duplicate_of`` (PostId side) and ``linked`` (both)."""
+    """Add PostLinks.xml rows with LinkTypeId=3 to ``duplicate_of`` (PostId side) and ``linked`` (both);
+    a self-link (PostId = RelatedPostId) is ignored, as :func:`graphctx.data.links.add_link` ignores it."""
     for row in rows:
         if row.get("LinkTypeId") != DUPLICATE_LINK:
             continue
         try:
             post, related = int(row["PostId"]), int(row["RelatedPostId"])
         except (KeyError, ValueError):
+            continue
+        if post == related:
             continue
         duplicate_of[post].append(related)
         linked[post].append(related)
