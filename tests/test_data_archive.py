@@ -222,3 +222,24 @@ def test_watermark_posts_are_found_in_stack_overflows_id_range_and_their_links_d
     found = read_dump_links(site)
     assert set(found.grades) == {real_q, community_q} and 1_000_000_001 not in found.questions
     assert found.fabricated_links == 1  # one linked pair (a row each way)
+
+
+def test_archive_reads_only_the_sites_own_postlinks(tmp_path):
+    """A PostLinks.xml in another folder of the archive is never read (issue 34)."""
+    from graphctx.data.links import read_dump_links
+
+    def xml(name: str, text: str) -> Path:
+        path = tmp_path / name
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    row = '<row Id="{0}" PostId="{1}" RelatedPostId="{2}" LinkTypeId="3" />'
+    own = xml("own.xml", f"<postlinks>{row.format(1, 1, 2)}</postlinks>")
+    other = xml("other.xml", f"<postlinks>{row.format(1, 3, 4)}{row.format(2, 5, 6)}</postlinks>")
+    posts = xml("posts.xml", '<posts><row Id="1" PostTypeId="1" Title="t" Body="b" /></posts>')
+    archive = make_7z(
+        tmp_path / "site.7z",
+        {"other/PostLinks.xml": other, "site/Posts.xml": posts, "site/PostLinks.xml": own},
+    )
+    links = read_dump_links(archive)
+    assert (links.rows, sorted(links.grades)) == (1, [1, 2])

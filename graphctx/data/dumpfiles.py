@@ -61,8 +61,8 @@ class DumpFiles:
             with libarchive.file_reader(str(self.archive)) as archive:
                 for entry in archive:
                     name = Path(entry.pathname).name
-                    if not entry.isfile or name not in (POSTS, LINKS):
-                        continue
+                    if not entry.isfile or self.archive / entry.pathname not in (self.posts, self.links):
+                        continue  # only the site's own files: the folder of its Posts.xml
                     hashed = _Hashed(_Blocks(entry.get_blocks(BLOCK_BYTES)))
                     yield name, hashed
                     self._record(name, hashed, "7z")
