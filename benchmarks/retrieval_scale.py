@@ -46,6 +46,8 @@ def latencies(ranker, edges, queries: int, k: int = 10) -> tuple[list[float], to
         one = QueryEdges(edges.query[pick] * 0, edges.node[pick], edges.weight[pick], 1)
         start = time.perf_counter()
         result = ranker.run(one, k)
+        if result.node_ids.is_cuda:
+            torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
         ids.append(result.node_ids[0])
     return times, torch.stack(ids)
@@ -55,6 +57,9 @@ def igraph_latency(graph, edges, queries: int, alpha: float) -> list[float]:
     """Per-query seconds of igraph's personalized_pagerank (PRPACK) on the graph plus the query node."""
     import igraph
 
+    from graphctx.retrieval.pagerank import QueryEdges
+
+    graph, edges = graph.cpu(), QueryEdges(edges.query.cpu(), edges.node.cpu(), edges.weight.cpu(), 1)
     base = graph.edge_index[:, graph.edge_index[0] < graph.edge_index[1]]
     weights = graph.edge_weight[graph.edge_index[0] < graph.edge_index[1]].tolist()
     pairs = base.T.tolist()
@@ -86,9 +91,9 @@ def one_size(args: argparse.Namespace, size: int) -> dict:
     from graphctx.retrieval.push import PoolPush
 
     torch.set_num_threads(1)
-    pool = clustered(size, args.dim, args.clusters, args.spread, seed=0)
-    queries = clustered(args.queries, args.dim, args.clusters, args.spread, seed=1)
-    row: dict = {"size": size}
+    pool = clustered(size, args.dim, args.clusters, args.spread, seed=0).to(args.device)
+    queries = clustered(args.queries, args.dim, args.clusters, args.spread, seed=1).to(args.device)
+    row: dict = {"size": size, "device": args.device}
     start = time.perf_counter()
     graph = build_knn_graph(pool, args.threshold, args.knn_k)
     row["knn_build_s"] = time.perf_counter() - start
@@ -109,6 +114,8 @@ def one_size(args: argparse.Namespace, size: int) -> dict:
         row["agreement_top10"] = float(agree.float().mean()) if len(agree) else None
         row["exact_edges"] = exact.edge_index.shape[1] // 2
     row["igraph"] = percentiles(igraph_latency(graph, edges, min(args.queries, 20), 0.85))
+    if args.device.startswith("cuda"):
+        row["peak_gpu_gib"] = torch.cuda.max_memory_allocated() / 2**30
     row["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     return row
 
@@ -117,6 +124,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[20_000, 100_000, 300_000, 1_000_000])
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (Faiss GPU index, push in torch)")
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--clusters", type=int, default=2000)
     parser.add_argument("--spread", type=float, default=0.5)
