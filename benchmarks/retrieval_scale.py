@@ -127,7 +127,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="cpu or cuda (Faiss GPU index, push in torch)")
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--clusters", type=int, default=2000)
-    parser.add_argument("--spread", type=float, default=0.5)
+    parser.add_argument("--spread", type=float, default=0.4)
     parser.add_argument("--threshold", type=float, default=0.8)
     parser.add_argument("--knn-k", type=int, default=64)
     parser.add_argument("--eps", type=float, default=1e-4)
