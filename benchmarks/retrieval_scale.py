@@ -28,9 +28,11 @@ import torch
 
 
 def clustered(count: int, dim: int, clusters: int, spread: float, seed: int) -> torch.Tensor:
-    """Unit vectors: a random centre of ``clusters`` plus Gaussian noise of norm about ``spread``."""
-    generator = torch.Generator().manual_seed(seed)
+    """Unit vectors: a random centre of ``clusters`` (the same for every ``seed``) plus Gaussian noise of norm
+    about ``spread``; ``seed`` draws the points."""
+    generator = torch.Generator().manual_seed(0)
     centres = torch.nn.functional.normalize(torch.randn(clusters, dim, generator=generator), dim=1)
+    generator.manual_seed(1 + seed)
     pick = torch.randint(0, clusters, (count,), generator=generator)
     noise = torch.randn(count, dim, generator=generator) * (spread / dim**0.5)
     return torch.nn.functional.normalize(centres[pick] + noise, dim=1)
