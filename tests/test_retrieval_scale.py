@@ -104,3 +104,19 @@ def test_a_knn_index_never_reuses_an_exact_entry():
         ids, texts, RetrievalSettings(device="cpu", graph_build="knn", knn_k=8)
     )
     assert index_key(ids, texts, exact) == index_key(ids, texts, RetrievalSettings(device="cpu", ppr="push"))
+
+
+def test_retriever_runs_the_scale_modes_end_to_end(tmp_path):
+    from graphctx.retrieval.index import build_index
+    from graphctx.retrieval.retriever import build_retriever
+
+    texts = ["How do I stake ADA?", "How to stake ADA", "What is a UTXO?", "Explain a UTXO"]
+    hits = {}
+    for build, ppr in (("exact", "power"), ("knn", "push")):
+        settings = RetrievalSettings(device="cpu", threshold=0.6, top_k=2, graph_build=build, ppr=ppr)
+        index = build_index([1, 2, 3, 4], texts, settings, tmp_path)
+        assert index.stats["graph_build"] == build and index.stats.get("edge_recall", 1.0) == 1.0
+        hits[build] = [
+            [hit.id for hit in row] for row in build_retriever(index, settings).retrieve(["staking ADA"])
+        ]
+    assert hits["knn"] == hits["exact"]
