@@ -23,7 +23,8 @@ Steps (``--only`` picks some):
   continuous batching (``generate_batch``).
 * ``retrieval``: ``benchmarks/retrieval.py`` twice: a 20k pool against networkx and igraph (speedups per
   linked query, every peer on the same queries), and the 1M-node pool at mean degree >= 50 (build + 10k
-  queries, against the 60 s target).
+  queries, against the 60 s target); then ``benchmarks/retrieval_scale.py`` at 1M and 10M: the Faiss
+  GPU k-NN build and forward-push PageRank per query (the README's 24M projections rest on them).
 
 Each step runs in its own process (liger's RoPE patch and CUDA memory stay there) with a share of
 ``--budget-s``; a step past its share is stopped and reported as timed out, the others still run. Every
@@ -76,6 +77,7 @@ SIZES = {
             *("--pool", "1000000", "--dim", "1024", "--clusters", "2000"),
             *("--queries", "10000", "--peer-queries", "0"),
         ],
+        "retrieval_knn": ["--sizes", "1000000", "10000000", "--queries", "200", "--exact-max", "0"],
     },
     "quick": {
         "training": [
@@ -90,6 +92,16 @@ SIZES = {
         "retrieval_scale": [
             *("--pool", "6000", "--dim", "256", "--clusters", "12"),  # mean degree ~78
             *("--queries", "300", "--peer-queries", "0"),
+        ],
+        "retrieval_knn": [
+            "--sizes",
+            "3000",
+            "--queries",
+            "5",
+            "--recall-sample",
+            "50",
+            "--exact-max",
+            "3000",
         ],
     },
 }
@@ -347,6 +359,13 @@ def main(argv: list[str] | None = None) -> dict:
         results["retrieval"]["scale"] = run_json(
             "retrieval_scale",
             [*python, "benchmarks/retrieval.py", *device, *sizes["retrieval_scale"]],
+            max(30.0, left),
+            logs,
+        )
+        left = allotted - (time.perf_counter() - retrieval_started)
+        results["retrieval"]["knn_push"] = run_json(
+            "retrieval_knn",
+            [*python, "benchmarks/retrieval_scale.py", *device, *sizes["retrieval_knn"]],
             max(30.0, left),
             logs,
         )

@@ -36,8 +36,10 @@ def test_quick_suite_prints_every_figure_and_verdict(tmp_path, cardano_dir) -> N
     assert all(environment[name] for name in ("torch", "transformers", "bitsandbytes", "peft"))
 
     peers, scale = report["steps"]["retrieval"]["peers"], report["steps"]["retrieval"]["scale"]
-    for step in (peers, scale, report["steps"]["training"], report["steps"]["generation"]):
+    knn_push = report["steps"]["retrieval"]["knn_push"]
+    for step in (peers, scale, knn_push, report["steps"]["training"], report["steps"]["generation"]):
         assert "error" not in step, step.get("error")
+    assert [row["size"] for row in knn_push["sizes"]] == [3000] and knn_push["sizes"][0]["push"]["p50_ms"] > 0
     assert peers["topk_agreement"] == 1.0 and 0 < peers["linked_queries"] < peers["queries"]
     # the all-query figure flatters graphctx: unlinked queries cost it nothing
     assert peers["speedup_all_queries"] > peers["speedup"] > 0

@@ -25,6 +25,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         graph_fallbacks,
         linkage_stats,
     )
+    from graphctx.retrieval.knn import describe_build
     from graphctx.retrieval.numerics import pinned_threads
 
     config = load_config(args.config, cache_dir=args.cache_dir)
@@ -32,7 +33,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     dataset = config.load_dataset()
     train, split = dataset["train"], config.evaluation.split
     index = pool_index(train, config.retrieval, cache_dir)
-    print(f"question graph: {describe_degrees(index.stats)}", file=sys.stderr)
+    print(f"question graph: {describe_degrees(index.stats)}; {describe_build(index.stats)}", file=sys.stderr)
     warning = density_warning(index.stats, config.retrieval.threshold)
     if warning:
         print(warning, file=sys.stderr)

@@ -135,6 +135,10 @@ def retrieval_json(stack: ModelStack) -> dict[str, Any]:
         "top_k": retrieval.top_k,
         "alpha": retrieval.alpha,
         "device": retrieval.device,
+        "graph_build": retrieval.graph_build,
+        "knn_k": retrieval.knn_k if retrieval.graph_build == "knn" else None,
+        "ppr": retrieval.ppr,
+        "ppr_eps": retrieval.ppr_eps if retrieval.ppr == "push" else None,
     }
 
 

@@ -22,6 +22,7 @@ from graphctx.pipeline.plan_report import (
 from graphctx.pipeline.run_config import RunConfig
 from graphctx.pipeline.stack import ModelStack
 from graphctx.prompts import BASELINE_VARIANTS
+from graphctx.retrieval.settings import RetrievalSettings
 
 
 def plan_text(stack: ModelStack) -> str:
@@ -88,7 +89,22 @@ def retrieval_line(stack: ModelStack) -> str:
         f"  retrieval    {retrieval.method} (T={retrieval.threshold}, k={retrieval.top_k}, "
         f"alpha={retrieval.alpha}) on {retrieval.embedding_model} [{stack.embedder.available}], "
         f"{retrieval.device}" + (f", instruction {instruction!r} (pool and queries)" if instruction else "")
+    ) + ("" if retrieval.method == "dense" else "; " + graph_modes(retrieval))
+
+
+def graph_modes(retrieval: RetrievalSettings) -> str:
+    """Which graph build and which PageRank the graph method runs; the scale modes say they approximate."""
+    build = (
+        f"approximate k-NN graph (Faiss, k={retrieval.knn_k}; recall recorded in the index stats)"
+        if retrieval.graph_build == "knn"
+        else "exact graph"
     )
+    ranker = (
+        f"approximate forward-push PageRank (eps={retrieval.ppr_eps:g}, error <= eps * degree)"
+        if retrieval.ppr == "push"
+        else "networkx-exact power iteration"
+    )
+    return f"{build}, {ranker}"
 
 
 def extractors_text(stack: ModelStack) -> str:

@@ -20,8 +20,10 @@ from torch_geometric.data import Data
 from graphctx.retrieval.embeddings import embed_texts, load_encoder
 from graphctx.retrieval.encoder import SentenceEncoder
 from graphctx.retrieval.graph import build_question_graph, query_edges
+from graphctx.retrieval.knn import build_knn_graph, edge_recall
 from graphctx.retrieval.numerics import embedding_dtype, numerics, resolve_device
 from graphctx.retrieval.pagerank import PoolPageRank, QueryEdges
+from graphctx.retrieval.push import PoolPush
 from graphctx.retrieval.settings import RetrievalSettings
 
 
@@ -84,16 +86,20 @@ def build_embeddings(
 
 
 def build_graph(embeddings: Tensor, settings: RetrievalSettings) -> Data:
-    """The question graph of the pool ``embeddings``
-    (:func:`~graphctx.retrieval.graph.build_question_graph`) at ``settings.threshold``, capped at
-    ``settings.max_neighbors``, products of ``settings.similarity_chunk_size`` rows in
-    ``settings.similarity_dtype``.
+    """The question graph of the pool ``embeddings`` at ``settings.threshold``, capped at
+    ``settings.max_neighbors``: exact (:func:`~graphctx.retrieval.graph.build_question_graph`, products
+    of ``settings.similarity_chunk_size`` rows in ``settings.similarity_dtype``) or, with
+    ``graph_build: knn``, from ``knn_k`` nearest neighbours (:func:`~graphctx.retrieval.knn.build_knn_graph`).
 
     Examples:
         >>> unit = torch.tensor([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]])
         >>> build_graph(unit, RetrievalSettings(threshold=0.7)).edge_index.tolist()
         [[0, 1], [1, 0]]
     """
+    if settings.graph_build == "knn":
+        return build_knn_graph(
+            embeddings, settings.threshold, settings.knn_k, max_neighbors=settings.max_neighbors
+        )
     return build_question_graph(
         embeddings,
         settings.threshold,
@@ -101,6 +107,20 @@ def build_graph(embeddings: Tensor, settings: RetrievalSettings) -> Data:
         chunk_size=settings.similarity_chunk_size,
         dtype=settings.similarity_dtype,
     )
+
+
+def build_stats_extra(graph: Data, embeddings: Tensor, settings: RetrievalSettings) -> dict[str, object]:
+    """What the index stats record of the build beyond degrees: ``graph_build``, and for ``knn`` its
+    ``knn_k`` and sampled above-threshold ``edge_recall`` (:func:`~graphctx.retrieval.knn.edge_recall`).
+
+    Examples:
+        >>> build_stats_extra(None, None, RetrievalSettings())
+        {'graph_build': 'exact'}
+    """
+    if settings.graph_build != "knn":
+        return {"graph_build": "exact"}
+    recall = edge_recall(graph, embeddings, settings.threshold, settings.knn_recall_sample)
+    return {"graph_build": "knn", "knn_k": settings.knn_k, "edge_recall": recall}
 
 
 def build_query_edges(queries: Tensor, pool: Tensor, settings: RetrievalSettings) -> QueryEdges:
@@ -122,10 +142,11 @@ def build_query_edges(queries: Tensor, pool: Tensor, settings: RetrievalSettings
     )
 
 
-def build_pagerank(graph: Data, settings: RetrievalSettings) -> PoolPageRank:
+def build_pagerank(graph: Data, settings: RetrievalSettings) -> PoolPageRank | PoolPush:
     """:class:`~graphctx.retrieval.pagerank.PoolPageRank` of ``graph`` with the settings' damping,
     convergence, dtype and tie rule, batches bounded by ``max_batch_slots``, ``shared_component_nodes`` and
-    ``query_batch_size`` columns.
+    ``query_batch_size`` columns; with ``ppr: push``, :class:`~graphctx.retrieval.push.PoolPush` at
+    ``ppr_eps`` with the same damping, dtype and tie rule.
 
     Examples:
         >>> from torch_geometric.data import Data
@@ -133,6 +154,14 @@ def build_pagerank(graph: Data, settings: RetrievalSettings) -> PoolPageRank:
         >>> build_pagerank(path, RetrievalSettings(alpha=0.5, pagerank_dtype="float64")).alpha
         0.5
     """
+    if settings.ppr == "push":
+        return PoolPush(
+            graph,
+            alpha=settings.alpha,
+            eps=settings.ppr_eps,
+            dtype=getattr(torch, settings.pagerank_dtype),
+            tie_tolerance=settings.tie_tolerance,
+        )
     return PoolPageRank(
         graph,
         alpha=settings.alpha,

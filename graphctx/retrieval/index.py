@@ -13,7 +13,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from graphctx.cache import cache_root, fingerprint, publish_once, read_entry
-from graphctx.retrieval.builders import build_embeddings, build_graph, retrieval_numerics
+from graphctx.retrieval.builders import build_embeddings, build_graph, build_stats_extra, retrieval_numerics
 from graphctx.retrieval.embeddings import texts_digest
 from graphctx.retrieval.graph import degree_stats, load_graph, save_graph
 from graphctx.retrieval.numerics import pinned_threads, resolve_device, similarity_dtype
@@ -31,7 +31,8 @@ class RetrievalIndex:
     graph: Data
     """Question graph over the pool nodes (``edge_index``, ``edge_weight``, ``num_nodes``)."""
     stats: dict[str, float]
-    """Degree statistics of the graph (:func:`graphctx.retrieval.graph.degree_stats`)."""
+    """Degree statistics of the graph (:func:`graphctx.retrieval.graph.degree_stats`), its build and, for
+    a knn build, the sampled edge recall (:func:`graphctx.retrieval.builders.build_stats_extra`)."""
 
     def to(self, device: str | torch.device) -> RetrievalIndex:
         """The same index with its tensors on ``device``."""
@@ -71,8 +72,9 @@ class RetrievalIndex:
 
 def index_key(ids: Sequence[int], texts: Sequence[str], settings: RetrievalSettings) -> str:
     """Hash of everything the index depends on: pool ids and texts, model, instruction, length limit, graph
-    settings (threshold, neighbour cap, product dtype) and the embeddings' device type, dtype and CPU
-    threads (:func:`~graphctx.retrieval.numerics.numerics`)."""
+    settings (threshold, neighbour cap, product dtype; a knn build adds its k and recall sample, so it never
+    reuses an exact entry) and the embeddings' device type, dtype and CPU threads
+    (:func:`~graphctx.retrieval.numerics.numerics`)."""
     device = resolve_device(settings.device)
     similarity = str(similarity_dtype(settings.similarity_dtype, device)).removeprefix("torch.")
     return fingerprint(
@@ -84,6 +86,7 @@ def index_key(ids: Sequence[int], texts: Sequence[str], settings: RetrievalSetti
         settings.threshold,
         settings.max_neighbors,
         similarity,
+        *([] if settings.graph_build == "exact" else ["knn", settings.knn_k, settings.knn_recall_sample]),
         retrieval_numerics(settings, device),
     )
 
@@ -118,6 +121,6 @@ def build_index(
     with pinned_threads(settings.cpu_threads, device):
         graph = build_graph(embeddings.to(device), settings).cpu()
     index = RetrievalIndex(torch.tensor(list(map(int, ids)), dtype=torch.long), embeddings, graph, {})
-    index.stats = degree_stats(graph)
+    index.stats = {**degree_stats(graph), **build_stats_extra(graph, embeddings, settings)}
     index.save(folder)
     return index

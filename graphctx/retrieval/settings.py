@@ -46,6 +46,9 @@ class RetrievalSettings:
         "shared_component_nodes": NON_NEGATIVE,
         "cpu_threads": AT_LEAST_ONE,
         "tie_tolerance": NON_NEGATIVE,
+        "knn_k": AT_LEAST_ONE,
+        "knn_recall_sample": AT_LEAST_ONE,
+        "ppr_eps": POSITIVE,
     }
 
     def __post_init__(self) -> None:
@@ -133,6 +136,26 @@ class RetrievalSettings:
     """Queries whose largest touched connected component has more pool nodes than this are iterated
     together, one column each, over a single copy of their components; the others over a private copy
     of just their own components (cheaper for small components). Results are the same either way."""
+
+    graph_build: Literal["exact", "knn"] = "exact"
+    """``exact``: every pair above the threshold (chunked products, the paper); ``knn``: approximate, each
+    question's ``knn_k`` nearest neighbours by Faiss kept above the threshold (for pools of millions; the
+    index stats record the sampled recall of above-threshold edges)."""
+
+    knn_k: int = 64
+    """``graph_build: knn``: neighbours searched per question (a node keeps at most these plus those that
+    chose it)."""
+
+    knn_recall_sample: int = 1000
+    """``graph_build: knn``: nodes drawn (seed 0) whose exact above-threshold edges measure the recall."""
+
+    ppr: Literal["power", "push"] = "power"
+    """``power``: networkx-exact power iteration (the paper); ``push``: approximate forward push with
+    residual tolerance ``ppr_eps`` (cost set by the query's neighbourhood, not the pool)."""
+
+    ppr_eps: float = 1e-4
+    """``ppr: push``: push while a node's residual exceeds ``ppr_eps`` times its weighted degree; every
+    score is then at most ``ppr_eps * degree`` below the exact one."""
 
     use_faiss: bool = False
     """Dense method only: search a FAISS inner-product index (needs ``faiss-cpu``) instead of torch."""

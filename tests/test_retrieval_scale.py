@@ -1,0 +1,122 @@
+"""The scale modes of retrieval: the k-NN graph build (Faiss) and forward-push PageRank, against the exact
+build and networkx-exact power iteration on small graphs."""
+
+import pytest
+import torch
+from torch_geometric.data import Data
+from torch_geometric.utils import to_undirected
+
+from graphctx.retrieval.graph import build_question_graph
+from graphctx.retrieval.index import index_key
+from graphctx.retrieval.knn import build_knn_graph, edge_recall
+from graphctx.retrieval.pagerank import PoolPageRank, QueryEdges
+from graphctx.retrieval.push import PoolPush
+from graphctx.retrieval.settings import RetrievalSettings
+
+
+def clustered(count: int, seed: int = 0) -> torch.Tensor:
+    """Unit vectors around 20 random centres (dim 64)."""
+    generator = torch.Generator().manual_seed(seed)
+    centres = torch.nn.functional.normalize(torch.randn(20, 64, generator=generator), dim=1)
+    noise = 0.08 * torch.randn(count, 64, generator=generator)
+    return torch.nn.functional.normalize(centres[torch.arange(count) % 20] + noise, dim=1)
+
+
+def weighted_graph(seed: int = 0) -> tuple[Data, QueryEdges]:
+    """A random weighted graph of 300 nodes (some isolated) and four queries, one without edges."""
+    generator = torch.Generator().manual_seed(seed)
+    pairs = torch.randint(0, 280, (2, 700), generator=generator)
+    pairs = pairs[:, pairs[0] != pairs[1]]
+    weight = torch.rand(pairs.shape[1], generator=generator, dtype=torch.float64) + 0.1
+    edge_index, edge_weight = to_undirected(pairs, weight, reduce="max")
+    graph = Data(edge_index=edge_index, edge_weight=edge_weight, num_nodes=300)
+    weights = torch.tensor([0.9, 0.8, 0.85, 0.95, 0.9, 0.82], dtype=torch.float64)
+    edges = QueryEdges(torch.tensor([0, 0, 0, 1, 1, 2]), torch.tensor([5, 7, 9, 3, 100, 290]), weights, 4)
+    return graph, edges
+
+
+def test_push_with_tiny_eps_ranks_as_power_iteration():
+    graph, edges = weighted_graph()
+    power = PoolPageRank(graph, dtype=torch.float64, tol=1e-13, max_iter=2000).run(edges, k=10)
+    push = PoolPush(graph, eps=1e-11, dtype=torch.float64).run(edges, k=10)
+    assert torch.equal(push.node_ids, power.node_ids)
+    assert torch.allclose(push.scores, power.scores, atol=1e-8)
+    assert push.linked.tolist() == [True, True, True, False]
+    assert push.converged.all() and push.iterations[3] == 0
+
+
+@pytest.mark.parametrize("eps", [1e-3, 1e-5])
+def test_push_error_within_its_bound(eps):
+    graph, edges = weighted_graph(seed=1)
+    exact = PoolPageRank(graph, dtype=torch.float64, tol=1e-12, max_iter=1000).all_scores(edges)
+    ranker = PoolPush(graph, eps=eps, dtype=torch.float64)
+    state, _, done = ranker.push(edges)
+    assert done
+    stride = graph.num_nodes + 1
+    estimate = dict(zip(state.key.tolist(), state.estimate.tolist(), strict=True))
+    extra = {
+        (q, v): w
+        for q, v, w in zip(edges.query.tolist(), edges.node.tolist(), edges.weight.tolist(), strict=True)
+    }
+    gaps, bounds = [], []
+    for query, node, score in zip(
+        exact.query.tolist(), exact.node.tolist(), exact.score.tolist(), strict=True
+    ):
+        degree = float(ranker.degree[node]) + extra.get((query, node), 0.0)
+        if degree == 0:
+            continue
+        gaps.append(score - estimate.get(query * stride + node, 0.0))
+        bounds.append(eps * degree)
+    gaps, bounds = torch.tensor(gaps), torch.tensor(bounds)
+    assert (gaps >= -1e-10).all() and (gaps <= bounds + 1e-10).all()
+    assert gaps.max() > 0.01 * bounds.max()  # the bound is not vacuous for this eps
+
+
+def test_knn_graph_with_enough_neighbours_is_the_exact_graph():
+    unit = clustered(400)
+    exact = build_question_graph(unit, 0.7)
+    knn = build_knn_graph(unit, 0.7, k=40)
+    assert exact.edge_index.shape[1] > 4000  # ~19 neighbours above T per node: k=40 covers them
+    assert torch.equal(knn.edge_index, exact.edge_index)
+    assert torch.allclose(knn.edge_weight, exact.edge_weight, atol=1e-6)  # vecdot vs matmul rounding
+    assert edge_recall(knn, unit, 0.7, sample=100) == 1.0
+    capped = build_knn_graph(unit, 0.7, k=40, max_neighbors=5)
+    assert torch.equal(capped.edge_index, build_question_graph(unit, 0.7, max_neighbors=5).edge_index)
+
+
+def test_knn_graph_with_few_neighbours_is_a_subgraph_with_recall_below_one():
+    unit = clustered(400)
+    exact = build_question_graph(unit, 0.7)
+    knn = build_knn_graph(unit, 0.7, k=5)
+    stride = unit.shape[0]
+    exact_keys = exact.edge_index[0] * stride + exact.edge_index[1]
+    assert torch.isin(knn.edge_index[0] * stride + knn.edge_index[1], exact_keys).all()
+    recall = edge_recall(knn, unit, 0.7, sample=100)
+    assert 0.2 < recall < 0.7  # about 5-10 of 19 neighbours kept per node
+
+
+def test_a_knn_index_never_reuses_an_exact_entry():
+    ids, texts = [1, 2], ["a", "b"]
+    exact = RetrievalSettings(device="cpu")
+    knn = RetrievalSettings(device="cpu", graph_build="knn")
+    assert index_key(ids, texts, exact) != index_key(ids, texts, knn)
+    assert index_key(ids, texts, knn) != index_key(
+        ids, texts, RetrievalSettings(device="cpu", graph_build="knn", knn_k=8)
+    )
+    assert index_key(ids, texts, exact) == index_key(ids, texts, RetrievalSettings(device="cpu", ppr="push"))
+
+
+def test_retriever_runs_the_scale_modes_end_to_end(tmp_path):
+    from graphctx.retrieval.index import build_index
+    from graphctx.retrieval.retriever import build_retriever
+
+    texts = ["How do I stake ADA?", "How to stake ADA", "What is a UTXO?", "Explain a UTXO"]
+    hits = {}
+    for build, ppr in (("exact", "power"), ("knn", "push")):
+        settings = RetrievalSettings(device="cpu", threshold=0.6, top_k=2, graph_build=build, ppr=ppr)
+        index = build_index([1, 2, 3, 4], texts, settings, tmp_path)
+        assert index.stats["graph_build"] == build and index.stats.get("edge_recall", 1.0) == 1.0
+        hits[build] = [
+            [hit.id for hit in row] for row in build_retriever(index, settings).retrieve(["staking ADA"])
+        ]
+    assert hits["knn"] == hits["exact"]
