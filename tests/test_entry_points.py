@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import subprocess
 import sys
@@ -389,30 +388,19 @@ def test_train_prints_only_the_adapter_on_stdout_and_warns_when_nothing_was_expo
 
 
 def test_train_on_a_root_another_live_run_holds_is_one_error_line(in_workspace, capfd) -> None:
-    import subprocess
-    import sys
+    from test_folder_lock import held
 
     from train import main
 
     config = in_workspace.write_config(name="locked")
     root = in_workspace.root / "run"
-    hold = "import sys, time\nfrom graphctx.folder_lock import holding\nwith holding(sys.argv[1], 'x'):\n"
-    hold += "    print('held', flush=True)\n    time.sleep(120)\n"
-    env = {**os.environ, "PYTHONPATH": str(TINY.parents[1])}
-    holder = subprocess.Popen(
-        [sys.executable, "-c", hold, str(root)], stdout=subprocess.PIPE, text=True, env=env
-    )
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with held(root) as holder:
         assert main(["--config", str(config), "--trainer.max_steps", "0"]) == 1
         err = capfd.readouterr().err.strip().splitlines()
         assert err[-1] == (
             f"error: {root}: another train.py run is already using this folder (pid {holder.pid}); wait for "
             "it to end or choose another folder (a lock left by a process that died is taken over by itself)"
         )
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_load_config_names_the_file_the_key_and_both_lines(tmp_path) -> None:

@@ -3,12 +3,15 @@ refused in one line naming its pid; a lock whose holder was killed is taken over
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import lightning  # noqa: F401 - imported uncaptured: its logger's handler binds the sys.stderr of first import
 import pytest
 from evaluation_workspace import write_workspace
 
@@ -20,18 +23,27 @@ HOLD = "import sys, time\nfrom graphctx.folder_lock import holding\nwith holding
 HOLD += "    print('held', flush=True)\n    time.sleep(120)\n"
 
 
-@pytest.fixture
-def holder(tmp_path):
-    """Start a process holding ``tmp_path / 'run'``'s lock; yields (folder, process)."""
-    folder = tmp_path / "run"
+@contextlib.contextmanager
+def held(folder: Path) -> Iterator[subprocess.Popen]:
+    """Another process holding ``folder``'s lock for the block (killed afterwards)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     process = subprocess.Popen(
         [sys.executable, "-c", HOLD, str(folder)], stdout=subprocess.PIPE, text=True, env=env
     )
-    assert process.stdout.readline().strip() == "held"
-    yield folder, process
-    process.kill()
-    process.wait()
+    try:
+        assert process.stdout.readline().strip() == "held"
+        yield process
+    finally:
+        process.kill()
+        process.wait()
+
+
+@pytest.fixture
+def holder(tmp_path):
+    """A process holding ``tmp_path / 'run'``'s lock; yields (folder, process)."""
+    folder = tmp_path / "run"
+    with held(folder) as process:
+        yield folder, process
 
 
 def test_a_held_folder_is_refused_naming_the_holder_and_taken_over_once_it_dies(holder):
@@ -55,13 +67,13 @@ def test_a_lock_on_a_new_folder_leaves_nothing_behind_when_nothing_was_written(t
     assert not (tmp_path / "new").exists()
 
 
-def test_evaluate_on_a_folder_another_run_holds_is_one_error_line(holder, cardano_dir, tiny_bert, capsys):
+def test_evaluate_on_a_folder_another_run_holds_is_one_error_line(holder, cardano_dir, tiny_bert, capfd):
     folder, process = holder
     evaluation = {"output_dir": str(folder), "limit": 1, "variants": ["ZeroShot"]}
     config = write_workspace(folder.parent, cardano_dir, tiny_bert, "eval.yaml", evaluation)
     before = sorted(p.name for p in folder.iterdir())
     assert evaluate.main(["--config", str(config)]) == 1
-    lines = capsys.readouterr().err.strip().splitlines()
+    lines = capfd.readouterr().err.strip().splitlines()
     assert lines[-1] == (
         f"error: {folder}: another evaluate.py run is already using this folder (pid {process.pid}); wait "
         "for it to end or choose another folder (a lock left by a process that died is taken over by itself)"
