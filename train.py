@@ -300,7 +300,7 @@ def train(args: list[str], out: TextIO) -> int:
     cli.datamodule.attach_tokenizer(load_tokenizer(config.model.spec))
     cli.datamodule.setup("fit")  # data, splits and data.max_length, before any logger or run folder
     check_memory(plan.memory, "train", cli.trainer.strategy.root_device)  # and a GPU too small for it
-    generation = validation_callback(config, plan.fact_label)
+    generation = validation_callback(config)
     for callback in cli.trainer.callbacks:
         if isinstance(callback, LogConfigCallback):
             callback.plan = plan.to_json()

@@ -21,7 +21,7 @@ LAYERS = {
     # the stages: retrieval, knowledge (may use retrieval), the model side (may use both)
     "retrieval": 2,
     "knowledge": 3,
-    **dict.fromkeys(("model", "prompts", "generation"), 4),
+    **dict.fromkeys(("model", "prompts", "generation", "model_use"), 4),
     **dict.fromkeys(("metrics", "baselines", "evaluation_settings"), 5),
     "pipeline": 6,  # the run config, the model stack, contexts and the Answerer: what the entry points share
     "evaluation": 7,  # evaluates only: orchestration, resume guard, shards, scoring, tables, the callback

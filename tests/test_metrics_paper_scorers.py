@@ -26,10 +26,13 @@ from transformers import (
 )
 
 from graphctx.evaluation.scoring import Scorer
+from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics import EntityJaccard, FactSettings, FactSummExtractor, FactSummScore, MetricSettings
 from graphctx.metrics.factsumm import fact_score, keep
 from graphctx.metrics.gold import FolderStore, GoldSide, text_key
+from graphctx.metrics.registry import MetricContext, entries_named, metric_entries
 from graphctx.metrics.uniner import UniNEREntities, parse_answer, prompt
+from graphctx.model import ModelSpec
 from graphctx.model.loading import packaged_llama_sentencepiece
 from graphctx.pipeline.config_file import load_config
 from graphctx.pipeline.plan import Plan
@@ -299,14 +302,9 @@ def test_scorer_runs_factsumm_and_uniner_under_their_labels(factsumm_models, tin
     )
     config = load_config(TINY, ["--evaluation.metrics.facts.fact_method", "factsumm"])
     config.evaluation.metrics.facts = facts
-    plan = Plan(config)
-    assert plan.fact_label == "factsumm:tiny-ner+tiny-luke"
-    scorer = Scorer(
-        MetricSettings(facts=facts),
-        extractor=None,
-        metrics=["fact_score", "entity_jaccard"],
-        fact_label=plan.fact_label,
-    )
+    entries = entries_named(Plan(config).metrics, ["fact_score", "entity_jaccard"], "test")
+    assert entries[0].label == "factsumm:tiny-ner+tiny-luke"
+    scorer = Scorer(entries, extractor=None)
     rows = scorer.score(["q"], ["Ubuntu uses apt."], ["Ubuntu uses apt."], [None])
     assert rows[0]["fact_score[factsumm:tiny-ner+tiny-luke]"] == 1.0
     assert "entity_jaccard[uniner:tiny-uniner]" in rows[0]
@@ -361,7 +359,9 @@ def test_gold_is_extracted_once_per_text_and_shared_by_variants_and_batch_sizes(
             device="cpu",
         )
         stores = {m: FolderStore(tmp_path / m) for m in ("fact_score", "entity_jaccard")}
-        return Scorer(MetricSettings(facts=facts), None, metrics=list(stores), gold_stores=stores)
+        context = MetricContext(MetricSettings(facts=facts), KnowledgeSettings(), ModelSpec())
+        entries = entries_named(metric_entries(context), list(stores), "test")
+        return Scorer(entries, None, gold_stores=stores)
 
     gold = ["Ubuntu uses apt. Debian makes apt.", "Run sudo reboot on Ubuntu.", "Canonical makes Ubuntu."]
     first = scorer(batch_size=3)

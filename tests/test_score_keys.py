@@ -13,15 +13,19 @@ import torch
 from transformers import BertConfig, BertForTokenClassification
 
 from graphctx.evaluation import score_keys
-from graphctx.evaluation.score_keys import metric_parts, model_identity
+from graphctx.evaluation.score_keys import metric_parts
 from graphctx.knowledge.settings import KnowledgeSettings
+from graphctx.metrics import registry
+from graphctx.metrics.registry import MetricContext, metric_entries
 from graphctx.metrics.settings import BertScoreSettings, FactSettings, MetricSettings
 from graphctx.model import ModelSpec
+from graphctx.model_use import model_identity
 
 
 def parts(facts: FactSettings, knowledge: KnowledgeSettings | None = None, **metrics) -> dict:
     settings = MetricSettings(facts=facts, **metrics)
-    return metric_parts(settings, knowledge or KnowledgeSettings(), ModelSpec())
+    context = MetricContext(settings, knowledge or KnowledgeSettings(), ModelSpec())
+    return metric_parts(metric_entries(context), settings)
 
 
 def save_tiny_ner(folder: Path, seed: int) -> None:
@@ -66,7 +70,7 @@ def test_knowledge_extractors_reach_only_the_triplet_fact_score(tmp_path):
 def test_a_library_version_is_part_of_the_key(monkeypatch):
     before = parts(FactSettings())
     versions = {"pysbd": "0.3.4", "transformers": "9.9.9"}
-    monkeypatch.setattr(score_keys, "_version", lambda package: versions.get(package, "1.0"))
+    monkeypatch.setattr(registry, "_version", lambda package: versions.get(package, "1.0"))
     after = parts(FactSettings())
     assert after["fact_score"]["libraries"] == {"pysbd": "0.3.4", "torch": "1.0", "transformers": "9.9.9"}
     assert after["rouge"]["libraries"] == {"rouge-score": "1.0", "nltk": "1.0"}
@@ -95,5 +99,5 @@ def test_gold_values_go_to_the_default_cache_when_the_config_names_none(monkeypa
     monkeypatch.setenv("GRAPHCTX_CACHE", str(tmp_path / "default-cache"))
     config = load_config(Path(__file__).resolve().parents[1] / "configs" / "tiny.yaml")
     assert config.cache_dir is None
-    folder = ResumeGuard(config, None, None, "triplets:spacy").gold_folder("entity_jaccard")
+    folder = ResumeGuard(config, None, None).gold_folder("entity_jaccard")
     assert folder.parent == tmp_path / "default-cache" / "gold" and folder.name.startswith("entity_jaccard-")

@@ -28,7 +28,7 @@ from graphctx.data import load_qa_dataset
 from graphctx.errors import ConfigError
 from graphctx.evaluation.scoring import Scorer
 from graphctx.knowledge.llm import GenerationModel
-from graphctx.metrics.settings import METRIC_NAMES
+from graphctx.metrics.registry import entries_named
 from graphctx.pipeline.answerer import Answerer, AnswerSettings
 from graphctx.pipeline.contexts import RetrievedContext
 from graphctx.pipeline.run_config import RunConfig
@@ -80,21 +80,18 @@ class TrainingModel:
 class ValidationGeneration(L.Callback):
     """Generate and score ``evaluation.callback_examples`` validation questions with the callback variant."""
 
-    def __init__(self, config: RunConfig, fact_label: str = "") -> None:
+    def __init__(self, config: RunConfig) -> None:
         evaluation = config.evaluation
         if evaluation.callback_variant not in VARIANTS:
             raise ConfigError(
                 f"evaluation.callback_variant: unknown variant {evaluation.callback_variant!r}; "
                 f"choose from {list(VARIANTS)}"
             )
-        unknown = sorted(set(evaluation.callback_metrics) - set(METRIC_NAMES))
-        if unknown:
-            raise ConfigError(
-                f"evaluation.callback_metrics: unknown metric(s) {unknown}; choose from {list(METRIC_NAMES)}"
-            )
+        self.entries = entries_named(
+            config.metric_entries, evaluation.callback_metrics, "evaluation.callback_metrics"
+        )
         self.config = config
         self.settings = evaluation
-        self.fact_label = fact_label
         self.variant = VARIANTS[evaluation.callback_variant]
         self.validations = 0
         self.rows: list[dict[str, Any]] | None = None
@@ -136,19 +133,9 @@ class ValidationGeneration(L.Callback):
         extractor = None  # the triplet fact score's; the knowledge stage's when the variant has built it
         if self.variant.knowledge:
             extractor = builder.enhancer.extractor
-        elif (
-            "fact_score" in self.settings.callback_metrics
-            and self.settings.metrics.facts.fact_method == "triplets"
-        ):
+        elif any(entry.needs_extractor() for entry in self.entries):
             extractor = self.answerer.triplet_extractor()
-        self.scorer = Scorer(
-            self.settings.metrics,
-            extractor,
-            config.cache_dir,
-            metrics=self.settings.callback_metrics,
-            fact_label=self.fact_label,
-            device=self.settings.callback_device,
-        )
+        self.scorer = Scorer(self.entries, extractor, config.cache_dir, device=self.settings.callback_device)
 
     # ---- generation and scores -----------------------------------------------------------------------
     def generate_and_score(
@@ -204,8 +191,8 @@ class ValidationGeneration(L.Callback):
         return target
 
 
-def validation_callback(config: RunConfig, fact_label: str = "") -> ValidationGeneration | None:
+def validation_callback(config: RunConfig) -> ValidationGeneration | None:
     """The callback of a run config, or None when ``evaluation.callback_every_n_validations`` is 0."""
     if config.evaluation.callback_every_n_validations <= 0:
         return None
-    return ValidationGeneration(config, fact_label)
+    return ValidationGeneration(config)

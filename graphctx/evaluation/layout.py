@@ -16,7 +16,6 @@ from typing import Any
 
 from graphctx.evaluation.jsonl import RecordFile
 from graphctx.evaluation.shards import shard_path
-from graphctx.metrics.settings import METRIC_NAMES
 from graphctx.prompts import Variant
 
 
@@ -25,6 +24,8 @@ class RunLayout:
     """The paths of one evaluation's files."""
 
     output_dir: Path
+    metrics: tuple[str, ...]
+    """The metrics scored (the config's registry, :mod:`graphctx.metrics.registry`), in scoring order."""
 
     def predictions_file(self, variant: Variant) -> Path:
         return self.output_dir / "predictions" / f"{variant.name}.jsonl"
@@ -38,8 +39,8 @@ class RunLayout:
         return self.output_dir / "scores" / variant.name / f"{metric}.jsonl"
 
     def metric_files(self, variant: Variant) -> list[tuple[Path, str]]:
-        """(file, metric) of every metric, in :data:`METRIC_NAMES` order."""
-        return [(self.metric_file(variant, metric), metric) for metric in METRIC_NAMES]
+        """(file, metric) of every metric, in scoring order."""
+        return [(self.metric_file(variant, metric), metric) for metric in self.metrics]
 
     def variant_files(self, variant: Variant) -> list[Path]:
         """Every file of ``variant`` a run writes (predictions, their meta, each metric's, the joined)."""

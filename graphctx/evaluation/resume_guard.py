@@ -21,7 +21,6 @@ from graphctx.evaluation.jsonl import RecordFile
 from graphctx.evaluation.layout import RunLayout
 from graphctx.evaluation.score_keys import changed, metric_parts
 from graphctx.evaluation.stale import StaleArea
-from graphctx.metrics.settings import METRIC_NAMES
 from graphctx.pipeline.answerer import decoded_weights
 from graphctx.pipeline.run_config import RunConfig
 from graphctx.prompts import Variant
@@ -79,11 +78,10 @@ def _as_json(parts: dict[str, Any]) -> Any:
 class ResumeGuard:
     """The fingerprints of one evaluation's answers and scores, and the check of the files on disk."""
 
-    def __init__(self, config: RunConfig, layout: RunLayout, stale: StaleArea, fact_label: str) -> None:
+    def __init__(self, config: RunConfig, layout: RunLayout, stale: StaleArea) -> None:
         self.config = config
         self.layout = layout
         self.stale = stale
-        self.fact_label = fact_label
         self._fingerprints: dict[str, str] = {}
         self._metric_parts: dict[str, dict[str, Any]] | None = None
 
@@ -125,9 +123,7 @@ class ResumeGuard:
         (:func:`~graphctx.evaluation.score_keys.metric_parts`)."""
         if self._metric_parts is None:
             config = self.config
-            self._metric_parts = metric_parts(
-                config.evaluation.metrics, config.knowledge, config.model.spec, self.fact_label
-            )
+            self._metric_parts = metric_parts(config.metric_entries, config.evaluation.metrics)
         return self._metric_parts[metric]
 
     def gold_folder(self, metric: str) -> Path:
@@ -175,7 +171,7 @@ class ResumeGuard:
         if legacy.is_file() and not legacy.with_suffix("").is_dir():
             self.stale.move_file(legacy, "scores without per-metric fingerprints (an older graphctx)")
         write_json_atomic(meta_file, meta)
-        for metric in METRIC_NAMES:
+        for metric in self.layout.metrics:
             self._check_metric(variant, metric)
 
     def _check_metric(self, variant: Variant, metric: str) -> None:

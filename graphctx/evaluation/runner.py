@@ -56,6 +56,7 @@ from graphctx.evaluation_settings import EvaluationSettings
 from graphctx.folder_lock import FolderLock
 from graphctx.generation.loading import resolve_device
 from graphctx.metrics.paper_settings import unlike_paper
+from graphctx.metrics.registry import column_order
 from graphctx.model import load_tokenizer
 from graphctx.pipeline.answerer import Answerer
 from graphctx.pipeline.contexts import RetrievedContext
@@ -96,11 +97,11 @@ class EvaluationRun:
         self.processes = processes or Processes()
         self.log = log or stderr_logger(self.processes)
         self.stop = stop or StopRequest()
-        self.layout = RunLayout(self.output_dir)
+        self.layout = RunLayout(self.output_dir, tuple(entry.name for entry in config.metric_entries))
         self.stale = StaleArea(self.output_dir, self.log)
         """Where this run moves rows and files that no longer match (``stale/<time>/``)."""
         self.plan = Plan(config)
-        self.guard = ResumeGuard(config, self.layout, self.stale, self.plan.fact_label)
+        self.guard = ResumeGuard(config, self.layout, self.stale)
         self.files: dict[str, VariantFiles] = {}
         self.split_ids: set[int] = set()
         """Every id of the evaluated split (before ``limit``): a row with another id is foreign."""
@@ -176,6 +177,7 @@ class EvaluationRun:
             self.plan.model_descriptions([variant.name for variant in self.variants]),
             comparisons=settings.comparisons,
             n_permutations=settings.permutation_samples,
+            columns=column_order(self.config.metric_entries),
         )
         beside = paper_section(
             table,
@@ -271,9 +273,8 @@ class EvaluationRun:
         """Score the answered rows of ``units`` that a metric has not scored yet (:class:`ScoreStage`)."""
         device = self.processes.device
         ScoreStage(
-            self.settings,
+            self.config.metric_entries,
             self.answerer,
-            self.plan.fact_label,
             device,
             rows,
             self.files,

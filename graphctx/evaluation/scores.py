@@ -20,9 +20,8 @@ from graphctx.evaluation.layout import RunLayout, VariantFiles
 from graphctx.evaluation.scoring import Scorer
 from graphctx.evaluation.shards import Unit
 from graphctx.evaluation.table import VariantScores
-from graphctx.evaluation_settings import EvaluationSettings
 from graphctx.metrics.gold import FolderStore
-from graphctx.metrics.settings import METRIC_NAMES
+from graphctx.metrics.registry import MetricEntry
 from graphctx.pipeline.answerer import Answerer
 from graphctx.pipeline.processes import StopRequest
 from graphctx.prompts import Variant
@@ -33,9 +32,9 @@ class ScoreStage:
     """The scores of one evaluation's answered rows; the fact score's LLM extractor is the base model,
     lent by ``answerer``."""
 
-    settings: EvaluationSettings
+    entries: Sequence[MetricEntry]
+    """The metrics to score, in order (:attr:`RunConfig.metric_entries`)."""
     answerer: Answerer
-    fact_label: str
     device: str | None
     rows: Sequence[dict[str, Any]]
     files: Mapping[str, VariantFiles]
@@ -46,8 +45,8 @@ class ScoreStage:
 
     def run(self, units: Sequence[Unit]) -> None:
         """Score the answered rows of ``units`` that a metric has not scored yet (module docstring)."""
-        for metric in METRIC_NAMES:
-            if not self.score_metric(metric, units):
+        for entry in self.entries:
+            if not self.score_metric(entry, units):
                 return
             self.answerer.release()  # the metric's models (and a lent base model) go before the next
 
@@ -58,8 +57,9 @@ class ScoreStage:
         ids = (int(self.rows[r]["id"]) for r in unit.rows)
         return [i for i in ids if i in answers and i not in scored]
 
-    def score_metric(self, metric: str, units: Sequence[Unit]) -> bool:
-        """Score ``units``' rows by ``metric``; False when a stop request ended the stage."""
+    def score_metric(self, entry: MetricEntry, units: Sequence[Unit]) -> bool:
+        """Score ``units``' rows by ``entry``; False when a stop request ended the stage."""
+        metric = entry.name
         scorer: Scorer | None = None
         for unit in units:
             chunk = self.unscored(unit, metric)
@@ -70,7 +70,7 @@ class ScoreStage:
                 return False
             if scorer is None:
                 self.log(f"loading the {metric} metric")
-                scorer = self.scorer((metric,))
+                scorer = self.scorer(entry)
             files = self.files[unit.variant]
             rows = [files.all_predictions[i] for i in chunk]
             values = scorer.score(
@@ -83,20 +83,16 @@ class ScoreStage:
             self.log(f"{unit.variant}: batch {unit.number + 1} scored ({metric})")
         return True
 
-    def scorer(self, metrics: tuple[str, ...]) -> Scorer:
-        """A :class:`Scorer` of ``metrics`` alone; the fact score's triplet extractors are loaded for it."""
-        extractor = None
-        # FactSumm brings its own models; only the triplet fact score needs the extractors
-        if "fact_score" in metrics and self.settings.metrics.facts.fact_method == "triplets":
-            extractor = self.answerer.triplet_extractor()
+    def scorer(self, entry: MetricEntry) -> Scorer:
+        """A :class:`Scorer` of ``entry`` alone, with the knowledge stage's triplet extractor when it needs
+        one (the triplet fact score)."""
+        extractor = self.answerer.triplet_extractor() if entry.needs_extractor() else None
         return Scorer(
-            self.settings.metrics,
+            [entry],
             extractor,
             self.answerer.settings.cache_dir,
-            metrics=metrics,
-            fact_label=self.fact_label,
             device=self.device,
-            gold_stores={metric: FolderStore(self.gold_folder(metric)) for metric in metrics},
+            gold_stores={entry.name: FolderStore(self.gold_folder(entry.name))},
         )
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from graphctx.cache import atomic_path
 from graphctx.errors import ConfigError
 from graphctx.evaluation.runner import EvaluationRun
-from graphctx.evaluation.table import METRIC_COLUMNS, ResultsTable, column_name, metric_key, to_csv
+from graphctx.evaluation.table import ResultsTable, column_name, shown_keys, to_csv
 from graphctx.paper import display_name
 from graphctx.pipeline.plan import Plan
 from graphctx.pipeline.processes import Processes, StopRequest
@@ -131,9 +131,13 @@ def run_sweep(
     return markdown
 
 
+def _columns(tables: Mapping[str, ResultsTable]) -> dict[str, str]:
+    """Every table's columns (each model of a sweep runs the same metrics)."""
+    return {base: name for table in tables.values() for base, name in table.columns.items()}
+
+
 def _keys(tables: Mapping[str, ResultsTable]) -> list[str]:
-    every = sorted({key for table in tables.values() for key in table.keys})
-    return [key for base in METRIC_COLUMNS if (key := metric_key(every, base)) is not None]
+    return shown_keys({key for table in tables.values() for key in table.keys}, _columns(tables))
 
 
 def sweep_markdown(tables: Mapping[str, ResultsTable]) -> str:
@@ -141,7 +145,8 @@ def sweep_markdown(tables: Mapping[str, ResultsTable]) -> str:
     keys = _keys(tables)
     lines = ["## Model sweep", "", SAME_QUESTIONS, ""]
     lines += ["Mean [95% bootstrap interval] over the scored rows (n), per model.", ""]
-    lines += ["| Model | Variant | " + " | ".join(column_name(k) for k in keys) + " |"]
+    columns = _columns(tables)
+    lines += ["| Model | Variant | " + " | ".join(column_name(k, columns) for k in keys) + " |"]
     lines.append("|---" * (len(keys) + 2) + "|")
     for model, table in tables.items():
         for row in table.rows:

@@ -16,19 +16,10 @@ import numpy as np
 
 from graphctx.cache import atomic_path
 from graphctx.evaluation_settings import TEXT_TWINS
+from graphctx.metrics.registry import built_in_columns
 from graphctx.metrics.stats import Interval, PairedComparison, bootstrap_interval, holm, paired_test
 from graphctx.prompts import Variant
 from graphctx.retrieval.graph import describe_linkage, linkage_stats
-
-METRIC_COLUMNS: dict[str, str] = {
-    "bertscore_f1": "BERTScore",
-    "rouge1": "ROUGE-1",
-    "rougeL": "ROUGE-L",
-    "fact_score": "Fact score",
-    "autoais": "AutoAIS",
-    "entity_jaccard": "Entity Jaccard",
-}
-"""Score key (before any ``[judge label]``) → column name, in table order."""
 
 
 def metric_key(keys: Sequence[str], base: str) -> str | None:
@@ -39,10 +30,17 @@ def metric_key(keys: Sequence[str], base: str) -> str | None:
     return None
 
 
-def column_name(key: str) -> str:
-    """Column name of a score key, keeping the judge label: ``autoais[x]`` → ``AutoAIS [x]``."""
+def column_name(key: str, columns: Mapping[str, str]) -> str:
+    """Column name of a score key (``columns``: base key → name), keeping the judge label: ``autoais[x]``
+    → ``AutoAIS [x]``."""
     base, _, label = key.partition("[")
-    return f"{METRIC_COLUMNS[base]} [{label}" if label else METRIC_COLUMNS[base]
+    return f"{columns[base]} [{label}" if label else columns[base]
+
+
+def shown_keys(keys: Sequence[str], columns: Mapping[str, str]) -> list[str]:
+    """The stored keys among ``keys`` that have a column, in column order."""
+    every = sorted(keys)
+    return [key for base in columns if (key := metric_key(every, base)) is not None]
 
 
 @dataclass
@@ -122,6 +120,8 @@ class ResultsTable:
     stand-ins named (from ``graphctx plan``)."""
     comparisons: int = 0
     """Paired tests in the table (variant pairs × metrics with a p-value): the family Holm corrects."""
+    columns: dict[str, str] = field(default_factory=built_in_columns)
+    """Score key (before any label) → column name, in column order (the config's metric registry)."""
 
 
 def build_table(
@@ -131,16 +131,18 @@ def build_table(
     models: Mapping[str, str] | None = None,
     comparisons: Mapping[str, str] = TEXT_TWINS,
     n_permutations: int = 10000,
+    columns: Mapping[str, str] | None = None,
 ) -> ResultsTable:
     """Intervals of every metric and the paired tests fixed by ``comparisons`` (variant -> baseline).
 
     Each variant named in ``comparisons`` whose baseline was also run is compared with it on the rows both
     scored (mean difference, its bootstrap interval with ``n_resamples``, two-sided paired permutation
     p-value with ``n_permutations`` sign flips); the p-values of all the table's tests are then
-    Holm-corrected together (:func:`~graphctx.metrics.stats.holm`).
+    Holm-corrected together (:func:`~graphctx.metrics.stats.holm`). ``columns``: the metrics' columns
+    (:func:`~graphctx.metrics.registry.column_order`; default: the built-in metrics').
     """
-    all_keys = sorted({key for result in results for key in result.scores})
-    keys = [key for base in METRIC_COLUMNS if (key := metric_key(all_keys, base)) is not None]
+    columns = dict(columns) if columns is not None else built_in_columns()
+    keys = shown_keys({key for result in results for key in result.scores}, columns)
     by_name = {result.variant.name: result for result in results}
     rows = []
     for result in results:
@@ -165,7 +167,7 @@ def build_table(
     for (row, key), p_holm in zip(tests, adjusted, strict=True):
         row.comparisons[key] = dataclasses.replace(row.comparisons[key], p_holm=float(p_holm))
     family = int(sum(~np.isnan(adjusted)))
-    return ResultsTable(rows, keys, dict(models or {}), family)
+    return ResultsTable(rows, keys, dict(models or {}), family, columns)
 
 
 def _table_row(
@@ -242,7 +244,7 @@ def to_markdown(table: ResultsTable, title: str = "Results") -> str:
     """Markdown: means with 95% intervals, differences from each variant's baseline with p and Holm's p,
     coverage (prompts cut, AutoAIS judged / rows with a context), graph linkage, and the model behind each
     metric."""
-    names = [column_name(key) for key in table.keys]
+    names = [column_name(key, table.columns) for key in table.keys]
     lines = [f"## {title}", "", "Mean [95% bootstrap interval] over the scored rows (n).", ""]
     lines += ["| Variant | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
     for row in table.rows:

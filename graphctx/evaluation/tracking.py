@@ -18,7 +18,7 @@ def results_rows(table: ResultsTable) -> tuple[list[str], list[list[Any]]]:
     p, Holm's p per metric)."""
     columns = ["variant"]
     for key in table.keys:
-        name = column_name(key)
+        name = column_name(key, table.columns)
         columns += [name, f"{name} low", f"{name} high", f"{name} Δ baseline", f"{name} p", f"{name} p Holm"]
     rows = []
     for row in table.rows:

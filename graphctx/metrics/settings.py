@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from graphctx.checks import AT_LEAST_ONE, Range, check_own_fields
 
@@ -134,8 +134,14 @@ class FactSettings:
     """Torch device of the FactSumm and UniversalNER models; None: ``cuda`` when available, else ``cpu``."""
 
 
-METRIC_NAMES = ("rouge", "bertscore", "fact_score", "entity_jaccard", "autoais")
-"""What the evaluation's ``Scorer`` can compute (``evaluation.callback_metrics`` picks from these)."""
+@dataclass
+class PluginSpec:
+    """A class from the user's package, named LightningCLI style."""
+
+    class_path: str
+    """``package.module.Class`` (or ``package.module:Class``)."""
+    init_args: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the class (besides the config context graphctx passes)."""
 
 
 @dataclass
@@ -150,3 +156,7 @@ class MetricSettings:
     """AutoAIS settings."""
     facts: FactSettings = field(default_factory=FactSettings)
     """Fact score and entity overlap settings."""
+    extra: list[PluginSpec] = field(default_factory=list)
+    """Metrics of your own package, scored after the built-ins, each ``{class_path: pkg.mod.Class,
+    init_args: {...}}`` naming a :class:`graphctx.metrics.registry.MetricEntry` subclass (README:
+    Extending graphctx)."""

@@ -26,8 +26,8 @@ per 64, 4/64 byte) for the blocks' linear weights; bfloat16 2, float32 4. On top
   sorted by length, so most are shorter).
 
 Not counted: the CUDA context and allocator fragmentation (about 0.5-1 GiB). Evaluation stages follow
-:data:`graphctx.metrics.settings.METRIC_NAMES`, metric by metric: one stage's models at a time, the
-peak is the largest.
+the config's metrics (:mod:`graphctx.metrics.registry`), metric by metric: one stage's models at a time,
+the peak is the largest.
 """
 
 from __future__ import annotations
@@ -85,16 +85,37 @@ class MemoryEstimate:
             self._shapes[source] = source_shape(source, tiny)
         return self._shapes[source]
 
-    def _bytes(self, source: str, per_param: float) -> float | None:
+    def weight_bytes(self, source: str, per_param: float) -> float | None:
+        """Bytes of ``source``'s weights at ``per_param`` bytes each (None: shape unknown here)."""
         shape = self.shape(source)
         return shape.params * per_param if shape is not None else None
 
+    def decoding_bytes(self, source: str, new_tokens: int, batch: int) -> float | None:
+        """bfloat16 weights, the prefill of ``batch`` prompts of ``generation.max_prompt_tokens`` and the KV
+        cache with ``new_tokens`` more (an extractor or UniversalNER decoding beside the answers)."""
+        shape = self.shape(source)
+        if shape is None:
+            return None
+        prompt = self.config.generation.max_prompt_tokens
+        kv = kv_cache_bytes(shape, prompt + new_tokens, batch)
+        return shape.params * 2 + kv + prefill_bytes(shape, prompt, batch)
+
+    def extractor_bytes(self) -> float | None:
+        """The knowledge stage's triplet extractors: REBEL in float32 and the LLM decoding."""
+        knowledge, spec = self.config.knowledge, self.config.model.spec
+        rebel = self.weight_bytes(knowledge.rebel_model, 4) if "rebel" in knowledge.extractors else 0.0
+        llm = 0.0
+        if "llm" in knowledge.extractors:
+            source = knowledge.llm_model or spec.source
+            llm = self.decoding_bytes(source, knowledge.llm_max_new_tokens, knowledge.batch_size)
+        return _total([rebel, llm])
+
     # ---- evaluation ---------------------------------------------------------------------------------
     def evaluate_stages(self) -> dict[str, float | None]:
-        """Bytes per stage (None where a model's shape is unknown here)."""
+        """Bytes per stage (None where a model's shape is unknown here): contexts, answers, then each
+        metric's stage (:meth:`~graphctx.metrics.registry.MetricEntry.memory_stage`)."""
         config = self.config
         spec, generation = config.model.spec, config.generation
-        knowledge, metrics = config.knowledge, config.evaluation.metrics
         width = dtype_bytes(generation.dtype)
         base = self.shape(spec.source)
         decode = None
@@ -102,48 +123,15 @@ class MemoryEstimate:
             tokens = generation.max_prompt_tokens + generation.max_new_tokens
             decode = base.params * width + kv_cache_bytes(base, tokens, generation.batch_size)
             decode += prefill_bytes(base, generation.max_prompt_tokens, generation.batch_size)
-        llm = None
-        if "llm" in knowledge.extractors:
-            source = knowledge.llm_model or spec.source
-            shape = self.shape(source)
-            if shape is not None:
-                tokens = generation.max_prompt_tokens + knowledge.llm_max_new_tokens
-                llm = shape.params * 2 + kv_cache_bytes(shape, tokens, knowledge.batch_size)
-                llm += prefill_bytes(shape, generation.max_prompt_tokens, knowledge.batch_size)
-        rebel = self._bytes(knowledge.rebel_model, 4) if "rebel" in knowledge.extractors else 0.0
-        extractors = _total([rebel, llm if "llm" in knowledge.extractors else 0.0])
-        embedder = self._bytes(
+        embedder = self.weight_bytes(
             config.retrieval.embedding_model, dtype_bytes(config.retrieval.embedding_dtype)
         )
-        return {
-            "contexts": _total([embedder, extractors]),
-            "answers": decode,
-            "rouge+bertscore": self._bytes(metrics.bertscore.model, 4),
-            "fact_score": self._fact_bytes(extractors),
-            "entity_jaccard": self._entity_bytes(),
-            "autoais": self._bytes(metrics.autoais.model, 2),
-        }
-
-    def _fact_bytes(self, extractors: float | None) -> float | None:
-        """FactSumm: its NER and relation models in float32; the triplet score: the knowledge extractors."""
-        facts = self.config.evaluation.metrics.facts
-        if facts.fact_method != "factsumm":
-            return extractors
-        return _total([self._bytes(facts.ner_model, 4), self._bytes(facts.relation_model, 4)])
-
-    def _entity_bytes(self) -> float | None:
-        """UniversalNER: bf16 weights, the prefill and the KV cache of a batch of prompts; spaCy: the CPU
-        (0)."""
-        facts = self.config.evaluation.metrics.facts
-        if facts.entity_method != "uniner":
-            return 0.0
-        shape = self.shape(facts.uniner_model)
-        if shape is None:
-            return None
-        tokens = self.config.generation.max_prompt_tokens + facts.max_new_tokens
-        prompt = self.config.generation.max_prompt_tokens
-        prefill = prefill_bytes(shape, prompt, facts.batch_size)
-        return shape.params * 2 + kv_cache_bytes(shape, tokens, facts.batch_size) + prefill
+        stages = {"contexts": _total([embedder, self.extractor_bytes()]), "answers": decode}
+        for entry in config.metric_entries:
+            stage = entry.memory_stage()
+            if stage is not None:
+                stages[stage] = entry.memory_bytes(self)
+        return stages
 
     # ---- training -----------------------------------------------------------------------------------
     def train_bytes(self) -> float | None:
@@ -179,21 +167,17 @@ class MemoryEstimate:
         """What the validation callback adds on rank 0 while training holds its memory: the KV cache of its
         answers (the training model decodes them), and its scorers when ``callback_device`` is CUDA (REBEL
         for the fact score on the knowledge device, counted likewise)."""
-        evaluation, knowledge = self.config.evaluation, self.config.knowledge
+        evaluation = self.config.evaluation
         if evaluation.callback_every_n_validations <= 0:
             return 0.0
         generation = self.config.generation
         batch = min(evaluation.callback_examples, generation.batch_size)
         tokens = generation.max_prompt_tokens + generation.max_new_tokens
         parts: list[float | None] = [float(kv_cache_bytes(shape, tokens, batch))]
-        metrics = evaluation.callback_metrics
-        if "fact_score" in metrics and "rebel" in knowledge.extractors:
-            parts.append(self._bytes(knowledge.rebel_model, 4))
-        if evaluation.callback_device.startswith("cuda"):
-            if "bertscore" in metrics:
-                parts.append(self._bytes(evaluation.metrics.bertscore.model, 4))
-            if "autoais" in metrics:
-                parts.append(self._bytes(evaluation.metrics.autoais.model, 2))
+        on_cuda = evaluation.callback_device.startswith("cuda")
+        for entry in self.config.metric_entries:
+            if entry.name in evaluation.callback_metrics:
+                parts += entry.callback_bytes(self, on_cuda)
         return _total(parts)
 
     def to_json(self) -> dict[str, Any]:

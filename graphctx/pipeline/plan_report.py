@@ -10,26 +10,14 @@ from typing import Any
 from graphctx.baselines import STAND_INS
 from graphctx.generation.settings import GenerationSettings
 from graphctx.knowledge.settings import KnowledgeSettings
-from graphctx.metrics.settings import ENTITY_TYPES_NOTE
-from graphctx.paper import FACTSUMM_VERSION
-from graphctx.pipeline.model_use import spacy_available
+from graphctx.metrics.registry import device_of
+from graphctx.model_use import spacy_available
 from graphctx.pipeline.run_config import RunConfig
 from graphctx.pipeline.stack import ModelStack
 from graphctx.prompts import BASELINE_VARIANTS, VARIANTS
 
-AUTO_DEVICE = "auto (CUDA when available, else CPU)"
-LIMIT_POLICY = (
-    "the whole premise is judged; rows over the limit are counted (autoais_over_limit) and left out, "
-    "never cut"
-)
-
 
 # ---- values the JSON, the text and the descriptions share -----------------------------------------------
-def device_of(device: str | None) -> str:
-    """A configured device, or what ``auto`` (unset) means."""
-    return device or AUTO_DEVICE
-
-
 def decoding_dtype(generation: GenerationSettings) -> str:
     """The dtype evaluate.py decodes in, ``auto`` spelt out."""
     return generation.dtype if generation.dtype != "auto" else "auto (bfloat16 on CUDA, float32 on CPU)"
@@ -76,11 +64,6 @@ def kg_source(knowledge: KnowledgeSettings) -> str:
 def budget_unit(config: RunConfig) -> str:
     """What ``knowledge.token_budget`` counts."""
     return f"tokens of {config.knowledge.tokenizer or config.model.spec.source}"
-
-
-def rescaled(config: RunConfig) -> bool:
-    """Whether BERTScore is rescaled with a baseline file."""
-    return config.evaluation.metrics.bertscore.baseline_path is not None
 
 
 # ---- JSON -------------------------------------------------------------------------------------------------
@@ -178,86 +161,8 @@ def extractor_json(stack: ModelStack, name: str) -> dict[str, Any]:
 
 
 def metrics_json(stack: ModelStack) -> dict[str, Any]:
-    """Each metric's scorer."""
-    return {
-        "rouge": {"use_stemmer": stack.config.evaluation.metrics.rouge.use_stemmer},
-        "bertscore": bertscore_json(stack),
-        "autoais": autoais_json(stack),
-        "fact_score": fact_json(stack),
-        "entity_jaccard": entity_json(stack),
-    }
-
-
-def bertscore_json(stack: ModelStack) -> dict[str, Any]:
-    """BERTScore's encoder, its layer and where the layer came from, rescaling."""
-    encoder, settings = stack.encoder, stack.config.evaluation.metrics.bertscore
-    return {
-        "model": encoder.model,
-        "available": stack.bertscore.available,
-        "layer": encoder.layer,
-        "layer_from": encoder.layer_from,
-        "idf": False,
-        "rescale_with_baseline": rescaled(stack.config),
-        "baseline_path": settings.baseline_path,
-        "device": device_of(settings.device),
-        "paper": not encoder.label,
-        "label": encoder.label,
-    }
-
-
-def autoais_json(stack: ModelStack) -> dict[str, Any]:
-    """The AutoAIS judge: its protocol and input limit."""
-    judge, settings = stack.judge, stack.config.evaluation.metrics.autoais
-    return {
-        "model": judge.model,
-        "available": stack.autoais.available,
-        "protocol": judge.protocol,
-        "mode": settings.mode,
-        "max_input_tokens": judge.max_input_tokens,
-        "limit_from": judge.limit_from,
-        "limit_policy": LIMIT_POLICY,
-        "device": device_of(settings.device),
-        "paper": not judge.label,
-        "label": judge.label,
-    }
-
-
-def fact_json(stack: ModelStack) -> dict[str, Any]:
-    """The fact score: FactSumm's two models, or the knowledge stage's triplet extractors."""
-    fact, facts = stack.fact, stack.config.evaluation.metrics.facts
-    common = {"method": fact.method, "model": fact.model, "paper": fact.paper}
-    if fact.method == "triplets":
-        extractors = list(stack.config.knowledge.extractors)
-        return {**common, "extractors": extractors, "comparable_only": facts.comparable_only} | {
-            "label": fact.label
-        }
-    return {
-        **common,
-        "release": f"FactSumm {FACTSUMM_VERSION}",
-        "ner_model": stack.ner.to_json(),
-        "relation_model": stack.relation.to_json(),
-        "device": device_of(facts.device),
-        "label": fact.label,
-    }
-
-
-def entity_json(stack: ModelStack) -> dict[str, Any]:
-    """The entity Jaccard's NER: a spaCy pipeline, or UniversalNER with its entity types."""
-    entity, facts = stack.entity, stack.config.evaluation.metrics.facts
-    common = {"method": entity.method, "model": entity.model, "paper": entity.paper}
-    if entity.method == "spacy":
-        available = spacy_available(facts.spacy_model)
-        return {**common, "available": available, "label": entity.label}
-    return {
-        **common,
-        "available": stack.uniner.available,
-        "provenance": stack.uniner.provenance,
-        "entity_types": list(facts.entity_types),
-        "entity_types_note": ENTITY_TYPES_NOTE,
-        "max_new_tokens": facts.max_new_tokens,
-        "device": device_of(facts.device),
-        "label": entity.label,
-    }
+    """Each metric's scorer, in plan order."""
+    return {entry.name: entry.plan_json() for entry in stack.plan_metrics}
 
 
 def callback_json(config: RunConfig) -> dict[str, Any]:

@@ -8,14 +8,11 @@ from collections.abc import Collection
 from typing import Any
 
 from graphctx.baselines import substitutions
-from graphctx.metrics.settings import ENTITY_TYPES_NOTE
-from graphctx.paper import FACTSUMM_VERSION
+from graphctx.metrics.registry import device_of
 from graphctx.pipeline.plan_report import (
     budget_unit,
-    device_of,
     evaluate_weights,
     kg_source,
-    rescaled,
     stop_strings,
     template_name,
 )
@@ -34,7 +31,10 @@ def plan_text(stack: ModelStack) -> str:
         return f"   STAND-IN (paper: {papers[key]})" if key in papers else ""
 
     config = stack.config
-    fact, entity = stack.fact, stack.entity
+    metric_lines = []
+    for entry in stack.plan_metrics:  # the first line of each metric carries its stand-in mark
+        first, *rest = entry.plan_lines() or [None]
+        metric_lines += [first + mark(entry.stand_in_key()), *rest] if first else []
     lines = [
         f"graphctx plan: {config.path}",
         generation_line(stack) + mark("model.spec.source"),
@@ -43,11 +43,7 @@ def plan_text(stack: ModelStack) -> str:
         f"  extractors   {extractors_text(stack)}" + mark("knowledge.extractors"),
         f"  knowledge    {config.knowledge.backend} {kg_source(config.knowledge)}; "
         f"budget {config.knowledge.token_budget} {budget_unit(config)}" + mark("knowledge.backend"),
-        bertscore_line(stack) + mark("evaluation.metrics.bertscore"),
-        autoais_line(stack) + mark("evaluation.metrics.autoais.model"),
-        f"  fact score   {fact.method}: {fact.model}" + mark("evaluation.metrics.facts.fact_method"),
-        f"  entities     {entity.method}: {entity.model}" + mark("evaluation.metrics.facts.entity_method"),
-        *entity_types_line(stack),
+        *metric_lines,
         callback_line(config),
         f"  stand-ins    {len(stand_ins)}"
         + (": " + ", ".join(item["stage"] for item in stand_ins) if stand_ins else ""),
@@ -116,28 +112,6 @@ def extractors_text(stack: ModelStack) -> str:
     )
 
 
-def bertscore_line(stack: ModelStack) -> str:
-    encoder = stack.encoder
-    return (
-        f"  BERTScore    {encoder.model} [{stack.bertscore.available}] layer {encoder.layer} "
-        f"({encoder.layer_from}), idf off, rescaled {rescaled(stack.config)}, "
-        f"{device_of(stack.config.evaluation.metrics.bertscore.device)}"
-    )
-
-
-def autoais_line(stack: ModelStack) -> str:
-    judge, settings = stack.judge, stack.config.evaluation.metrics.autoais
-    limit = (
-        f"≤ {judge.max_input_tokens} tokens ({judge.limit_from}), "
-        if judge.max_input_tokens
-        else f"input limit = {judge.limit_from}, "
-    )
-    return (
-        f"  AutoAIS      {judge.model} [{stack.autoais.available}] {judge.protocol}, {settings.mode} mode, "
-        f"{limit}whole premise, {device_of(settings.device)}"
-    )
-
-
 def callback_line(config: RunConfig) -> str:
     evaluation = config.evaluation
     return (
@@ -176,14 +150,6 @@ def missing_lines(missing: list[dict[str, str]]) -> list[str]:
     return lines
 
 
-def entity_types_line(stack: ModelStack) -> list[str]:
-    """UniversalNER's entity types and whose choice they are (no line for spaCy entities)."""
-    if stack.entity.method != "uniner":
-        return []
-    types = ", ".join(stack.config.evaluation.metrics.facts.entity_types)
-    return [f"               entity types: {types} ({ENTITY_TYPES_NOTE})"]
-
-
 def model_descriptions(stack: ModelStack, variants: Collection[str] = ()) -> dict[str, str]:
     """Per stage and per metric, one line on the model behind it, stand-ins named, and per baseline among
     ``variants`` what runs in place of its authors' components (for results.md)."""
@@ -196,38 +162,17 @@ def model_descriptions(stack: ModelStack, variants: Collection[str] = ()) -> dic
 
 
 def _stage_descriptions(stack: ModelStack) -> dict[str, str]:
+    """Per stage, then per metric in scoring order, the model behind it, stand-ins named."""
     config = stack.config
     papers = stand_in_papers(stack.stand_ins())
-    bert, judge, fact, entity = stack.encoder, stack.judge, stack.fact, stack.entity
-    facts, autoais = config.evaluation.metrics.facts, config.evaluation.metrics.autoais
-
-    def tag(label: str) -> str:
-        return f" — stand-in, scores labelled [{label}]" if label else " — the paper's"
 
     def stage(key: str) -> str:
         return f" — stand-in for {papers[key]}" if key in papers else " — the paper's"
 
     knowledge = config.knowledge
-    stemmer = "on (not the paper's)" if config.evaluation.metrics.rouge.use_stemmer else "off, the paper's"
-    return {
+    stages = {
         "Answers": f"{stack.generation.source}, {evaluate_weights(config)}" + stage("model.spec.source"),
         "Retrieval": f"{config.retrieval.embedding_model}" + stage("retrieval.embedding_model"),
         "Knowledge": f"{knowledge.backend} ({kg_source(knowledge)})" + stage("knowledge.backend"),
-        "ROUGE-1/L": f"rouge_score F1, Porter stemmer {stemmer}",
-        "BERTScore": f"{bert.model} layer {bert.layer} ({bert.layer_from}), idf off, "
-        f"baseline rescaling {'on' if rescaled(config) else 'off'}" + tag(bert.label),
-        "Fact score": (
-            f"FactSumm {FACTSUMM_VERSION} ({fact.model})"
-            if fact.method == "factsumm"
-            else f"triplets by {' + '.join(knowledge.extractors)}"
-        )
-        + tag(fact.label),
-        "Entity Jaccard": (
-            f"UniversalNER {entity.model} (entity types {', '.join(facts.entity_types)}: {ENTITY_TYPES_NOTE})"
-            if entity.method == "uniner"
-            else f"spaCy {entity.model} NER"
-        )
-        + tag(entity.label),
-        "AutoAIS": f"{judge.model} ({judge.protocol}, {autoais.mode} mode), whole premise, inputs "
-        f"over {judge.max_input_tokens or judge.limit_from} tokens counted, not judged" + tag(judge.label),
     }
+    return stages | {entry.title or entry.name: entry.description() for entry in stack.metrics}

@@ -12,10 +12,12 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graphctx.data.instruct import InstructionTemplate, get_template
+from graphctx.metrics.registry import MetricContext, MetricEntry, metric_entries
 
 if TYPE_CHECKING:
     import datasets
@@ -52,6 +54,12 @@ class RunConfig:
     """The models in whose tokenizers ``data.dataset.filters.max_tokens`` counts (a question is kept only
     when it fits every one); empty: this config's own model. A model sweep sets every swept model, so all
     of them answer the same questions from the same pool."""
+
+    @cached_property
+    def metric_entries(self) -> list[MetricEntry]:
+        """Every metric this config scores with, built-ins then ``evaluation.metrics.extra``
+        (:func:`graphctx.metrics.registry.metric_entries`)."""
+        return metric_entries(MetricContext(self.evaluation.metrics, self.knowledge, self.model.spec))
 
     def __post_init__(self) -> None:
         folder = self.cache_dir

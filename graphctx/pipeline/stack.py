@@ -9,34 +9,22 @@ from functools import cached_property
 from typing import Any
 
 from graphctx.knowledge.settings import KnowledgeSettings
-from graphctx.metrics.choice import choose_encoder, choose_entity_scorer, choose_fact_scorer, choose_judge
-from graphctx.metrics.settings import METRIC_NAMES
+from graphctx.metrics.registry import MetricEntry
+from graphctx.model_use import ModelUse, model_use, spacy_available
 from graphctx.paper import (
-    AUTOAIS,
-    BERTSCORE,
-    BERTSCORE_LAYER,
     EMBEDDING,
-    FACTSUMM_NER,
-    FACTSUMM_RELATION,
-    FACTSUMM_VERSION,
     GENERATION,
     PAPER_EXTRACTORS,
     REBEL,
-    UNINER,
     WIKIDATA_ENDPOINT,
     Reference,
     how_to_get,
 )
 from graphctx.pipeline.memory import MemoryEstimate
-from graphctx.pipeline.model_use import ModelUse, model_use, spacy_available
 from graphctx.pipeline.run_config import RunConfig
 from graphctx.prompts import VARIANTS, Variant, get_variants
 
 GENQA = Reference("GenQA generator", ("the authors' GenQA model (not public)",), ())
-
-
-FACTSUMM_PAPER = f"FactSumm {FACTSUMM_VERSION} ({FACTSUMM_NER.name} + {FACTSUMM_RELATION.name})"
-UNINER_PAPER = f"UniversalNER ({UNINER.name})"
 
 
 class ModelStack:
@@ -46,7 +34,6 @@ class ModelStack:
         self.config = config
         spec = config.model.spec
         knowledge: KnowledgeSettings = config.knowledge
-        metrics = config.evaluation.metrics
         self.generation = model_use("model.spec.source", spec.source, GENERATION, spec.revision)
         self.embedder = model_use("retrieval.embedding_model", config.retrieval.embedding_model, EMBEDDING)
         self.rebel = model_use("knowledge.rebel_model", knowledge.rebel_model, REBEL)
@@ -56,18 +43,8 @@ class ModelStack:
             if self.llm_shared
             else model_use("knowledge.llm_model", knowledge.llm_model, GENERATION)
         )
-        self.encoder = choose_encoder(metrics.bertscore)
-        self.bertscore = model_use("evaluation.metrics.bertscore.model", metrics.bertscore.model, BERTSCORE)
-        self.judge = choose_judge(metrics.autoais)
-        self.autoais = model_use("evaluation.metrics.autoais.model", metrics.autoais.model, AUTOAIS)
-        facts = metrics.facts
-        self.fact = choose_fact_scorer(facts, knowledge.extractors)
-        self.entity = choose_entity_scorer(facts)
-        self.ner = model_use("evaluation.metrics.facts.ner_model", facts.ner_model, FACTSUMM_NER)
-        self.relation = model_use(
-            "evaluation.metrics.facts.relation_model", facts.relation_model, FACTSUMM_RELATION
-        )
-        self.uniner = model_use("evaluation.metrics.facts.uniner_model", facts.uniner_model, UNINER)
+        self.metrics = config.metric_entries
+        """Every metric the config scores with (:mod:`graphctx.metrics.registry`), in scoring order."""
         genqa = config.genqa_dir  # always a folder (graphctx genqa writes it), never a Hub id
         found = "folder" if (genqa / "config.json").is_file() else "missing"
         self.genqa = ModelUse(
@@ -79,6 +56,10 @@ class ModelStack:
         """GiB per rank of training and of each evaluation stage (:class:`MemoryEstimate`)."""
         return MemoryEstimate(self.config).to_json()
 
+    @property
+    def metric_names(self) -> list[str]:
+        return [entry.name for entry in self.metrics]
+
     # ---- what runs ----------------------------------------------------------------------------------
     @property
     def extractors_are_papers(self) -> bool:
@@ -87,32 +68,37 @@ class ModelStack:
         return set(names) == set(PAPER_EXTRACTORS) and self.rebel.is_paper and self.llm.is_paper
 
     @property
-    def fact_label(self) -> str:
-        """Label of the fact score: '' for FactSumm with the paper's models (``metrics.choice``)."""
-        return self.fact.label
+    def plan_metrics(self) -> list[MetricEntry]:
+        """The metrics in the plan's order (:attr:`MetricEntry.plan_rank`)."""
+        return sorted(self.metrics, key=lambda entry: entry.plan_rank)
 
-    def scorer_uses(self, metrics: Sequence[str]) -> list[ModelUse]:
-        """The fact score's and the entity Jaccard's models among ``metrics`` (the triplet fact score's
-        extractors are the knowledge stage's, :meth:`extractor_uses`)."""
+    def metric_uses(self, names: Sequence[str], with_context: bool = True) -> list[ModelUse]:
+        """The models the metrics ``names`` load (the triplet fact score's extractors are the knowledge
+        stage's, :meth:`extractor_uses`); a metric judging the context only ``with_context``."""
         uses = []
-        if "fact_score" in metrics:
-            uses += [self.ner, self.relation] if self.fact.method == "factsumm" else self.extractor_uses()
-        if "entity_jaccard" in metrics and self.entity.method == "uniner":
-            uses.append(self.uniner)
+        for entry in self.metrics:
+            if entry.name not in names or (entry.premise and not with_context):
+                continue
+            uses += entry.models() + (self.extractor_uses() if entry.needs_extractor() else [])
         return uses
 
     def extensions(self) -> list[dict[str, str]]:
-        """What runs beyond the paper's method (not a stand-in: an addition to it)."""
+        """What runs beyond the paper's method (not a stand-in: an addition to it): mention linking, and
+        every metric that is not one of the paper's."""
         knowledge = self.config.knowledge
-        if not (knowledge.enabled and knowledge.link_mentions):
-            return []
-        return [
-            {
-                "key": "knowledge.link_mentions",
-                "what": "Ent(C) also gets the KG labels found verbatim in C (software and package names); "
-                "the paper's Ent(C) is the heads and tails of the extracted triplets only",
-            }
+        found = [
+            {"key": f"evaluation.metrics.{entry.name}", "what": entry.description()}
+            for entry in self.metrics
+            if not entry.paper_metric
         ]
+        if not (knowledge.enabled and knowledge.link_mentions):
+            return found
+        linking = {
+            "key": "knowledge.link_mentions",
+            "what": "Ent(C) also gets the KG labels found verbatim in C (software and package names); "
+            "the paper's Ent(C) is the heads and tails of the extracted triplets only",
+        }
+        return [linking, *found]
 
     def extractor_uses(self) -> list[ModelUse]:
         names = self.config.knowledge.extractors
@@ -123,31 +109,13 @@ class ModelStack:
         return [*self._model_stand_ins(), *self._knowledge_stand_ins()]
 
     def _model_stand_ins(self) -> list[dict[str, Any]]:
-        """Stand-ins for the answering model, the embedder, the judge and the scorers."""
+        """Stand-ins for the answering model, the embedder and each metric's scorer (in plan order)."""
         found = [
             {"stage": use.stage, "key": use.key, "configured": use.source, "paper": use.paper}
-            for use in (self.generation, self.embedder, self.autoais)
+            for use in (self.generation, self.embedder)
             if not use.is_paper
         ]
-        scorers = (
-            (self.fact, "fact score", "evaluation.metrics.facts.fact_method", FACTSUMM_PAPER),
-            (self.entity, "entity Jaccard", "evaluation.metrics.facts.entity_method", UNINER_PAPER),
-        )
-        found += [
-            {"stage": stage, "key": key, "configured": choice.label, "paper": paper}
-            for choice, stage, key, paper in scorers
-            if not choice.paper
-        ]
-        if self.encoder.label:  # another model, another layer, or rescaled
-            found.append(
-                {
-                    "stage": "BERTScore",
-                    "key": "evaluation.metrics.bertscore",
-                    "configured": self.encoder.label,
-                    "paper": f"{BERTSCORE.name}@L{BERTSCORE_LAYER}",
-                }
-            )
-        return found
+        return found + [item for entry in self.plan_metrics if (item := entry.stand_in()) is not None]
 
     def _knowledge_stand_ins(self) -> list[dict[str, Any]]:
         """Stand-ins for the triplet extractors and the knowledge graph."""
@@ -181,11 +149,7 @@ class ModelStack:
             uses.append(self.embedder)
         if any(v.knowledge for v in variants):
             uses += self.extractor_uses()
-        uses += self.scorer_uses(metrics)
-        if "bertscore" in metrics:
-            uses.append(self.bertscore)
-        if "autoais" in metrics and any(v.has_context for v in variants):
-            uses.append(self.autoais)
+        uses += self.metric_uses(metrics, with_context=any(v.has_context for v in variants))
         if any(v.name == "GenQA" for v in variants):
             uses.append(self.genqa)
         return list(dict.fromkeys(uses))
@@ -199,11 +163,11 @@ class ModelStack:
             if settings.callback_every_n_validations <= 0:
                 return [self.generation]
             return self.needed([VARIANTS[settings.callback_variant]], settings.callback_metrics)
-        if command == "answer":
-            return self.needed(variants or [], ["autoais"])
+        if command == "answer":  # the answer and its attribution judgement
+            return self.needed(variants or [], [entry.name for entry in self.metrics if entry.premise])
         if command == "enhance":  # retrieval and knowledge, budgets in the generation model's tokens
             return self.needed([VARIANTS["GraphContextGen"]], [])
-        return self.needed(variants or get_variants(settings.variants), METRIC_NAMES)
+        return self.needed(variants or get_variants(settings.variants), self.metric_names)
 
     def configured_uses(self) -> list[ModelUse]:
         """Every configured model that some run of this config loads (GenQA's only when asked for)."""
@@ -213,9 +177,7 @@ class ModelStack:
                     self.generation,
                     self.embedder,
                     *self.extractor_uses(),
-                    *self.scorer_uses(METRIC_NAMES),
-                    self.bertscore,
-                    self.autoais,
+                    *self.metric_uses(self.metric_names),
                 ]
             )
         )
@@ -240,11 +202,7 @@ class ModelStack:
     def _missing_pipelines(self) -> list[dict[str, str]]:
         """The spaCy pipelines this config loads that are neither installed nor a folder."""
         knowledge = self.config.knowledge
-        pipelines = []
-        if self.entity.method == "spacy":
-            pipelines.append(
-                ("evaluation.metrics.facts.spacy_model", self.config.evaluation.metrics.facts.spacy_model)
-            )
+        pipelines = [pipeline for entry in self.metrics for pipeline in entry.pipelines()]
         # the spacy extractor, and mention linking (its English-word list), load knowledge.spacy_model
         if "spacy" in knowledge.extractors or (knowledge.enabled and knowledge.link_mentions):
             pipelines.append(("knowledge.spacy_model", knowledge.spacy_model))

@@ -1,5 +1,6 @@
-"""One configured model of the stack: its key, where it would be read from, and whether it is the paper's
-(:class:`ModelUse`), found without loading any weights."""
+"""One configured model: its key, where it would be read from, and whether it is the paper's
+(:class:`ModelUse`), found without loading any weights; and what a model source is on this machine
+(:func:`model_identity`, a part of every score fingerprint)."""
 
 from __future__ import annotations
 
@@ -67,3 +68,29 @@ def spacy_available(name: str) -> str:
     if Path(name).expanduser().is_dir():
         return "folder"
     return "packaged" if importlib.util.find_spec(name) else "missing"
+
+
+def model_identity(source: str | None) -> Any:
+    """What a model ``source`` is on this machine, cheaply: a local file or folder by each file's (path,
+    size, mtime_ns), subfolders included and links followed; an id by its cached Hub snapshot's commit
+    (None when not cached); a name that is neither (a packaged stand-in such as ``tiny-random``) by itself."""
+    if not source:
+        return None
+    path = Path(source).expanduser()
+    if path.is_file():
+        stat = path.stat()
+        return {path.name: [stat.st_size, stat.st_mtime_ns]}
+    if path.is_dir():
+        return {
+            str(child.relative_to(path)): [child.stat().st_size, child.stat().st_mtime_ns]
+            for child in sorted(path.rglob("*"))
+            if child.is_file() and not any(part.startswith(".") for part in child.relative_to(path).parts)
+        }
+    if source.count("/") <= 1:
+        from huggingface_hub import snapshot_download
+
+        try:
+            return {"id": source, "commit": Path(snapshot_download(source, local_files_only=True)).name}
+        except Exception:  # not in the local cache (or no Hub id): only its name is known
+            return {"id": source, "commit": None}
+    return {"name": source}
