@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from graphctx.errors import ConfigError
 from graphctx.knowledge.settings import KnowledgeSettings
-from graphctx.metrics.settings import MetricSettings, PluginSpec
+from graphctx.metrics.settings import MetricSettings
 from graphctx.model.settings import ModelSpec
 
 if TYPE_CHECKING:
@@ -340,8 +340,37 @@ def built_in_names() -> tuple[str, ...]:
     return tuple(cls.name for cls in built_in_classes())
 
 
-def plugin(spec: PluginSpec, context: MetricContext, taken: set[str], where: str) -> MetricEntry:
-    """The metric ``spec`` names, built with its ``init_args``; a clear one-line error for anything else."""
+@dataclass(frozen=True)
+class PluginSpec:
+    """A class from the user's package, named LightningCLI style: ``{class_path, init_args}``."""
+
+    class_path: str
+    """``package.module.Class`` (or ``package.module:Class``), or a short name of :data:`EXTENSIONS`."""
+    init_args: dict[str, Any]
+    """Keyword arguments of the class (besides the :class:`MetricContext` graphctx passes)."""
+
+    @classmethod
+    def parse(cls, item: Any, where: str) -> PluginSpec:
+        """``item`` (a config mapping) checked: a ``class_path`` string, an optional ``init_args`` mapping,
+        nothing else."""
+        if not isinstance(item, Mapping) or not isinstance(item.get("class_path"), str):
+            raise ConfigError(f"{where}: expected {{class_path: package.module.Class, init_args: {{...}}}}")
+        unknown = sorted(set(item) - {"class_path", "init_args"})
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {unknown} (class_path, init_args)")
+        init_args = item.get("init_args") or {}
+        if not isinstance(init_args, Mapping):
+            raise ConfigError(f"{where}.init_args: expected a mapping of keyword arguments")
+        return cls(EXTENSIONS.get(item["class_path"], item["class_path"]), dict(init_args))
+
+
+EXTENSIONS: dict[str, str] = {}
+"""Short names of the metrics graphctx ships beyond the paper (``class_path: minicheck``)."""
+
+
+def plugin(item: Any, context: MetricContext, taken: set[str], where: str) -> MetricEntry:
+    """The metric ``item`` names, built with its ``init_args``; a clear one-line error for anything else."""
+    spec = PluginSpec.parse(item, where)
     cls = _import(spec.class_path, where)
     if not issubclass(cls, MetricEntry):
         raise ConfigError(f"{where}: {spec.class_path} is not a graphctx.metrics.MetricEntry subclass")

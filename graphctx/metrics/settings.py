@@ -134,14 +134,6 @@ class FactSettings:
     """Torch device of the FactSumm and UniversalNER models; None: ``cuda`` when available, else ``cpu``."""
 
 
-@dataclass
-class PluginSpec:
-    """A class from the user's package, named LightningCLI style."""
-
-    class_path: str
-    """``package.module.Class`` (or ``package.module:Class``)."""
-    init_args: dict[str, Any] = field(default_factory=dict)
-    """Keyword arguments of the class (besides the config context graphctx passes)."""
 
 
 @dataclass
@@ -156,7 +148,7 @@ class MetricSettings:
     """AutoAIS settings."""
     facts: FactSettings = field(default_factory=FactSettings)
     """Fact score and entity overlap settings."""
-    extra: list[PluginSpec] = field(default_factory=list)
+    extra: list[dict[str, Any]] = field(default_factory=list)
     """Metrics of your own package, scored after the built-ins, each ``{class_path: pkg.mod.Class,
     init_args: {...}}`` naming a :class:`graphctx.metrics.registry.MetricEntry` subclass (README:
     Extending graphctx)."""

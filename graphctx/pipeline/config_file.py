@@ -316,7 +316,7 @@ def load_config(
         raise ConfigError(f"{path}: {exc}") from exc
     except Exception as exc:  # jsonargparse raises ArgumentError / ValueError / TypeError
         raise ConfigError(f"{path}: {exc}") from exc
-    return RunConfig(
+    config = RunConfig(
         path=path,
         seed_everything=settings.seed_everything,
         trainer=settings.trainer,
@@ -324,3 +324,8 @@ def load_config(
         **{name: settings[name] for name in SETTINGS_SECTIONS},
         cache_override=cache_dir,
     )
+    try:
+        config.metric_entries  # noqa: B018 -- plug-ins are imported and checked here, named by the file
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    return config

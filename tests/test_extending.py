@@ -1,0 +1,123 @@
+"""The README's "Extending graphctx" example runs as written: its plug-in metric, named in a config, is
+scored by evaluate.py into its own score file, table column and paired test, and a broken plug-in is one
+line naming the setting."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from evaluation_workspace import write_workspace
+
+from graphctx.errors import ConfigError
+from graphctx.evaluation.jsonl import read_records
+from graphctx.pipeline.config_file import load_config
+from graphctx.pipeline.plan import Plan
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+TINY = REPO_ROOT / "configs" / "tiny.yaml"
+SECTION = "## Extending graphctx"
+
+
+def readme_blocks() -> tuple[str, dict]:
+    """The section's Python block (the plug-in) and YAML block (its config)."""
+    text = (REPO_ROOT / "README.md").read_text()
+    section = text[text.index(SECTION) :].split("\n## ", 1)[0]
+    python = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    config = yaml.safe_load(re.search(r"```yaml\n(.*?)```", section, re.S).group(1))
+    return python, config
+
+
+@pytest.fixture(scope="module")
+def plugin_path(tmp_path_factory) -> Path:
+    """A folder holding ``mypkg/metrics.py`` exactly as the README gives it."""
+    root = tmp_path_factory.mktemp("plugin")
+    package = root / "mypkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "metrics.py").write_text(readme_blocks()[0])
+    return root
+
+
+@pytest.mark.slow
+def test_the_readme_plugin_metric_is_scored_like_a_built_in(tmp_path, plugin_path, cardano_dir, tiny_bert):
+    evaluation = {
+        "output_dir": str(tmp_path / "out"),
+        "limit": 2,
+        "variants": ["ZeroShot", "FineTuned"],
+        "comparisons": {"FineTuned": "ZeroShot"},
+        "bootstrap_samples": 50,
+        "permutation_samples": 50,
+    }
+    generation = {"max_new_tokens": 6, "batch_size": 2, "max_prompt_tokens": 320}
+    config_file = write_workspace(
+        tmp_path, cardano_dir, tiny_bert, "tiny.yaml", evaluation, generation=generation
+    )
+    settings = yaml.safe_load(config_file.read_text())
+    settings["evaluation"]["metrics"]["extra"] = readme_blocks()[1]["evaluation"]["metrics"]["extra"]
+    config_file.write_text(yaml.safe_dump(settings))
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin_path), str(REPO_ROOT)])}
+    command = [sys.executable, "evaluate.py", "--config", str(config_file)]
+    done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    out = tmp_path / "out"
+    for variant in ("ZeroShot", "FineTuned"):
+        answers = {r["id"]: r["generated"] for r in read_records(out / "predictions" / f"{variant}.jsonl")}
+        scored = {r["id"]: r["answer_words"] for r in read_records(out / "scores" / variant / "answer_length.jsonl")}
+        assert scored == {i: min(len(text.split()), 100) for i, text in answers.items()}
+        meta = (out / "scores" / variant / "answer_length.meta.json").read_text()
+        assert "mypkg.metrics.AnswerLength" in meta and "source_sha256" in meta
+    results = (out / "results.md").read_text()
+    header = next(line for line in results.splitlines() if line.startswith("| Variant | vs |"))
+    assert header.endswith("| Answer words |")  # its column, with FineTuned's paired test against ZeroShot
+    assert "- answer_length: mypkg.metrics.AnswerLength (a plug-in metric, beyond the paper)" in results
+
+    # a rerun finds every score, the plug-in's included, and scores nothing again
+    again = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0 and "loading the" not in again.stderr, again.stderr[-2000:]
+
+
+def test_the_plan_lists_a_plugin_as_an_extension(plugin_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(plugin_path))
+    extra = '[{"class_path": "mypkg.metrics.AnswerLength", "init_args": {"max_words": 5}}]'
+    plan = Plan(load_config(TINY, ["--evaluation.metrics.extra", extra]))
+    assert [entry.name for entry in plan.metrics][-1] == "answer_length"
+    assert plan.metrics[-1].max_words == 5
+    extensions = {item["key"]: item["what"] for item in plan.to_json()["extensions"]}
+    assert extensions["evaluation.metrics.answer_length"].startswith("mypkg.metrics.AnswerLength")
+    assert "extension    evaluation.metrics.answer_length: mypkg.metrics.AnswerLength" in plan.to_text()
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        ('{"class_path": "nopkg.Missing"}', "extra[0]: cannot import 'nopkg'"),
+        ('{"class_path": "graphctx.errors.ConfigError"}', "is not a graphctx.metrics.MetricEntry subclass"),
+        ('{"class_path": "mypkg.metrics.AnswerLength", "init_args": {"maxwords": 1}}', "bad init_args"),
+        ('{"class_path": "mypkg.metrics.AnswerLength", "args": {}}', "unknown key(s) ['args']"),
+        ('{"init_args": {}}', "expected {class_path: package.module.Class"),
+    ],
+)
+def test_a_broken_plugin_is_one_line_naming_the_setting(plugin_path, monkeypatch, item, message):
+    monkeypatch.syspath_prepend(str(plugin_path))
+    with pytest.raises(ConfigError) as error:
+        load_config(TINY, ["--evaluation.metrics.extra", f"[{item}]"])
+    text = str(error.value)
+    assert "\n" not in text and "evaluation.metrics.extra[0]" in text and message in text, text
+
+
+def test_a_plugin_name_may_not_take_a_built_in_metrics_place(tmp_path, monkeypatch):
+    (tmp_path / "clash.py").write_text(
+        "from graphctx.metrics.registry import RowMetric\n\n"
+        "class Clash(RowMetric):\n    name = 'rouge'\n    columns = {'x': 'X'}\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError, match=r"metric name 'rouge' of clash.Clash is taken"):
+        load_config(TINY, ["--evaluation.metrics.extra", '[{"class_path": "clash.Clash"}]'])
