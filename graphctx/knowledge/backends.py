@@ -17,7 +17,11 @@ def build_knowledge_graph(settings: KnowledgeSettings) -> SparqlKnowledgeGraph:
         from graphctx.knowledge.wikidata import WikidataKnowledgeGraph
 
         return WikidataKnowledgeGraph.from_settings(settings)
-    raise ValueError(f"knowledge.backend: unknown backend {settings.backend!r} (local | wikidata)")
+    if settings.backend == "tagwiki":
+        from graphctx.knowledge.tagwiki import TagWikiKnowledgeGraph
+
+        return TagWikiKnowledgeGraph.from_settings(settings)
+    raise ValueError(f"knowledge.backend: unknown backend {settings.backend!r} (local | wikidata | tagwiki)")
 
 
 def build_gazetteer(settings: KnowledgeSettings, kg: SparqlKnowledgeGraph | None = None) -> Gazetteer:

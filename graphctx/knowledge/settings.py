@@ -81,7 +81,8 @@ class KnowledgeSettings:
     is the LLM extractor, stays where it is."""
 
     backend: str = "local"
-    """Knowledge graph: ``local`` (embedded pyoxigraph store) or ``wikidata`` (live SPARQL endpoint)."""
+    """Knowledge graph: ``local`` (embedded pyoxigraph store), ``wikidata`` (live SPARQL endpoint) or
+    ``tagwiki`` (the site's tag wikis, synonyms and tag co-occurrence, from the site folder ``kg_dir``)."""
 
     kg_dir: str = "../shared/data/kg"
     """Folder with ``software_entities.sql`` and ``debian_bookworm_packages.jsonl.gz`` for the local store

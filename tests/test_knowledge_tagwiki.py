@@ -1,0 +1,184 @@
+"""The tag-wiki knowledge source on the cardano dump: the store, its facts (checked against counts made here
+from Posts.xml with the standard library), linking, synonyms, bad input, selection as a backend, loading
+alongside the local store, and end-to-end enhancement."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from graphctx.errors import ConfigError, DataError
+from graphctx.knowledge.backends import build_gazetteer, build_knowledge_graph
+from graphctx.knowledge.budget import QAPair, build_token_counter
+from graphctx.knowledge.enhance import build_enhancer
+from graphctx.knowledge.settings import KnowledgeSettings
+from graphctx.knowledge.store import LocalKnowledgeGraph
+from graphctx.knowledge.tagwiki import (
+    PARTNERS_PER_TAG,
+    TagWikiKnowledgeGraph,
+    build_tagwiki_store,
+    tag_node,
+    tagwiki_ntriples,
+)
+
+DAEDALUS_EXCERPT = "A full-node wallet for Cardano's currency, Ada and its native tokens."
+
+
+@pytest.fixture(scope="module")
+def tagwiki_settings(cardano_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> KnowledgeSettings:
+    cache = tmp_path_factory.mktemp("tagwiki-cache")
+    return KnowledgeSettings(backend="tagwiki", kg_dir=str(cardano_dir), cache_dir=str(cache))
+
+
+@pytest.fixture(scope="module")
+def tagwiki(tagwiki_settings: KnowledgeSettings) -> TagWikiKnowledgeGraph:
+    return TagWikiKnowledgeGraph.from_settings(tagwiki_settings)
+
+
+def _node(tag: str) -> str:
+    return tag_node("cardano", tag)
+
+
+def _shared_questions(cardano_dir: Path) -> Counter[tuple[str, str]]:
+    """(tag A, tag B), A < B → questions carrying both, counted from Posts.xml independently."""
+    pairs: Counter[tuple[str, str]] = Counter()
+    for row in ET.parse(cardano_dir / "Posts.xml").getroot():
+        if row.get("PostTypeId") == "1":
+            tags = sorted({t for t in row.get("Tags", "").strip("|<>").replace("><", "|").split("|") if t})
+            pairs.update(itertools.combinations(tags, 2))
+    return pairs
+
+
+def test_store_is_built_once_from_the_site_files(tagwiki_settings, tagwiki):
+    stats = json.loads((tagwiki.path / "stats.json").read_text())
+    tags = ET.parse(Path(tagwiki_settings.kg_dir) / "Tags.xml").getroot()
+    assert stats["tags"] == len(tags) == 224
+    assert stats["excerpts"] == 40  # 43 excerpt posts, three of them empty
+    assert stats["bodies"] == 13 and stats["synonyms"] == 0  # the sample has no TagSynonyms.xml
+    stamp = (tagwiki.path / "stats.json").stat().st_mtime_ns
+    assert build_tagwiki_store(tagwiki_settings) == tagwiki.path
+    assert (tagwiki.path / "stats.json").stat().st_mtime_ns == stamp  # reused, not rebuilt
+    assert tagwiki.label(_node("daedalus")) == "daedalus"
+
+
+def test_tags_link_by_name_and_by_name_with_spaces(tagwiki):
+    links = tagwiki.link(["Daedalus", "stake pool", "stake-pool", "cardano-node", "no such tag"])
+    assert links == {
+        "daedalus": [_node("daedalus")],
+        "stake pool": [_node("stake-pool")],
+        "stake-pool": [_node("stake-pool")],
+        "cardano-node": [_node("cardano-node")],
+    }
+
+
+def test_facts_are_the_excerpt_sentences_mentions_and_most_shared_tags(tagwiki, cardano_dir):
+    facts = tagwiki.one_hop([_node("daedalus")])
+    by_relation: dict[str, set[str]] = {}
+    for fact in facts:
+        by_relation.setdefault(fact.relation_label, set()).add(fact.tail_label)
+    assert by_relation["is described as"] == {DAEDALUS_EXCERPT}
+    assert {"yoroi", "wallet", "ada"} <= by_relation["is described with reference to"]  # named in its wiki
+    shared = _shared_questions(cardano_dir)
+    partners = sorted(
+        (-count, b if a == "daedalus" else a)
+        for (a, b), count in shared.items()
+        if "daedalus" in (a, b) and count >= 2
+    )
+    expected = {tag for _, tag in partners[:PARTNERS_PER_TAG]}
+    assert by_relation["is often asked about together with"] == expected
+    assert {"wallet", "yoroi", "cardano-cli"} <= expected and shared[("daedalus", "yoroi")] == 6
+
+
+def test_the_tagwiki_backend_is_selected_by_the_config(tagwiki_settings):
+    kg = build_knowledge_graph(tagwiki_settings)
+    assert isinstance(kg, TagWikiKnowledgeGraph) and kg.name == "kg:tagwiki"
+    gazetteer = build_gazetteer(tagwiki_settings, kg)
+    gazetteer.resolve(["stake pool", "yoroi", "not a tag"])
+    assert gazetteer.maps["software"] == {"stake pool": "stake-pool", "yoroi": "yoroi"}
+
+
+def test_enhancement_adds_site_facts_whose_tails_are_in_the_context(tagwiki_settings, llama_tokenizer):
+    enhancer = build_enhancer(tagwiki_settings, build_token_counter(llama_tokenizer))
+    pair = QAPair(
+        "Moving ADA from Daedalus to Yoroi\n\nCan I restore my Daedalus wallet in Yoroi?",
+        "Yes: restore the wallet in Yoroi with the recovery phrase you wrote down for Daedalus.",
+        1,
+    )
+    context = enhancer.enhance("Which wallet should I use?", [pair])
+    kg_sentences = [s for s in context.sentences if s.source == "kg:tagwiki"]
+    texts = {s.text for s in kg_sentences}
+    # "Daedalus" is also an English word (WordNet), so prose written so is not a mention of the tag.
+    assert {
+        "yoroi is often asked about together with wallet.",
+        "wallet is described with reference to yoroi.",
+    } <= texts
+    c_text = f"{pair.question} {pair.answer}".lower()
+    for sentence in kg_sentences:  # τ': every tail is in the context
+        assert sentence.triplet.tail.replace("-", " ") in c_text
+        assert sentence.triplet.relation != "is described as"  # a sentence tail is never in Ent(C)
+
+
+def test_its_ntriples_load_alongside_the_local_store(tagwiki_settings, tmp_path):
+    from graphctx.knowledge.store import build_store
+
+    alongside = KnowledgeSettings(kg_dir="", ntriples=[str(tagwiki_ntriples(tagwiki_settings))])
+    alongside.cache_dir = str(tmp_path)
+    kg = LocalKnowledgeGraph(build_store(alongside))
+    links = kg.link(["yoroi"])
+    assert links == {"yoroi": [_node("yoroi")]}
+    assert "daedalus" in {f.tail_label for f in kg.one_hop(links["yoroi"])}
+
+
+def _site(folder: Path, tags: str, posts: str, synonyms: str | None = None) -> Path:
+    folder.mkdir()
+    (folder / "Tags.xml").write_text(f"<tags>{tags}</tags>")
+    (folder / "Posts.xml").write_text(f"<posts>{posts}</posts>")
+    if synonyms is not None:
+        (folder / "TagSynonyms.xml").write_text(f"<tagsynonyms>{synonyms}</tagsynonyms>")
+    return folder
+
+
+def test_synonyms_link_to_their_target_tag(tmp_path):
+    questions = "".join(
+        f'<row Id="{i}" PostTypeId="1" Tags="|plutus|haskell|" Title="q" Body="b" />' for i in (1, 2)
+    )
+    site = _site(
+        tmp_path / "site",
+        '<row Id="1" TagName="plutus" ExcerptPostId="9" /><row Id="2" TagName="haskell" />',
+        questions + '<row Id="9" PostTypeId="4" Body="The smart contract language. Based on haskell." />',
+        '<row Id="1" SourceTagName="plutus-core" TargetTagName="plutus" />',
+    )
+    settings = KnowledgeSettings(backend="tagwiki", kg_dir=str(site), cache_dir=str(tmp_path / "cache"))
+    kg = TagWikiKnowledgeGraph.from_settings(settings)
+    plutus = tag_node("site", "plutus")
+    assert kg.link(["plutus core", "Plutus-Core"]) == {"plutus core": [plutus], "plutus-core": [plutus]}
+    facts = {(f.relation_label, f.tail_label) for f in kg.one_hop([plutus])}
+    assert facts == {
+        ("instance of", "Stack Exchange tag"),
+        ("is described as", "The smart contract language."),
+        ("is described as", "Based on haskell."),
+        ("is described with reference to", "haskell"),
+        ("is often asked about together with", "haskell"),
+    }
+    assert json.loads((kg.path / "stats.json").read_text())["synonyms"] == 1
+
+
+def test_bad_sites_are_one_line_naming_the_setting_or_file(tmp_path):
+    with pytest.raises(ConfigError, match=r"^knowledge\.kg_dir: .* is not a folder"):
+        build_tagwiki_store(KnowledgeSettings(backend="tagwiki", kg_dir=str(tmp_path / "none")))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match=r"^knowledge\.kg_dir: .*empty lacks Tags\.xml and Posts\.xml"):
+        build_tagwiki_store(KnowledgeSettings(backend="tagwiki", kg_dir=str(tmp_path / "empty")))
+    broken = _site(tmp_path / "broken", '<row Id="1" TagName="a"', "")
+    with pytest.raises(DataError, match=r"Tags\.xml: malformed XML"):
+        build_tagwiki_store(
+            KnowledgeSettings(backend="tagwiki", kg_dir=str(broken), cache_dir=str(tmp_path / "c"))
+        )
+    assert not (tmp_path / "c" / "tagwiki-store").exists() or not any(
+        (tmp_path / "c" / "tagwiki-store").iterdir()
+    )
