@@ -70,7 +70,9 @@ def test_the_readme_plugin_metric_is_scored_like_a_built_in(tmp_path, plugin_pat
     out = tmp_path / "out"
     for variant in ("ZeroShot", "FineTuned"):
         answers = {r["id"]: r["generated"] for r in read_records(out / "predictions" / f"{variant}.jsonl")}
-        scored = {r["id"]: r["answer_words"] for r in read_records(out / "scores" / variant / "answer_length.jsonl")}
+        scored = {
+            r["id"]: r["answer_words"] for r in read_records(out / "scores" / variant / "answer_length.jsonl")
+        }
         assert scored == {i: min(len(text.split()), 100) for i, text in answers.items()}
         meta = (out / "scores" / variant / "answer_length.meta.json").read_text()
         assert "mypkg.metrics.AnswerLength" in meta and "source_sha256" in meta

@@ -364,7 +364,7 @@ class PluginSpec:
         return cls(EXTENSIONS.get(item["class_path"], item["class_path"]), dict(init_args))
 
 
-EXTENSIONS: dict[str, str] = {}
+EXTENSIONS: dict[str, str] = {"minicheck": "graphctx.metrics.entries.minicheck:MiniCheckEntry"}
 """Short names of the metrics graphctx ships beyond the paper (``class_path: minicheck``)."""
 
 

@@ -134,8 +134,6 @@ class FactSettings:
     """Torch device of the FactSumm and UniversalNER models; None: ``cuda`` when available, else ``cpu``."""
 
 
-
-
 @dataclass
 class MetricSettings:
     """All metric settings; each metric class takes its own part."""
