@@ -42,7 +42,9 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 ModelKind = Literal["base", "adapter", "none"]
-RetrievalKind = Literal["none", "dense", "graph"]
+RetrievalKind = str
+"""``none`` (no context) or a retriever's name (:mod:`graphctx.retrieval.registry`: ``graph``, ``dense``,
+``bm25``, ``hybrid``, a plug-in's)."""
 
 BASE_STOP_STRINGS = ("\nQuestion:", f"\n{KNOWLEDGE_HEADER}")
 """Where a base model's answer ends: a base model that goes on writing starts the next few-shot block."""
@@ -125,16 +127,44 @@ BASELINE_VARIANTS: dict[str, Variant] = {
 which AutoAIS attributes the answer to): chosen by name, never in the default set."""
 
 
+def retriever_variant(name: str) -> Variant:
+    """``<variant>@<retriever>``: the matrix variant's prompt with another retriever's pairs (e.g.
+    ``TextGen@bm25``, ``GraphGen@hybrid``); the retriever's name is checked against the config's
+    registry where the variants are used."""
+    base, _, retriever = name.partition("@")
+    variant = VARIANTS.get(base)
+    if variant is None or variant.retrieval == "none" or not retriever:
+        with_retrieval = [v.name for v in VARIANTS.values() if v.retrieval != "none"]
+        raise ValueError(
+            f"variant {name!r}: <variant>@<retriever> needs a variant with retrieval {with_retrieval}"
+        )
+    label = f"{variant.label} ({retriever})"
+    return Variant(name, label, variant.model, retriever, variant.knowledge, variant.pairs)
+
+
+def retriever_twin(variant: Variant) -> str | None:
+    """The matrix variant a ``<variant>@<retriever>`` variant is compared with by default: itself with its
+    own retriever."""
+    base, at, _ = variant.name.partition("@")
+    return base if at else None
+
+
 def get_variants(names: Sequence[str] | None) -> list[Variant]:
-    """The named variants in matrix order, then the baselines (``None``: the paper's LLM matrix,
-    :data:`VARIANTS`); unknown names fail naming the valid ones."""
+    """The named variants in matrix order, then the ``<variant>@<retriever>`` ones in the order given, then
+    the baselines (``None``: the paper's LLM matrix, :data:`VARIANTS`); unknown names fail naming the
+    valid ones."""
     if names is None:
         return list(VARIANTS.values())
     known = VARIANTS | BASELINE_VARIANTS
-    unknown = [name for name in names if name not in known]
+    unknown = [name for name in names if name not in known and "@" not in name]
     if unknown:
-        raise ValueError(f"unknown variant(s) {unknown}; choose from {list(known)}")
-    return [variant for variant in known.values() if variant.name in set(names)]
+        raise ValueError(
+            f"unknown variant(s) {unknown}; choose from {list(known)} or <variant>@<retriever> (TextGen@bm25)"
+        )
+    chosen = set(names)
+    retrievers = [retriever_variant(name) for name in dict.fromkeys(names) if "@" in name]
+    matrix = [variant for variant in VARIANTS.values() if variant.name in chosen]
+    return matrix + retrievers + [variant for variant in BASELINE_VARIANTS.values() if variant.name in chosen]
 
 
 @dataclass(frozen=True)

@@ -49,8 +49,7 @@ def test_the_readme_plugin_metric_is_scored_like_a_built_in(tmp_path, plugin_pat
     evaluation = {
         "output_dir": str(tmp_path / "out"),
         "limit": 2,
-        "variants": ["ZeroShot", "FineTuned"],
-        "comparisons": {"FineTuned": "ZeroShot"},
+        "variants": ["TextGen", "TextGen@bm25"],  # and BM25 answering, compared with TextGen by default
         "bootstrap_samples": 50,
         "permutation_samples": 50,
     }
@@ -68,7 +67,7 @@ def test_the_readme_plugin_metric_is_scored_like_a_built_in(tmp_path, plugin_pat
     assert done.returncode == 0, done.stderr[-3000:]
 
     out = tmp_path / "out"
-    for variant in ("ZeroShot", "FineTuned"):
+    for variant in ("TextGen", "TextGen@bm25"):
         answers = {r["id"]: r["generated"] for r in read_records(out / "predictions" / f"{variant}.jsonl")}
         scored = {
             r["id"]: r["answer_words"] for r in read_records(out / "scores" / variant / "answer_length.jsonl")
@@ -78,7 +77,8 @@ def test_the_readme_plugin_metric_is_scored_like_a_built_in(tmp_path, plugin_pat
         assert "mypkg.metrics.AnswerLength" in meta and "source_sha256" in meta
     results = (out / "results.md").read_text()
     header = next(line for line in results.splitlines() if line.startswith("| Variant | vs |"))
-    assert header.endswith("| Answer words |")  # its column, with FineTuned's paired test against ZeroShot
+    assert header.endswith("| Answer words |")  # its column, in the paired test of BM25 against TextGen
+    assert any(line.startswith("| TextGen (bm25) | TextGen |") for line in results.splitlines())
     assert "- answer_length: mypkg.metrics.AnswerLength (a plug-in metric, beyond the paper)" in results
 
     # a rerun finds every score, the plug-in's included, and scores nothing again

@@ -51,6 +51,7 @@ SPEED_ONLY: dict[str, set[str]] = {
         "similarity_chunk_size",
         "max_batch_slots",
         "shared_component_nodes",
+        "extra",  # the plug-in retrievers: a variant answering with one adds that one's fingerprint
     },
     "knowledge": {"batch_size", "device", "cache_dir"},
 }
@@ -107,6 +108,9 @@ class ResumeGuard:
         if variant.name == "GenQA":  # a retrained GenQA makes other answers
             parts["genqa"] = [file_digest(p) for p in sorted(config.genqa_dir.glob("model*.safetensors"))]
         if variant.retrieval != "none":
+            plugin = config.retriever_entries[variant.retrieval].fingerprint()
+            if plugin:  # a plug-in retriever: its code and arguments
+                parts["retriever"] = plugin
             parts["retrieval"] = _settings(config.retrieval, SPEED_ONLY["retrieval"])
             parts["retrieval"]["numerics"] = retrieval_numerics(config.retrieval)  # auto resolved
             parts["knowledge"] = _settings(config.knowledge, SPEED_ONLY["knowledge"])

@@ -64,7 +64,7 @@ from graphctx.pipeline.memory import check_memory
 from graphctx.pipeline.plan import Plan, check_models
 from graphctx.pipeline.processes import Preempted, Processes, StopRequest
 from graphctx.pipeline.run_config import RunConfig
-from graphctx.prompts import EncodedPrompt, Variant, get_variants
+from graphctx.prompts import EncodedPrompt, Variant, get_variants, retriever_twin
 
 Rows = Sequence[dict[str, Any]]
 Contexts = dict[str, list[RetrievedContext]]
@@ -175,7 +175,7 @@ class EvaluationRun:
             settings.bootstrap_samples,
             settings.seed,
             self.plan.model_descriptions([variant.name for variant in self.variants]),
-            comparisons=settings.comparisons,
+            comparisons=retriever_twins(self.variants) | settings.comparisons,
             n_permutations=settings.permutation_samples,
             columns=column_order(self.config.metric_entries),
         )
@@ -321,3 +321,9 @@ class EvaluationRun:
             )
             for v in self.variants
         }
+
+
+def retriever_twins(variants: Sequence[Variant]) -> dict[str, str]:
+    """Each ``<variant>@<retriever>`` variant and its own matrix variant: the default paired test (a
+    configured ``evaluation.comparisons`` entry wins)."""
+    return {v.name: twin for v in variants if (twin := retriever_twin(v)) is not None}

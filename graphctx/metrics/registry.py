@@ -20,20 +20,18 @@ paper's metric, listed as such.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import importlib
 import importlib.metadata
-import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from graphctx.errors import ConfigError
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics.settings import MetricSettings
 from graphctx.model.settings import ModelSpec
+from graphctx.plugins import import_class, load_plugin, source_fingerprint
 
 if TYPE_CHECKING:
     from graphctx.knowledge.triplets import TripletExtractor
@@ -229,12 +227,7 @@ class RowMetric(MetricEntry):
         raise NotImplementedError
 
     def fingerprint(self) -> dict[str, Any]:
-        source = Path(inspect.getfile(type(self))).read_bytes()
-        return {
-            "class_path": self.class_path,
-            "init_args": self.init_args,
-            "source_sha256": hashlib.sha256(source).hexdigest(),
-        }
+        return source_fingerprint(self)
 
     def plan_json(self) -> dict[str, Any]:
         return {"class_path": self.class_path, "init_args": self.init_args, **super().plan_json()}
@@ -316,23 +309,9 @@ BUILT_IN = (
 """The built-in metrics, in scoring order (one stage's models at a time)."""
 
 
-def _import(class_path: str, where: str) -> type:
-    module_name, _, attribute = class_path.replace(":", ".").rpartition(".")
-    if not module_name:
-        raise ConfigError(f"{where}: class_path {class_path!r} is not a dotted module.Class path")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ConfigError(f"{where}: cannot import {module_name!r} ({error})") from error
-    found = getattr(module, attribute, None)
-    if not isinstance(found, type):
-        raise ConfigError(f"{where}: {module_name!r} has no class {attribute!r}")
-    return found
-
-
 def built_in_classes() -> list[type[MetricEntry]]:
     """The built-in metric classes, in scoring order."""
-    return [_import(path, "graphctx") for path in BUILT_IN]
+    return [import_class(path, "graphctx") for path in BUILT_IN]
 
 
 def built_in_names() -> tuple[str, ...]:
@@ -340,62 +319,21 @@ def built_in_names() -> tuple[str, ...]:
     return tuple(cls.name for cls in built_in_classes())
 
 
-@dataclass(frozen=True)
-class PluginSpec:
-    """A class from the user's package, named LightningCLI style: ``{class_path, init_args}``."""
-
-    class_path: str
-    """``package.module.Class`` (or ``package.module:Class``), or a short name of :data:`EXTENSIONS`."""
-    init_args: dict[str, Any]
-    """Keyword arguments of the class (besides the :class:`MetricContext` graphctx passes)."""
-
-    @classmethod
-    def parse(cls, item: Any, where: str) -> PluginSpec:
-        """``item`` (a config mapping) checked: a ``class_path`` string, an optional ``init_args`` mapping,
-        nothing else."""
-        if not isinstance(item, Mapping) or not isinstance(item.get("class_path"), str):
-            raise ConfigError(f"{where}: expected {{class_path: package.module.Class, init_args: {{...}}}}")
-        unknown = sorted(set(item) - {"class_path", "init_args"})
-        if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {unknown} (class_path, init_args)")
-        init_args = item.get("init_args") or {}
-        if not isinstance(init_args, Mapping):
-            raise ConfigError(f"{where}.init_args: expected a mapping of keyword arguments")
-        return cls(EXTENSIONS.get(item["class_path"], item["class_path"]), dict(init_args))
-
-
 EXTENSIONS: dict[str, str] = {"minicheck": "graphctx.metrics.entries.minicheck:MiniCheckEntry"}
 """Short names of the metrics graphctx ships beyond the paper (``class_path: minicheck``)."""
-
-
-def plugin(item: Any, context: MetricContext, taken: set[str], where: str) -> MetricEntry:
-    """The metric ``item`` names, built with its ``init_args``; a clear one-line error for anything else."""
-    spec = PluginSpec.parse(item, where)
-    cls = _import(spec.class_path, where)
-    if not issubclass(cls, MetricEntry):
-        raise ConfigError(f"{where}: {spec.class_path} is not a graphctx.metrics.MetricEntry subclass")
-    name = getattr(cls, "name", None)
-    if not isinstance(name, str) or not name.isidentifier():
-        raise ConfigError(f"{where}: {spec.class_path} sets no metric name (a Python identifier)")
-    if name in taken:
-        raise ConfigError(f"{where}: metric name {name!r} of {spec.class_path} is taken")
-    if not cls.columns:
-        raise ConfigError(f"{where}: {spec.class_path} declares no columns (score key → column name)")
-    try:
-        entry = cls(context, **spec.init_args)
-    except TypeError as error:
-        raise ConfigError(f"{where}: {spec.class_path}: bad init_args ({error})") from error
-    entry.class_path = spec.class_path  # type: ignore[attr-defined]
-    entry.init_args = dict(spec.init_args)  # type: ignore[attr-defined]
-    return entry
 
 
 def metric_entries(context: MetricContext) -> list[MetricEntry]:
     """Every metric of a config: the built-ins, then ``evaluation.metrics.extra`` in its order."""
     entries: list[MetricEntry] = [cls(context) for cls in built_in_classes()]
-    for position, spec in enumerate(context.settings.extra):
-        taken = {entry.name for entry in entries}
-        entries.append(plugin(spec, context, taken, f"evaluation.metrics.extra[{position}]"))
+    for position, item in enumerate(context.settings.extra):
+        where = f"evaluation.metrics.extra[{position}]"
+        entry = load_plugin(item, MetricEntry, where, context, aliases=EXTENSIONS)
+        if entry.name in {taken.name for taken in entries}:
+            raise ConfigError(f"{where}: metric name {entry.name!r} of {entry.class_path} is taken")
+        if not entry.columns:
+            raise ConfigError(f"{where}: {entry.class_path} declares no columns (score key → column name)")
+        entries.append(entry)
     return entries
 
 

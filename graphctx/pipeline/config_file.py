@@ -30,7 +30,8 @@ from graphctx.generation.settings import GenerationSettings
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.model.settings import TunerSettings
 from graphctx.pipeline.run_config import RunConfig
-from graphctx.prompts import BASELINE_VARIANTS, VARIANTS
+from graphctx.prompts import BASELINE_VARIANTS, VARIANTS, get_variants, retriever_variant
+from graphctx.retrieval.registry import entry_named
 from graphctx.retrieval.settings import RetrievalSettings
 from graphctx.settings_docs import field_docstrings, settings_text
 
@@ -91,7 +92,13 @@ def variant_problems(evaluation: Any) -> list[str]:
     names = evaluation.variants
     known = VARIANTS | BASELINE_VARIANTS
     if names is not None:
-        unknown = [name for name in names if name not in known]
+        unknown = [name for name in names if name not in known and "@" not in name]
+        for name in names:
+            if "@" in name:
+                try:
+                    retriever_variant(name)
+                except ValueError as error:
+                    found.append(f"evaluation.variants: {error}")
         if unknown:
             choices = f"choose from {', '.join(known)}"
             found.append(f"evaluation.variants: unknown variant(s) {', '.join(unknown)}; {choices}")
@@ -324,8 +331,11 @@ def load_config(
         **{name: settings[name] for name in SETTINGS_SECTIONS},
         cache_override=cache_dir,
     )
-    try:
-        config.metric_entries  # noqa: B018 -- plug-ins are imported and checked here, named by the file
+    try:  # plug-ins are imported and checked here, named by the file
+        config.metric_entries  # noqa: B018
+        for variant in get_variants(config.evaluation.variants):
+            if variant.retrieval != "none":
+                entry_named(config.retriever_entries, variant.retrieval, "evaluation.variants")
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
     return config

@@ -34,7 +34,8 @@ from graphctx.prompts import Variant
 from graphctx.retrieval.encoder import SentenceEncoder
 from graphctx.retrieval.index import RetrievalIndex
 from graphctx.retrieval.module import RetrievalModule, WholeBatches, batch_count, predict_hits
-from graphctx.retrieval.retriever import EmbeddingRetriever, Hit, build_retriever
+from graphctx.retrieval.registry import PoolView, entry_named, retriever_entries
+from graphctx.retrieval.retriever import Hit, Retriever
 from graphctx.retrieval.settings import RetrievalSettings
 
 
@@ -95,7 +96,9 @@ class ContextBuilder:
         self.generation_model = generation_model
         self.processes = processes or Processes()
         self._indexes: dict[str, RetrievalIndex] = {}
-        self._retrievers: dict[str, EmbeddingRetriever] = {}
+        self._retrievers: dict[str, Retriever] = {}
+        self.retrievers = retriever_entries(retrieval)
+        """Every retriever by name (:mod:`graphctx.retrieval.registry`)."""
         self._encoder: SentenceEncoder | None = None
         self.count_tokens = build_token_counter(self.knowledge.tokenizer or tokenizer)
         self.retrieved = 0
@@ -118,10 +121,12 @@ class ContextBuilder:
             self._indexes[method] = pool_index(self.pool.values(), self.settings(method), self.cache_dir)
         return self._indexes[method]
 
-    def retriever(self, method: str) -> EmbeddingRetriever:
-        """The ``dense`` or ``graph`` retriever over the pool, in this process."""
+    def retriever(self, method: str) -> Retriever:
+        """The ``method`` retriever over the pool, in this process."""
         if method not in self._retrievers:
-            self._retrievers[method] = build_retriever(self.index(method), self.settings(method))
+            entry = entry_named(self.retrievers, method, "retrieval")
+            pool = PoolView(list(self.pool), [row["question"] for row in self.pool.values()], self.index)
+            self._retrievers[method] = entry.build(pool)
         return self._retrievers[method]
 
     def prepare(self, variants: Sequence[Variant]) -> None:
@@ -130,7 +135,8 @@ class ContextBuilder:
         read them from the caches, never building them a second time."""
         if self.processes.is_zero:
             for method in {v.retrieval for v in variants if v.retrieval != "none"}:
-                self.index(method)
+                entry = entry_named(self.retrievers, method, "retrieval")
+                _ = self.index(method) if entry.shards else self.retriever(method)
             if any(v.knowledge and v.retrieval != "none" for v in variants):
                 _ = self.enhancer
         self.processes.barrier()
@@ -138,10 +144,11 @@ class ContextBuilder:
     def hits(self, queries: Sequence[str], method: str) -> list[list[Hit]]:
         """Every query's hits by ``method``, in query order, on every process; several processes each rank
         whole batches of them through :func:`predict_hits` (fewer batches of ``retrieval.query_batch_size``
-        than processes: rank 0 ranks them all)."""
+        than processes, or a retriever that does not shard, such as BM25: rank 0 ranks them all)."""
         processes = self.processes
         batches = batch_count(len(queries), self.retrieval.query_batch_size)
-        if processes.world_size == 1 or batches < processes.world_size:
+        shards = entry_named(self.retrievers, method, "retrieval").shards
+        if processes.world_size == 1 or batches < processes.world_size or not shards:
             mine = processes.is_zero
             self.retrieved += len(queries) if mine else 0
             return processes.broadcast(self.retriever(method).retrieve(list(queries)) if mine else None)

@@ -4,11 +4,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from graphctx.retrieval.index import RetrievalIndex, build_index
-from graphctx.retrieval.retriever import EmbeddingRetriever, build_retriever
+from graphctx.retrieval.registry import PoolView, entry_named, retriever_entries
+from graphctx.retrieval.retriever import Retriever
 from graphctx.retrieval.settings import RetrievalSettings
 
 
@@ -23,6 +25,13 @@ def pool_index(
 
 def pool_retriever(
     pool: Iterable[Mapping[str, Any]], settings: RetrievalSettings, cache_dir: str | None
-) -> EmbeddingRetriever:
-    """The ``settings.method`` retriever over the pool's :func:`pool_index`, in this process."""
-    return build_retriever(pool_index(pool, settings, cache_dir), settings)
+) -> Retriever:
+    """The ``settings.method`` retriever (:mod:`graphctx.retrieval.registry`) over the pool, in this
+    process."""
+    rows = {int(row["id"]): row for row in pool}
+    entry = entry_named(retriever_entries(settings), settings.method, "retrieval.method")
+
+    def index(method: str) -> RetrievalIndex:
+        return pool_index(rows.values(), dataclasses.replace(settings, method=method), cache_dir)
+
+    return entry.build(PoolView(list(rows), [row["question"] for row in rows.values()], index))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from graphctx.data.instruct import InstructionTemplate, get_template
 from graphctx.metrics.registry import MetricContext, MetricEntry, metric_entries
+from graphctx.retrieval.registry import RetrieverEntry, retriever_entries
 
 if TYPE_CHECKING:
     import datasets
@@ -60,6 +61,11 @@ class RunConfig:
         """Every metric this config scores with, built-ins then ``evaluation.metrics.extra``
         (:func:`graphctx.metrics.registry.metric_entries`)."""
         return metric_entries(MetricContext(self.evaluation.metrics, self.knowledge, self.model.spec))
+
+    @cached_property
+    def retriever_entries(self) -> dict[str, RetrieverEntry]:
+        """Every retriever this config can answer with, by name (:mod:`graphctx.retrieval.registry`)."""
+        return retriever_entries(self.retrieval)
 
     def __post_init__(self) -> None:
         folder = self.cache_dir

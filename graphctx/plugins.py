@@ -1,0 +1,71 @@
+"""Classes from a user's package, named in a config LightningCLI style: ``{class_path: pkg.mod.Class,
+init_args: {...}}`` (metrics, retrievers, knowledge sources). One loader for every registry, so each
+refuses the same mistakes with the same one-line messages, naming the setting."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from graphctx.errors import ConfigError
+
+Entry = TypeVar("Entry")
+
+
+def import_class(class_path: str, where: str) -> type:
+    """The class at ``package.module.Class`` (or ``package.module:Class``)."""
+    module_name, _, attribute = class_path.replace(":", ".").rpartition(".")
+    if not module_name:
+        raise ConfigError(f"{where}: class_path {class_path!r} is not a dotted module.Class path")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ConfigError(f"{where}: cannot import {module_name!r} ({error})") from error
+    found = getattr(module, attribute, None)
+    if not isinstance(found, type):
+        raise ConfigError(f"{where}: {module_name!r} has no class {attribute!r}")
+    return found
+
+
+def load_plugin(
+    item: Any, base: type[Entry], where: str, *args: Any, aliases: Mapping[str, str] | None = None
+) -> Entry:
+    """The ``base`` subclass ``item`` names, built as ``cls(*args, **init_args)``, with ``class_path`` and
+    ``init_args`` set on it; ``aliases`` maps short names to class paths."""
+    if not isinstance(item, Mapping) or not isinstance(item.get("class_path"), str):
+        raise ConfigError(f"{where}: expected {{class_path: package.module.Class, init_args: {{...}}}}")
+    unknown = sorted(set(item) - {"class_path", "init_args"})
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown} (class_path, init_args)")
+    init_args = item.get("init_args") or {}
+    if not isinstance(init_args, Mapping):
+        raise ConfigError(f"{where}.init_args: expected a mapping of keyword arguments")
+    class_path = (aliases or {}).get(item["class_path"], item["class_path"])
+    cls = import_class(class_path, where)
+    if not issubclass(cls, base):
+        raise ConfigError(f"{where}: {class_path} is not a {base.__module__}.{base.__name__} subclass")
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ConfigError(f"{where}: {class_path} sets no name (a Python identifier)")
+    try:
+        entry = cls(*args, **init_args)
+    except TypeError as error:
+        raise ConfigError(f"{where}: {class_path}: bad init_args ({error})") from error
+    entry.class_path = class_path  # type: ignore[attr-defined]
+    entry.init_args = dict(init_args)  # type: ignore[attr-defined]
+    return entry
+
+
+def source_fingerprint(entry: Any) -> dict[str, Any]:
+    """A plug-in's identity: its class path, its ``init_args`` and the SHA-256 of its module's source."""
+    import hashlib
+    import inspect
+    from pathlib import Path
+
+    source = Path(inspect.getfile(type(entry))).read_bytes()
+    return {
+        "class_path": entry.class_path,
+        "init_args": entry.init_args,
+        "source_sha256": hashlib.sha256(source).hexdigest(),
+    }

@@ -1,0 +1,152 @@
+"""The retriever registry: every way of picking a query's past Q&A pairs, built in or plugged in from a
+user's package, is a :class:`RetrieverEntry` that says what it reads of the pool and how it is built.
+
+Built in: ``graph`` (personalized PageRank on the question graph, the paper's), ``dense`` (cosine top-k,
+the paper's TextGen), ``bm25`` and ``hybrid`` (PPR+BM25 reciprocal rank fusion), the last two the same
+rankings ``graphctx retrieval-eval`` judges. A config adds its own LightningCLI style::
+
+    retrieval:
+      extra:
+        - class_path: mypkg.retrievers.TagOverlap
+          init_args: {min_shared: 1}
+
+and answers with any retriever through a variant named ``<variant>@<retriever>`` (``TextGen@bm25``: the
+TextGen prompt, BM25's pairs), compared by default with ``<variant>`` itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from graphctx.errors import ConfigError
+from graphctx.plugins import load_plugin, source_fingerprint
+from graphctx.retrieval.index import RetrievalIndex
+from graphctx.retrieval.retriever import Retriever
+from graphctx.retrieval.settings import RetrievalSettings
+
+FUSION_DEPTH = 100
+"""How deep ``hybrid`` ranks with each of PageRank and BM25 before fusing (retrieval-eval's default)."""
+
+
+@dataclass(frozen=True)
+class PoolView:
+    """What a retriever may read of the pool: ids and question texts in pool order, and the embedded index
+    of ``graph`` or ``dense`` (built once, then read from the cache)."""
+
+    ids: list[int]
+    texts: list[str]
+    index: Callable[[str], RetrievalIndex]
+
+
+class RetrieverEntry:
+    """One retriever: its name, what it reads, and how it is built over the pool."""
+
+    name: ClassVar[str]
+    """Its name in ``retrieval.method`` and in variant names (``TextGen@<name>``)."""
+    summary: ClassVar[str] = ""
+    """What it ranks by, for ``graphctx plan``."""
+    embeds: ClassVar[bool] = True
+    """Reads the embedded pool (so the embedding model loads)."""
+    shards: ClassVar[bool] = False
+    """Ranks whole query batches on every rank (Lightning predict over the embedded index)."""
+    paper: ClassVar[bool] = False
+    """One of the paper's retrievers."""
+
+    def __init__(self, settings: RetrievalSettings) -> None:
+        self.settings = settings
+
+    def build(self, pool: PoolView) -> Retriever:
+        """The retriever over ``pool``, in this process."""
+        raise NotImplementedError
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What its hits depend on beyond the ``retrieval`` settings (a plug-in: its code and arguments)."""
+        return {}
+
+
+class GraphEntry(RetrieverEntry):
+    name = "graph"
+    summary = "personalized PageRank on the question graph"
+    shards = True
+    paper = True
+
+    def build(self, pool: PoolView) -> Retriever:
+        from graphctx.retrieval.retriever import build_retriever
+
+        settings = dataclasses.replace(self.settings, method="graph")
+        return build_retriever(pool.index("graph"), settings)
+
+
+class DenseEntry(RetrieverEntry):
+    name = "dense"
+    summary = "cosine top-k over the pool"
+    shards = True
+    paper = True
+
+    def build(self, pool: PoolView) -> Retriever:
+        from graphctx.retrieval.retriever import build_retriever
+
+        settings = dataclasses.replace(self.settings, method="dense")
+        return build_retriever(pool.index("dense"), settings)
+
+
+class BM25Entry(RetrieverEntry):
+    name = "bm25"
+    summary = "BM25 over the pool's question texts (bm25s, Lucene variant, stemmed)"
+    embeds = False
+
+    def build(self, pool: PoolView) -> Retriever:
+        from graphctx.retrieval.bm25 import BM25Retriever
+
+        return BM25Retriever(pool.ids, pool.texts, self.settings.top_k)
+
+
+class HybridEntry(RetrieverEntry):
+    name = "hybrid"
+    summary = f"reciprocal rank fusion (c=60) of graph and bm25, each {FUSION_DEPTH} deep"
+
+    def build(self, pool: PoolView) -> Retriever:
+        from graphctx.retrieval.bm25 import BM25Retriever
+        from graphctx.retrieval.hybrid import HybridRetriever
+        from graphctx.retrieval.retriever import build_retriever
+
+        deep = dataclasses.replace(self.settings, method="graph", top_k=FUSION_DEPTH)
+        graph = build_retriever(pool.index("graph"), deep)
+        lexical = BM25Retriever(pool.ids, pool.texts, FUSION_DEPTH)
+        return HybridRetriever(graph, lexical, self.settings.top_k, FUSION_DEPTH)
+
+
+BUILT_IN: tuple[type[RetrieverEntry], ...] = (GraphEntry, DenseEntry, BM25Entry, HybridEntry)
+
+
+class PluginRetriever(RetrieverEntry):
+    """The base of a plug-in retriever: subclass it, set ``name``, implement :meth:`build`. Its fingerprint
+    is its class path, its ``init_args`` and the SHA-256 of its module's source."""
+
+    embeds = False
+    class_path: str
+    init_args: dict[str, Any]
+
+    def fingerprint(self) -> dict[str, Any]:
+        return source_fingerprint(self)
+
+
+def retriever_entries(settings: RetrievalSettings) -> dict[str, RetrieverEntry]:
+    """Every retriever of a config by name: the built-ins, then ``retrieval.extra`` in its order."""
+    entries: dict[str, RetrieverEntry] = {cls.name: cls(settings) for cls in BUILT_IN}
+    for position, item in enumerate(settings.extra):
+        where = f"retrieval.extra[{position}]"
+        entry = load_plugin(item, RetrieverEntry, where, settings)
+        if entry.name in entries:
+            raise ConfigError(f"{where}: retriever name {entry.name!r} is taken")
+        entries[entry.name] = entry
+    return entries
+
+
+def entry_named(entries: Mapping[str, RetrieverEntry], name: str, where: str) -> RetrieverEntry:
+    if name not in entries:
+        raise ConfigError(f"{where}: unknown retriever {name!r}; choose from {sorted(entries)}")
+    return entries[name]

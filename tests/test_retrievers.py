@@ -1,0 +1,140 @@
+"""The retriever registry: BM25 and PPR+BM25 fusion answer with exactly the rankings retrieval-eval judges,
+a variant ``<variant>@<retriever>`` answers with any of them (a plug-in's too), and its answers are
+fingerprinted by what retrieved them."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+
+from graphctx.errors import ConfigError
+from graphctx.evaluation.resume_guard import ResumeGuard
+from graphctx.evaluation.retrieval_eval import Pool, Queries, bm25_ranking, fused_ranking, graph_ranking
+from graphctx.pipeline.config_file import load_config
+from graphctx.prompts import get_variants, retriever_twin
+from graphctx.retrieval.index import build_index
+from graphctx.retrieval.registry import FUSION_DEPTH, PoolView, retriever_entries
+from graphctx.retrieval.settings import RetrievalSettings
+
+TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny.yaml"
+POOL = [
+    "How do I stake ADA with Daedalus?",
+    "Daedalus wallet does not sync",
+    "What is a stake pool margin?",
+    "How to register a stake pool certificate",
+    "Yoroi shows a wrong balance",
+    "Minting an NFT with cardano-cli",
+    "cardano-cli transaction build fails with a fee error",
+    "What is the minimum UTXO value?",
+]
+QUERIES = ["stake pool margin and fees", "cardano-cli fee error when building", "wallet balance is wrong"]
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory) -> tuple[list[int], RetrievalSettings, str]:
+    settings = RetrievalSettings(device="cpu", threshold=0.3, top_k=3)
+    return [10 + i for i in range(len(POOL))], settings, str(tmp_path_factory.mktemp("cache"))
+
+
+def view(ids, settings, cache) -> PoolView:
+    def index(method: str):
+        return build_index(ids, POOL, dataclasses.replace(settings, method=method), cache)
+
+    return PoolView(ids, POOL, index)
+
+
+def test_bm25_and_hybrid_answer_with_the_rankings_retrieval_eval_judges(pool):
+    ids, settings, cache = pool
+    entries = retriever_entries(settings)
+    assert list(entries) == ["graph", "dense", "bm25", "hybrid"]
+    bm25 = entries["bm25"].build(view(ids, settings, cache)).retrieve(QUERIES)
+    hybrid = entries["hybrid"].build(view(ids, settings, cache)).retrieve(QUERIES)
+
+    graph_index = view(ids, settings, cache).index("graph")
+    queries = Queries(
+        [0, 1, 2], QUERIES, entries["graph"].build(view(ids, settings, cache)).embed(QUERIES), []
+    )
+    judged = Pool(ids, POOL, graph_index.embeddings)
+    judged_bm25 = bm25_ranking(judged, queries, FUSION_DEPTH)
+    judged_graph, _ = graph_ranking(judged, queries, settings, settings.threshold, FUSION_DEPTH)
+    judged_hybrid = fused_ranking([judged_graph, judged_bm25], FUSION_DEPTH)
+    top = settings.top_k
+    assert [[hit.id for hit in row] for row in bm25] == [
+        [i for i in row[:top] if i >= 0] for row in judged_bm25
+    ]
+    assert [[hit.id for hit in row] for row in hybrid] == [
+        [i for i in row[:top] if i >= 0] for row in judged_hybrid
+    ]
+    assert bm25[1][0].id == 16  # "cardano-cli ... fee error" shares the rare terms
+    assert all(hit.score > 0 for row in bm25 for hit in row)
+
+
+def test_a_retriever_variant_is_its_variants_prompt_with_other_pairs():
+    variant, hybrid, bm25 = get_variants(["TextGen", "GraphGen@hybrid", "TextGen@bm25"])  # as given
+    assert (bm25.name, bm25.label, bm25.retrieval) == ("TextGen@bm25", "TextGen (bm25)", "bm25")
+    assert (bm25.model, bm25.pairs, bm25.knowledge) == (variant.model, variant.pairs, variant.knowledge)
+    assert (
+        hybrid.retrieval == "hybrid"
+        and retriever_twin(hybrid) == "GraphGen"
+        and retriever_twin(variant) is None
+    )
+    with pytest.raises(ValueError, match="needs a variant with retrieval"):
+        get_variants(["FineTuned@bm25"])
+
+
+def test_an_unknown_retriever_in_a_variant_is_one_line_naming_the_setting():
+    with pytest.raises(ConfigError) as error:
+        load_config(TINY, ["--evaluation.variants", "[TextGen@bm52]"])
+    assert "\n" not in str(error.value)
+    assert (
+        "evaluation.variants: unknown retriever 'bm52'; choose from ['bm25', 'dense', 'graph', 'hybrid']"
+        in str(error.value)
+    )
+
+
+def test_a_plugin_retriever_answers_and_is_in_its_answers_fingerprint(tmp_path, monkeypatch, pool):
+    ids, settings, cache = pool
+    (tmp_path / "myretrievers.py").write_text(
+        "from graphctx.retrieval.registry import PluginRetriever\n"
+        "from graphctx.retrieval.retriever import Hit\n\n"
+        "class LastFirst(PluginRetriever):\n"
+        "    name = 'last_first'\n\n"
+        "    def __init__(self, settings, count: int = 2):\n"
+        "        super().__init__(settings)\n"
+        "        self.count = count\n\n"
+        "    def build(self, pool):\n"
+        "        class Ranker:\n"
+        "            def retrieve(_, queries):\n"
+        "                return [[Hit(i, 1.0) for i in pool.ids[::-1][: self.count]] for _ in queries]\n"
+        "        return Ranker()\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    extra = '[{"class_path": "myretrievers.LastFirst", "init_args": {"count": 2}}]'
+    config = load_config(
+        TINY, ["--retrieval.extra", extra, "--evaluation.variants", "[Base-TextGen, Base-TextGen@last_first]"]
+    )
+    entry = config.retriever_entries["last_first"]
+    hits = entry.build(view(ids, settings, cache)).retrieve(["anything"])
+    assert [hit.id for hit in hits[0]] == [ids[-1], ids[-2]]
+    text, plugin = get_variants(config.evaluation.variants)
+    guard = ResumeGuard(config, None, None)
+    parts = guard.prediction_fingerprint(plugin)
+    assert parts["retriever"]["class_path"] == "myretrievers.LastFirst" and parts["retriever"][
+        "init_args"
+    ] == {"count": 2}
+    assert "retriever" not in guard.prediction_fingerprint(
+        text
+    )  # built-ins: the retrieval settings say it all
+    assert "extra" not in parts["retrieval"]
+
+
+def test_the_pool_retriever_of_graphctx_retrieve_takes_any_registered_method(pool):
+    from graphctx.pipeline.pool import pool_retriever
+
+    ids, settings, cache = pool
+    rows = [{"id": i, "question": text} for i, text in zip(ids, POOL, strict=True)]
+    hits = pool_retriever(rows, dataclasses.replace(settings, method="bm25"), cache).retrieve(QUERIES[:1])
+    assert hits[0][0].id == 12 and torch.tensor([hit.score for hit in hits[0]]).diff().le(0).all()
