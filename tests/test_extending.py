@@ -101,7 +101,7 @@ def test_the_plan_lists_a_plugin_as_an_extension(plugin_path, monkeypatch):
     ("item", "message"),
     [
         ('{"class_path": "nopkg.Missing"}', "extra[0]: cannot import 'nopkg'"),
-        ('{"class_path": "graphctx.errors.ConfigError"}', "is not a graphctx.metrics.MetricEntry subclass"),
+        ('{"class_path": "graphctx.errors.ConfigError"}', "not a graphctx.metrics.registry.MetricEntry"),
         ('{"class_path": "mypkg.metrics.AnswerLength", "init_args": {"maxwords": 1}}', "bad init_args"),
         ('{"class_path": "mypkg.metrics.AnswerLength", "args": {}}', "unknown key(s) ['args']"),
         ('{"init_args": {}}', "expected {class_path: package.module.Class"),

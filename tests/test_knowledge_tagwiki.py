@@ -182,3 +182,56 @@ def test_bad_sites_are_one_line_naming_the_setting_or_file(tmp_path):
     assert not (tmp_path / "c" / "tagwiki-store").exists() or not any(
         (tmp_path / "c" / "tagwiki-store").iterdir()
     )
+
+
+PLUGIN = '''
+import dataclasses
+
+from graphctx.knowledge.backends import PluginSource
+
+
+class OwnTriples(PluginSource):
+    """A knowledge graph from one N-Triples file of the user's, in the local store."""
+
+    name = "own_triples"
+
+    def __init__(self, settings, path: str):
+        super().__init__(settings)
+        self.path = path
+
+    def location(self):
+        return self.path
+
+    def open(self):
+        from graphctx.knowledge.store import LocalKnowledgeGraph
+
+        own = dataclasses.replace(self.settings, kg_dir="", ntriples=[self.path])
+        return LocalKnowledgeGraph.from_settings(own)
+'''
+
+
+def test_a_plugin_knowledge_source_is_selected_by_name_and_fingerprinted(
+    tagwiki_settings, tmp_path, monkeypatch
+):
+    from graphctx.evaluation.resume_guard import ResumeGuard
+    from graphctx.pipeline.config_file import load_config
+    from graphctx.pipeline.plan import Plan
+    from graphctx.prompts import VARIANTS
+
+    (tmp_path / "ownkg.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    triples = str(tagwiki_ntriples(tagwiki_settings))
+    extra = f'[{{"class_path": "ownkg.OwnTriples", "init_args": {{"path": "{triples}"}}}}]'
+    tiny = Path(__file__).resolve().parents[1] / "configs" / "tiny.yaml"
+    overrides = ["--knowledge.backend", "own_triples", "--knowledge.extra", extra]
+    overrides += ["--cache_dir", str(tmp_path / "cache")]
+    config = load_config(tiny, overrides)
+    kg = build_knowledge_graph(config.knowledge)
+    assert "daedalus" in {f.tail_label for f in kg.one_hop(kg.link(["yoroi"])["yoroi"])}
+    assert f"  knowledge    own_triples {triples};" in Plan(config).to_text()
+    parts = ResumeGuard(config, None, None).prediction_fingerprint(VARIANTS["Base-GraphContextGen"])
+    assert parts["knowledge_source"]["class_path"] == "ownkg.OwnTriples" and "extra" not in parts["knowledge"]
+    with pytest.raises(
+        ConfigError, match=r"^[^\n]*knowledge.backend: unknown backend 'own'; choose from \['local'"
+    ):
+        load_config(tiny, ["--knowledge.backend", "own"])

@@ -15,7 +15,18 @@ from packaging.utils import canonicalize_name
 PACKAGE = Path(__file__).resolve().parents[1] / "graphctx"
 LAYERS = {
     **dict.fromkeys(
-        ("errors", "cache", "folder_lock", "quiet", "paper", "paper_figures", "checks", "settings_docs"), 0
+        (
+            "errors",
+            "cache",
+            "folder_lock",
+            "quiet",
+            "paper",
+            "paper_figures",
+            "checks",
+            "settings_docs",
+            "plugins",
+        ),
+        0,
     ),
     "data": 1,
     # the stages: retrieval, knowledge (may use retrieval), the model side (may use both)

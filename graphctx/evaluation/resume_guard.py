@@ -21,6 +21,7 @@ from graphctx.evaluation.jsonl import RecordFile
 from graphctx.evaluation.layout import RunLayout
 from graphctx.evaluation.score_keys import changed, metric_parts
 from graphctx.evaluation.stale import StaleArea
+from graphctx.knowledge.backends import knowledge_source
 from graphctx.pipeline.answerer import decoded_weights
 from graphctx.pipeline.run_config import RunConfig
 from graphctx.prompts import Variant
@@ -53,7 +54,7 @@ SPEED_ONLY: dict[str, set[str]] = {
         "shared_component_nodes",
         "extra",  # the plug-in retrievers: a variant answering with one adds that one's fingerprint
     },
-    "knowledge": {"batch_size", "device", "cache_dir"},
+    "knowledge": {"batch_size", "device", "cache_dir", "extra"},  # a plug-in source: its own fingerprint
 }
 """Settings that change how fast answers are made (or only training), not which answers: left out of the
 fingerprint that guards a resumed run."""
@@ -114,6 +115,9 @@ class ResumeGuard:
             parts["retrieval"] = _settings(config.retrieval, SPEED_ONLY["retrieval"])
             parts["retrieval"]["numerics"] = retrieval_numerics(config.retrieval)  # auto resolved
             parts["knowledge"] = _settings(config.knowledge, SPEED_ONLY["knowledge"])
+            source = knowledge_source(config.knowledge).fingerprint()
+            if source:  # a plug-in knowledge source: its code and arguments
+                parts["knowledge_source"] = source
         return parts
 
     def fingerprint(self, variant: Variant) -> str:

@@ -1,33 +1,132 @@
-"""Pick and open the knowledge-graph backend a config names (the local store or live Wikidata), and the
-mention-linking gazetteer that goes with it."""
+"""The knowledge-source registry: every knowledge graph the enhancement can ask for one-hop facts, built
+in or plugged in from a user's package, is a :class:`KnowledgeSource` that opens it and its
+mention-linking gazetteer.
+
+Built in: ``local`` (the embedded pyoxigraph store), ``wikidata`` (live SPARQL; the paper's) and ``tagwiki``
+(the site's own tag wikis, synonyms and tag co-occurrence, :mod:`graphctx.knowledge.tagwiki`). A config
+adds its own LightningCLI style and selects it by name::
+
+    knowledge:
+      backend: my_kg
+      extra:
+        - class_path: mypkg.kg.MyKnowledgeSource
+          init_args: {path: /data/my.nt}
+"""
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
+from graphctx.errors import ConfigError
 from graphctx.knowledge.kg import Gazetteer, SparqlKnowledgeGraph
 from graphctx.knowledge.settings import KnowledgeSettings
+from graphctx.plugins import load_plugin, source_fingerprint
+
+
+class KnowledgeSource:
+    """One knowledge graph: its name, where it is read from, how it opens."""
+
+    name: ClassVar[str]
+    """Its name in ``knowledge.backend``."""
+
+    def __init__(self, settings: KnowledgeSettings) -> None:
+        self.settings = settings
+
+    def location(self) -> str:
+        """Where it is read from, for ``plan`` and results.md."""
+        return self.settings.kg_dir
+
+    def open(self) -> SparqlKnowledgeGraph:
+        """The knowledge graph (built on first use, then cached, where it is built)."""
+        raise NotImplementedError
+
+    def gazetteer(self, kg: SparqlKnowledgeGraph | None = None) -> Gazetteer:
+        """Its labels for mention linking, read through ``kg`` (opened if not given)."""
+        return Gazetteer(kg=kg if kg is not None else self.open())
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What its facts depend on beyond the ``knowledge`` settings (a plug-in: its code and arguments)."""
+        return {}
+
+
+class LocalSource(KnowledgeSource):
+    name = "local"
+
+    def open(self) -> SparqlKnowledgeGraph:
+        from graphctx.knowledge.store import LocalKnowledgeGraph
+
+        return LocalKnowledgeGraph.from_settings(self.settings)
+
+    def gazetteer(self, kg: SparqlKnowledgeGraph | None = None) -> Gazetteer:
+        from graphctx.knowledge.store import load_gazetteer
+
+        return Gazetteer(load_gazetteer(self.settings))
+
+
+class WikidataSource(KnowledgeSource):
+    name = "wikidata"
+
+    def location(self) -> str:
+        return self.settings.sparql_endpoint
+
+    def open(self) -> SparqlKnowledgeGraph:
+        from graphctx.knowledge.wikidata import WikidataKnowledgeGraph
+
+        return WikidataKnowledgeGraph.from_settings(self.settings)
+
+
+class TagWikiSource(KnowledgeSource):
+    name = "tagwiki"
+
+    def open(self) -> SparqlKnowledgeGraph:
+        from graphctx.knowledge.tagwiki import TagWikiKnowledgeGraph
+
+        return TagWikiKnowledgeGraph.from_settings(self.settings)
+
+
+BUILT_IN: tuple[type[KnowledgeSource], ...] = (LocalSource, WikidataSource, TagWikiSource)
+
+
+class PluginSource(KnowledgeSource):
+    """The base of a plug-in knowledge source: subclass it, set ``name``, implement :meth:`open` (a
+    :class:`~graphctx.knowledge.kg.SparqlKnowledgeGraph`: e.g. a :class:`~graphctx.knowledge.store.
+    LocalKnowledgeGraph` over your own store). Its fingerprint is its class path, ``init_args`` and source."""
+
+    class_path: str
+    init_args: dict[str, Any]
+
+    def fingerprint(self) -> dict[str, Any]:
+        return source_fingerprint(self)
+
+
+def knowledge_sources(settings: KnowledgeSettings) -> dict[str, KnowledgeSource]:
+    """Every knowledge source of a config by name: the built-ins, then ``knowledge.extra``."""
+    sources: dict[str, KnowledgeSource] = {cls.name: cls(settings) for cls in BUILT_IN}
+    for position, item in enumerate(settings.extra):
+        where = f"knowledge.extra[{position}]"
+        source = load_plugin(item, PluginSource, where, settings)
+        if source.name in sources:
+            raise ConfigError(f"{where}: knowledge source name {source.name!r} is taken")
+        sources[source.name] = source
+    return sources
+
+
+def knowledge_source(settings: KnowledgeSettings) -> KnowledgeSource:
+    """The source ``knowledge.backend`` names."""
+    sources = knowledge_sources(settings)
+    if settings.backend not in sources:
+        raise ConfigError(
+            f"knowledge.backend: unknown backend {settings.backend!r}; choose from {list(sources)}"
+        )
+    return sources[settings.backend]
 
 
 def build_knowledge_graph(settings: KnowledgeSettings) -> SparqlKnowledgeGraph:
-    """The backend named by ``settings.backend`` (the local store is built on first use, then cached)."""
-    if settings.backend == "local":
-        from graphctx.knowledge.store import LocalKnowledgeGraph
-
-        return LocalKnowledgeGraph.from_settings(settings)
-    if settings.backend == "wikidata":
-        from graphctx.knowledge.wikidata import WikidataKnowledgeGraph
-
-        return WikidataKnowledgeGraph.from_settings(settings)
-    if settings.backend == "tagwiki":
-        from graphctx.knowledge.tagwiki import TagWikiKnowledgeGraph
-
-        return TagWikiKnowledgeGraph.from_settings(settings)
-    raise ValueError(f"knowledge.backend: unknown backend {settings.backend!r} (local | wikidata | tagwiki)")
+    """The knowledge graph ``knowledge.backend`` names."""
+    return knowledge_source(settings).open()
 
 
 def build_gazetteer(settings: KnowledgeSettings, kg: SparqlKnowledgeGraph | None = None) -> Gazetteer:
-    """The local store's gazetteer (``backend: local``), else one read through ``kg`` (built if not given)."""
-    if settings.backend == "local":
-        from graphctx.knowledge.store import load_gazetteer
-
-        return Gazetteer(load_gazetteer(settings))
-    return Gazetteer(kg=kg if kg is not None else build_knowledge_graph(settings))
+    """The mention-linking gazetteer of ``knowledge.backend`` (read through ``kg`` where it has none of its
+    own)."""
+    return knowledge_source(settings).gazetteer(kg)

@@ -93,6 +93,7 @@ _NOT_IN_CACHE_KEY = {
     "sparql_parallel",
     "sparql_max_failure_share",
     "user_agent",
+    "extra",  # the plug-in sources: the selected one is in the key by its name and fingerprint
 }
 """Settings that change how the KG is asked, not what the context holds."""
 

@@ -81,8 +81,9 @@ class KnowledgeSettings:
     is the LLM extractor, stays where it is."""
 
     backend: str = "local"
-    """Knowledge graph: ``local`` (embedded pyoxigraph store), ``wikidata`` (live SPARQL endpoint) or
-    ``tagwiki`` (the site's tag wikis, synonyms and tag co-occurrence, from the site folder ``kg_dir``)."""
+    """Knowledge graph (:mod:`graphctx.knowledge.backends`): ``local`` (embedded pyoxigraph store),
+    ``wikidata`` (live SPARQL endpoint, the paper's), ``tagwiki`` (the site's tag wikis, synonyms and tag
+    co-occurrence, from the site folder ``kg_dir``) or a plug-in's name (``extra``)."""
 
     kg_dir: str = "../shared/data/kg"
     """Folder with ``software_entities.sql`` and ``debian_bookworm_packages.jsonl.gz`` for the local store
@@ -141,6 +142,10 @@ class KnowledgeSettings:
 
     tokenizer: str = ""
     """Budget tokenizer: HF id/folder, a SentencePiece ``.model`` file, or ``""`` to count words."""
+
+    extra: list[dict[str, Any]] = field(default_factory=list)
+    """Knowledge sources of your own package, each ``{class_path: pkg.mod.Class, init_args: {...}}`` naming a
+    :class:`graphctx.knowledge.backends.PluginSource` subclass; select one by its name in ``backend``."""
 
     cache_dir: str = ""
     """Cache folder for the KG store, SPARQL responses and enhanced contexts (``""``: graphctx default). Not

@@ -27,6 +27,7 @@ from graphctx.data.splits import split_ranges
 from graphctx.errors import ConfigError
 from graphctx.evaluation_settings import EvaluationSettings
 from graphctx.generation.settings import GenerationSettings
+from graphctx.knowledge.backends import knowledge_source
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.model.settings import TunerSettings
 from graphctx.pipeline.run_config import RunConfig
@@ -333,6 +334,7 @@ def load_config(
     )
     try:  # plug-ins are imported and checked here, named by the file
         config.metric_entries  # noqa: B018
+        knowledge_source(config.knowledge)
         for variant in get_variants(config.evaluation.variants):
             if variant.retrieval != "none":
                 entry_named(config.retriever_entries, variant.retrieval, "evaluation.variants")

@@ -9,6 +9,7 @@ from typing import Any
 
 from graphctx.baselines import STAND_INS
 from graphctx.generation.settings import GenerationSettings
+from graphctx.knowledge.backends import knowledge_source
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics.registry import device_of
 from graphctx.model_use import spacy_available
@@ -58,7 +59,7 @@ def stop_strings(kind: str) -> list[str]:
 
 def kg_source(knowledge: KnowledgeSettings) -> str:
     """The SPARQL endpoint of the ``wikidata`` backend, else the local KG folder."""
-    return knowledge.sparql_endpoint if knowledge.backend == "wikidata" else knowledge.kg_dir
+    return knowledge_source(knowledge).location()
 
 
 def budget_unit(config: RunConfig) -> str:
