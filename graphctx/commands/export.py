@@ -41,12 +41,11 @@ def check_repo(repo: str) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    import graphctx
     from graphctx.evaluation.export import export_run, git_commit, push_to_hub
 
     if args.push_to_hub is not None:
         check_repo(args.push_to_hub)
-    commit = git_commit(Path(graphctx.__file__).resolve().parents[1])
+    commit = git_commit(Path(__file__).resolve().parents[2])  # graphctx's checkout
     folder = export_run(Path(args.run_dir), Path(args.to), args.overwrite, commit)
     print(folder, file=out)
     if args.push_to_hub is not None:
