@@ -154,3 +154,16 @@ def test_push_to_hub_is_checked_before_anything_is_written(repo, reason, tmp_pat
     )
     assert status == 1 and printed == "" and not (tmp_path / "out").exists()
     assert err.strip().splitlines()[-1].startswith("error: --push-to-hub ") and reason in err
+
+
+@pytest.mark.slow
+def test_a_run_still_being_written_is_refused_in_one_line(run_folder, tmp_path, capsys):
+    from test_folder_lock import held
+
+    with held(run_folder) as process:
+        status, printed, err = export(capsys, "--run", str(run_folder), "--to", str(tmp_path / "out"))
+    assert status == 1 and printed == "" and not (tmp_path / "out").exists()
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"error: {run_folder}: an evaluate.py run (or another export) is already using")
+    assert f"(pid {process.pid})" in line
+    assert export(capsys, "--run", str(run_folder), "--to", str(tmp_path / "out"))[0] == 0  # once it ended

@@ -17,7 +17,8 @@ exporting checkout's commit, sites, split, models and their stand-ins) and the r
 Every file is a function of the run folder and the exporting commit (sorted keys, no time stamps, one
 Parquet writer configuration), so exporting a run again gives byte-identical files. The folder is staged
 beside ``--to`` and renamed into place; :data:`MARKER` marks it as an export, and only such a folder is
-replaced (``overwrite``).
+replaced (``overwrite``). The run folder's lock (:mod:`graphctx.folder_lock`) is held while it is read:
+a run still answering is refused in one line, and none starts mid-export.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import pyarrow.parquet as pq
 
 from graphctx.errors import ConfigError, DataError
 from graphctx.evaluation.jsonl import read_records
+from graphctx.folder_lock import holding
 
 MARKER = ".graphctx-export.json"
 """The file that marks a folder as made by :func:`export_run` (what ``overwrite`` may replace)."""
@@ -190,7 +192,8 @@ def export_run(run: Path, to: Path, overwrite: bool = False, commit: str | None 
     unless ``overwrite`` and it holds :data:`MARKER`."""
     run_variants(run)  # a folder that is not a run is named before the target
     check_target(to, overwrite)
-    table, document = export_table(run)
+    with holding(run, "an evaluate.py run (or another export)"):  # no answers are added while it is read
+        table, document = export_table(run)
     splits = sorted({s for s in table.column("split").to_pylist() if s}) or ["test"]
     if len(splits) > 1:
         raise DataError(f"--run {run}: its variants evaluated different splits {splits}; not one dataset")
