@@ -134,6 +134,9 @@ def test_a_folder_that_is_not_a_run_is_one_line_and_nothing_is_written(tmp_path,
             ".meta.json; give evaluate.py's --output-dir)"
         ]
     assert not (tmp_path / "out").exists()
+    (not_run / "models" / "gpt2").mkdir(parents=True)  # evaluate.py --models writes one run per model
+    status, _, err = export(capsys, "--run", str(not_run), "--to", str(tmp_path / "out"))
+    assert status == 1 and err.strip().endswith("a model sweep: export each of its models/<name>/)")
 
 
 @pytest.mark.parametrize(

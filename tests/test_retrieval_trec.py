@@ -84,6 +84,16 @@ def test_ir_measures_computes_graphctx_metrics_per_query(tmp_path):
     for name, values in graphctx.items():
         got = [theirs[name].get(str(query), 0.0) for query in query_ids]
         assert np.abs(np.asarray(got) - values).max() <= TOLERANCE, (name, got, values.tolist())
+    # the mean over the qrels' queries: the query with nothing retrieved (no run line) counts 0 there too
+    measures = ir_measures_of(recall_ks)
+    means = ir_measures.calc_aggregate(
+        list(measures.values()),
+        list(ir_measures.read_trec_qrels(str(tmp_path / "qrels.txt"))),
+        list(ir_measures.read_trec_run(str(tmp_path / "run.txt"))),
+    )
+    assert "103 " not in (tmp_path / "run.txt").read_text()
+    for name, measure in measures.items():
+        assert abs(means[measure] - graphctx[name].mean()) <= TOLERANCE, name
     assert graphctx["ndcg@10"][0] not in (0.0, 1.0) and graphctx["mrr@10"][0] == 0.5
     assert graphctx["recall@10"][1] == 0.5  # 100 is 11th: past the cut-off for both
 

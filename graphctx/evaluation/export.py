@@ -60,9 +60,12 @@ def run_variants(run: Path) -> list[str]:
         if (predictions / path.name.replace(".jsonl", ".meta.json")).is_file()
     )
     if not run.is_dir() or not names:
+        hint = "give evaluate.py's --output-dir"
+        if (run / "models").is_dir():
+            hint = "a model sweep: export each of its models/<name>/"
         raise DataError(
             f"--run {run}: not an evaluation run folder (no predictions/<variant>.jsonl with its .meta.json; "
-            "give evaluate.py's --output-dir)"
+            f"{hint})"
         )
     return names
 
