@@ -28,6 +28,7 @@ COMMANDS: tuple[str, ...] = (
     "plan",
     "genqa",
     "annotate",
+    "export",
 )
 """Subcommand names; each is the module of :mod:`graphctx.commands` of that name, ``-`` read as ``_``."""
 

@@ -35,6 +35,7 @@ def bad_invocations(missing: Path) -> dict[str, tuple]:
         "plan": (cli_main, ["plan", *config]),
         "genqa": (cli_main, ["genqa", *config]),
         "annotate": (cli_main, ["annotate", "import", "--key", str(missing), "--ratings", "r", "--out", "o"]),
+        "export": (cli_main, ["export", "--run", str(missing), "--to", str(missing.parent / "dataset")]),
         "train.py": (train.main, config),
         "evaluate.py": (evaluate.main, config),
     }

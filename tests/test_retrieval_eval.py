@@ -12,6 +12,7 @@ import torch
 import yaml
 from test_bad_input import good_pair, row, settings_for
 from test_data_archive import make_7z
+from test_retrieval_trec import assert_ir_measures_agree
 
 from graphctx.cli import main
 from graphctx.data import DatasetSettings, load_qa_dataset
@@ -244,7 +245,9 @@ def test_tiny_config_end_to_end(tmp_path, capsys):
     captured = capsys.readouterr()
     document = json.loads(captured.out)
     assert "warning: only" in captured.err  # cardano's sample has a handful of linked test questions
-    assert sorted(p.name for p in out.iterdir()) == ["results.csv", "results.json", "results.md", "sweep.png"]
+    names = ["results.csv", "results.json", "results.md", "sweep.png", "trec"]
+    assert sorted(p.name for p in out.iterdir()) == names
+    assert_ir_measures_agree(out, [2, 10])  # ir-measures scores the TREC files as graphctx does
     assert json.loads((out / "results.json").read_text()) == document
     assert document["queries"] >= 2 and document["pool"] == 293 and document["top_k"] == 2
     assert set(document["methods"]) == {"graph", "dense", "bm25", "hybrid"}

@@ -2,7 +2,8 @@
 
 Queries are the evaluated split's questions linked (PostLinks.xml: duplicate = 2, linked = 1) to older
 pool questions (see graphctx.evaluation.retrieval_queries for what is counted and why). Writes
-results.md, results.csv, results.json and sweep.png to --output-dir (default
+results.md, results.csv, results.json, sweep.png and trec/ (qrels.txt and one TREC run file per method
+and per T of the sweep, for trec_eval / ir-measures: graphctx.evaluation.trec) to --output-dir (default
 <trainer.default_root_dir>/retrieval_eval); prints the markdown, or the JSON line with --json.
 """
 

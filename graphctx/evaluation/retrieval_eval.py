@@ -18,7 +18,7 @@ import contextlib
 import io
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -86,6 +86,9 @@ class MethodResult:
     versus_graph: dict[str, PairedComparison] | None = None
     """Methods other than ``graph``: per metric, this method minus graph on the same queries (paired
     bootstrap interval of the mean difference, permutation p)."""
+    ranking: list[list[int]] = field(default_factory=list)
+    """Per query, the pool ids scored: empty slots dropped, cut at the deepest metric cut-off (the TREC
+    run file's rows, :mod:`graphctx.evaluation.trec`)."""
 
 
 @dataclass
@@ -98,10 +101,23 @@ class RetrievalEvaluation:
     queries: int
     pool: int
     top_k: int
+    query_ids: list[int] = field(default_factory=list)
+    relevance: list[dict[int, int]] = field(default_factory=list)
+    """Per query of ``query_ids``, its graded relevant pool ids (the qrels)."""
 
 
 def _hit_ids(hits: list[list[Hit]], depth: int) -> list[list[int]]:
     return [[hit.id for hit in row[:depth]] for row in hits]
+
+
+def scored_rows(ranking: Sequence[Sequence[int]], depth: int) -> list[list[int]]:
+    """Each query's pool ids as the metrics rank them: empty (-1) slots dropped, then the first ``depth``.
+
+    Examples:
+        >>> scored_rows([[-1, 4, -1, 7, 9], [-1]], depth=2)
+        [[4, 7], []]
+    """
+    return [[node for node in row if node >= 0][:depth] for row in ranking]
 
 
 def _index(pool: Pool, graph_settings: RetrievalSettings | None) -> RetrievalIndex:
@@ -188,6 +204,9 @@ def evaluate_retrieval(
     def scored(ranking: list[list[int]]) -> dict[str, Interval]:
         return summarise(per_query(ranking), n_resamples)
 
+    def kept(ranking: list[list[int]]) -> list[list[int]]:
+        return scored_rows(ranking, deep)
+
     (graph, _), graph_seconds = _timed(
         lambda: graph_ranking(pool, queries, settings, settings.threshold, fusion_depth)
     )
@@ -203,15 +222,20 @@ def evaluate_retrieval(
         }
 
     methods = [
-        MethodResult("graph", settings.threshold, scored(graph), graph_seconds),
-        MethodResult("dense", None, scored(dense), dense_seconds, versus_graph=versus_graph(dense)),
-        MethodResult("bm25", None, scored(bm25), bm25_seconds, versus_graph=versus_graph(bm25)),
+        MethodResult("graph", settings.threshold, scored(graph), graph_seconds, ranking=kept(graph)),
+        MethodResult(
+            "dense", None, scored(dense), dense_seconds, versus_graph=versus_graph(dense), ranking=kept(dense)
+        ),
+        MethodResult(
+            "bm25", None, scored(bm25), bm25_seconds, versus_graph=versus_graph(bm25), ranking=kept(bm25)
+        ),
         MethodResult(
             "hybrid",
             settings.threshold,
             scored(hybrid),
             graph_seconds + bm25_seconds + fuse_seconds,
             versus_graph=versus_graph(hybrid),
+            ranking=kept(hybrid),
         ),
     ]
     sweep = []
@@ -219,9 +243,20 @@ def evaluate_retrieval(
         (ranking, density), seconds = _timed(
             lambda t=threshold: graph_ranking(pool, queries, settings, t, deep)
         )
-        kept = {key: float(density[key]) for key in DENSITY_KEYS}
-        sweep.append(MethodResult("graph", float(threshold), scored(ranking), seconds, kept))
-    return RetrievalEvaluation(methods, sweep, names, len(queries.ids), len(pool.ids), settings.top_k)
+        shown = {key: float(density[key]) for key in DENSITY_KEYS}
+        sweep.append(
+            MethodResult("graph", float(threshold), scored(ranking), seconds, shown, ranking=kept(ranking))
+        )
+    return RetrievalEvaluation(
+        methods,
+        sweep,
+        names,
+        len(queries.ids),
+        len(pool.ids),
+        settings.top_k,
+        list(queries.ids),
+        [dict(grades) for grades in queries.relevance],
+    )
 
 
 def check_thresholds(values: Sequence[float], where: str) -> list[float]:

