@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, Range, check_own_fields
+from graphctx.metrics.registry import built_in_classes
 from graphctx.metrics.settings import MetricSettings
 from graphctx.prompts import VARIANTS
 
@@ -18,6 +19,11 @@ TEXT_TWINS: dict[str, str] = {
     "OnlyContextGen-Graph": "OnlyContextGen-Text",
 }
 """Each graph variant and its text twin: the same prompt with cosine instead of graph retrieval."""
+
+
+def callback_default() -> list[str]:
+    """The built-in metrics that compare an answer with its gold answer (not the context judges)."""
+    return [cls.name for cls in built_in_classes() if not cls.premise]
 
 
 @dataclass
@@ -82,9 +88,7 @@ class EvaluationSettings:
     """During training: size of the fixed validation subset that is generated and scored."""
     callback_variant: str = "FineTuned"
     """During training: the prompt variant used by the callback."""
-    callback_metrics: list[str] = field(
-        default_factory=lambda: ["rouge", "bertscore", "fact_score", "entity_jaccard"]
-    )
+    callback_metrics: list[str] = field(default_factory=lambda: callback_default())
     """During training: what the callback computes, from ``rouge``, ``bertscore``, ``fact_score``,
     ``entity_jaccard`` and ``autoais``. AutoAIS is left out unless named: the paper's judge (T5-XXL, ~22 GB
     in bf16) would load on rank 0 mid-training; ``evaluate.py`` always computes every metric."""

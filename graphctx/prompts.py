@@ -80,31 +80,27 @@ class Variant:
         return BASE_STOP_STRINGS if self.model == "base" else ()
 
 
-def _variant(name: str, label: str, model: ModelKind, retrieval: RetrievalKind, knowledge: bool, pairs: bool):
-    return Variant(name, label, model, retrieval, knowledge, pairs)
-
-
 VARIANTS: dict[str, Variant] = {
     v.name: v
     for v in (
-        _variant("ZeroShot", "Zero-shot", "base", "none", knowledge=False, pairs=False),
-        _variant("Base-TextGen", "w/o INST TextGen", "base", "dense", knowledge=False, pairs=True),
-        _variant(
+        Variant("ZeroShot", "Zero-shot", "base", "none", knowledge=False, pairs=False),
+        Variant("Base-TextGen", "w/o INST TextGen", "base", "dense", knowledge=False, pairs=True),
+        Variant(
             "Base-TextContextGen", "w/o INST TextContextGen", "base", "dense", knowledge=True, pairs=True
         ),
-        _variant("Base-GraphGen", "w/o INST GraphGen", "base", "graph", knowledge=False, pairs=True),
-        _variant(
+        Variant("Base-GraphGen", "w/o INST GraphGen", "base", "graph", knowledge=False, pairs=True),
+        Variant(
             "Base-GraphContextGen", "w/o INST GraphContextGen", "base", "graph", knowledge=True, pairs=True
         ),
-        _variant("FineTuned", "FineTuned", "adapter", "none", knowledge=False, pairs=False),
-        _variant("TextGen", "TextGen", "adapter", "dense", knowledge=False, pairs=True),
-        _variant("TextContextGen", "TextContextGen", "adapter", "dense", knowledge=True, pairs=True),
-        _variant("GraphGen", "GraphGen", "adapter", "graph", knowledge=False, pairs=True),
-        _variant("GraphContextGen", "GraphContextGen", "adapter", "graph", knowledge=True, pairs=True),
-        _variant(
+        Variant("FineTuned", "FineTuned", "adapter", "none", knowledge=False, pairs=False),
+        Variant("TextGen", "TextGen", "adapter", "dense", knowledge=False, pairs=True),
+        Variant("TextContextGen", "TextContextGen", "adapter", "dense", knowledge=True, pairs=True),
+        Variant("GraphGen", "GraphGen", "adapter", "graph", knowledge=False, pairs=True),
+        Variant("GraphContextGen", "GraphContextGen", "adapter", "graph", knowledge=True, pairs=True),
+        Variant(
             "OnlyContextGen-Text", "OnlyContextGen (text)", "adapter", "dense", knowledge=True, pairs=False
         ),
-        _variant(
+        Variant(
             "OnlyContextGen-Graph", "OnlyContextGen (graph)", "adapter", "graph", knowledge=True, pairs=False
         ),
     )

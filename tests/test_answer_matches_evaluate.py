@@ -24,8 +24,8 @@ def test_graphctx_answer_gives_the_answer_evaluate_py_gives(tmp_path, cardano_di
     generation = {"max_new_tokens": 3, "batch_size": 1, "max_prompt_tokens": 320}
     path = write_workspace(tmp_path, cardano_dir, tiny_bert, "eval.yaml", evaluation, generation=generation)
     run = EvaluationRun(load_config(path), [variant])
-    run.check_settings(run.variants[0], overwrite=False)
-    rows, _ = run.load_rows()
+    run.guard.check_settings(run.variants[0], overwrite=False)
+    rows = run.load_rows()
     run.generate(rows, run.build_contexts(rows))
     (evaluated,) = read_records(tmp_path / "out" / "predictions" / f"{variant}.jsonl")
 

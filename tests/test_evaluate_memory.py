@@ -89,6 +89,6 @@ def test_each_stage_loads_after_the_previous_stages_models_are_freed(
     assert kinds == [(False, "released"), (False, "released"), (True, "trained"), (False, "released")]
     released, trained = weights[0][2], weights[2][2]  # gate_proj: not an adapter target here
     assert (released - trained).abs().max() > 1e-3  # the NF4 rounding the base rows no longer see
-    base_rows = run.prediction_fingerprint(VARIANTS["ZeroShot"])
+    base_rows = run.guard.prediction_fingerprint(VARIANTS["ZeroShot"])
     assert base_rows["weights"] == "released"
-    assert run.prediction_fingerprint(VARIANTS["TextContextGen"])["weights"] == "trained"
+    assert run.guard.prediction_fingerprint(VARIANTS["TextContextGen"])["weights"] == "trained"

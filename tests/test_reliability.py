@@ -105,16 +105,16 @@ def test_a_run_that_crashed_before_any_prediction_does_not_refuse_a_rerun_with_o
 
     lora_adapter(adapter, tmp_path / "cache", seed=1)  # the corrected adapter: other settings
     rerun = EvaluationRun(load_config(config), ["FineTuned"], limit=1)
-    rerun.check_settings(rerun.variants[0], overwrite=False)  # refused before the fix
-    rows, _ = rerun.load_rows()
+    rerun.guard.check_settings(rerun.variants[0], overwrite=False)  # refused before the fix
+    rows = rerun.load_rows()
     rerun.generate(rows, {"FineTuned": [RetrievedContext([], [], [])]})
     assert [record["id"] for record in RecordFile(predictions).records.values()] == [rows[0]["id"]]
     # with a prediction made, other settings are still refused, and --overwrite still starts afresh
     lora_adapter(adapter, tmp_path / "cache", seed=2)
     with pytest.raises(ConfigError, match="FineTuned were made with other settings"):
-        rerun.check_settings(rerun.variants[0], overwrite=False)
+        rerun.guard.check_settings(rerun.variants[0], overwrite=False)
     made = predictions.read_bytes()
-    rerun.check_settings(rerun.variants[0], overwrite=True)
+    rerun.guard.check_settings(rerun.variants[0], overwrite=True)
     assert not predictions.exists()  # moved aside, never deleted
     (aside,) = (tmp_path / "out" / "stale").glob("*/predictions/FineTuned.jsonl")
     assert aside.read_bytes() == made

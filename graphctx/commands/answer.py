@@ -1,10 +1,10 @@
-"""Answer one question: retrieve, enhance, generate, and judge the answer's attribution (AutoAIS)."""
+"""Answer one question: retrieve, enhance, generate, and judge the answer's attribution (AutoAIS, and
+every other metric of the config that judges an answer against its context)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 from typing import TextIO
 
 from graphctx.commands import add_question_arguments, read_question
@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     question = read_question(args)  # before anything loads
-    from graphctx.metrics import AutoAIS, build_judge
+    from graphctx.evaluation.scoring import Scorer
     from graphctx.pipeline.answerer import Answerer
     from graphctx.pipeline.config_file import load_config
     from graphctx.pipeline.plan import Plan, check_models
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     config = load_config(args.config, cache_dir=args.cache_dir)
     variant = VARIANTS[args.variant]
     check_models(Plan(config), "answer", [variant])  # a missing model is named before anything loads
-    cache_dir, settings = config.cache_dir, config.evaluation
+    cache_dir = config.cache_dir
     answerer = Answerer.from_config(config)
     # the LLM extractor is the base generation model: held after the contexts, it also answers a base variant
     retrieved = answerer.contexts([variant], [question])[variant.name][0]
@@ -45,11 +45,12 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     context = answer.prompt.context  # as the model saw it: parts dropped to fit max_prompt_tokens are gone
     answerer.release()  # before the judge loads
 
-    judgement: dict[str, float | str] = {"autoais": "n/a (the prompt had no context to attribute to)"}
+    judges = [entry for entry in config.metric_entries if entry.premise]  # AutoAIS (and MiniCheck when set)
+    judgement: dict[str, float | str] = dict.fromkeys(
+        (entry.name for entry in judges), "n/a (the prompt had no context to attribute to)"
+    )
     if context:
-        autoais = AutoAIS(build_judge(settings.metrics.autoais, cache_dir), settings.metrics.autoais)
-        autoais.update([question], [answer.text], [context])
-        judgement = {key: float(values[0]) for key, values in autoais.per_row().items()}
+        judgement = Scorer(judges, None, cache_dir).score([question], [answer.text], [""], [context])[0]
 
     if args.json:
         hits = [{"id": h.id, "score": h.score, "fallback": h.fallback} for h in retrieved.hits]
@@ -67,18 +68,6 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         print(file=out)
     print(f"Answer ({variant.label}):\n{answer.text}\n", file=out)
     for key, value in judgement.items():
-        print(f"{key}: {describe(key, value, settings.metrics.autoais.mode)}", file=out)
+        owner = next(entry for entry in judges if key.startswith(entry.name))
+        print(f"{key}: {value if isinstance(value, str) else owner.describe(key, value)}", file=out)
     return 0
-
-
-def describe(key: str, value: float | str, mode: str) -> str:
-    """A reading of one AutoAIS output for people."""
-    if isinstance(value, str):
-        return value
-    if math.isnan(value):
-        return "not judged: the context is longer than the judge accepts"
-    if key.startswith("autoais_soft"):
-        return f"p(attributable) = {value:.3f}"
-    if mode == "sentence":
-        return f"{value:.0%} of the answer's sentences are entailed by the context"
-    return "attributable to the context" if value == 1 else "not attributable to the context"

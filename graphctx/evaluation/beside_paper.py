@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 
 from graphctx.baselines import STAND_INS, substitutions
 from graphctx.evaluation.table import ResultsTable, metric_key
+from graphctx.metrics.registry import built_in_classes, paper_columns
 from graphctx.paper import Reference, display_name, is_reference
 from graphctx.paper_figures import TABLE3_MODEL, TABLE3_PRE_LLM, Figure, paper_site, published
 
@@ -38,14 +39,9 @@ PAPER_ROWS: dict[str, str] = {
 }
 """Variant name → the paper's row (Table 3's method name; ``Zero-shot``: Table 2)."""
 
-PAPER_METRICS = {
-    "bertscore_f1": "bertscore",
-    "rouge1": "rouge1",
-    "rougeL": "rougeL",
-    "fact_score": "factsumm",
-}
-"""Our score key (before any ``[label]``) → Table 3's column."""
-COLUMNS = {"bertscore_f1": "BERTScore", "rouge1": "ROUGE-1", "rougeL": "ROUGE-L", "fact_score": "FactSumm"}
+PAPER_COLUMNS = paper_columns(built_in_classes())
+"""Our score key (before any ``[label]``) → (Table 3's column, header), from the metric registry."""
+COLUMNS = {key: header for key, (_, header) in PAPER_COLUMNS.items()}
 
 LLAMA2_13B = Reference("Table 3's answering model", (TABLE3_MODEL,), (("llama", 40, 5120),))
 
@@ -111,7 +107,7 @@ def paper_section(
         if method is None:
             missing.append(row.variant.label)
             continue
-        figures = {base: published(method, paper, PAPER_METRICS[base]) for base in COLUMNS}
+        figures = {base: published(method, paper, PAPER_COLUMNS[base][0]) for base in COLUMNS}
         llm_row = method not in TABLE3_PRE_LLM
         marks = ([] if like_model or not llm_row else ["model"]) + settings
         if not llm_row and row.variant.name in STAND_INS and substitutions(row.variant.name):

@@ -127,7 +127,7 @@ class EvaluationRun:
                 raise lock.refusal()
             self.prepare(overwrite)
             with self.timings.stage("contexts"):
-                rows, _ = self.load_rows()
+                rows = self.load_rows()
                 self.log(f"{len(rows)} {self.settings.split} questions, {len(self.variants)} variants")
                 contexts = self.build_contexts(rows)
                 encoded = self.encode_all(rows, contexts)
@@ -152,7 +152,7 @@ class EvaluationRun:
         check_memory(self.plan.memory, "evaluate", device)  # a GPU too small for a stage fails here
         if self.processes.is_zero:
             for variant in self.variants:
-                self.check_settings(variant, overwrite)
+                self.guard.check_settings(variant, overwrite)
             self.merge(overwrite)
         self.processes.barrier()
         self.open_files()
@@ -194,9 +194,9 @@ class EvaluationRun:
         return table
 
     # ---- data, contexts and prompts ------------------------------------------------------------------
-    def load_rows(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """(evaluated rows sorted by id and cut to ``limit``, the training pool); the pool is the
-        :attr:`answerer`'s."""
+    def load_rows(self) -> list[dict[str, Any]]:
+        """The evaluated rows, sorted by id and cut to ``limit``; the training split becomes the
+        :attr:`answerer`'s pool (:attr:`pool`)."""
         dataset = self.config.load_dataset()
         split = self.settings.split
         if split not in dataset:
@@ -207,11 +207,14 @@ class EvaluationRun:
         rows = rows[: self.limit]
         if not rows:
             raise ConfigError(f"evaluation.split: split {split!r} of {self.config.path} is empty")
-        pool = list(dataset["train"])
         self.answerer = Answerer.from_config(
-            self.config, pool=pool, tokenizer=self.tokenizer, processes=self.processes, log=self.log
+            self.config,
+            pool=list(dataset["train"]),
+            tokenizer=self.tokenizer,
+            processes=self.processes,
+            log=self.log,
         )
-        return rows, pool
+        return rows
 
     def build_contexts(self, rows: Rows) -> Contexts:
         """Every variant's contexts; the stage's models (the embedder, REBEL, and the LLM extractor: the
@@ -284,15 +287,6 @@ class EvaluationRun:
         ).run(units)
 
     # ---- files: the resume guard, shards, tidying ----------------------------------------------------
-    def prediction_fingerprint(self, variant: Variant) -> dict[str, Any]:
-        return self.guard.prediction_fingerprint(variant)
-
-    def fingerprint(self, variant: Variant) -> str:
-        return self.guard.fingerprint(variant)
-
-    def check_settings(self, variant: Variant, overwrite: bool) -> None:
-        self.guard.check_settings(variant, overwrite)
-
     def merge(self, overwrite: bool = False) -> None:
         """Rank 0: the processes' shards into the files (:func:`~graphctx.evaluation.merging.merge`)."""
         merge(self.variants, self.guard, self.log, overwrite)

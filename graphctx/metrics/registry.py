@@ -130,6 +130,8 @@ class MetricEntry:
     """Scores an answer against the context it was generated from: rows without one get NaN."""
     paper_metric: ClassVar[bool] = False
     """One of the paper's metrics (False: an extension beyond the paper)."""
+    paper_columns: ClassVar[dict[str, tuple[str, str]]] = {}
+    """Score key → (its column in the paper's Table 3, its header in results.md's "Beside the paper")."""
 
     def __init__(self, context: MetricContext) -> None:
         self.context = context
@@ -182,6 +184,10 @@ class MetricEntry:
     def description(self) -> str:
         """Its results.md model line (the stand-in tag added by the caller from :attr:`label`)."""
         return ""
+
+    def describe(self, key: str, value: float) -> str:
+        """One of its scores read for people (``graphctx answer``)."""
+        return f"{value:.4f}"
 
     def memory_stage(self) -> str | None:
         """The evaluation memory stage it runs in (None: the CPU, no device memory)."""
@@ -350,6 +356,12 @@ def column_order(entries: Sequence[MetricEntry | type[MetricEntry]]) -> dict[str
     """Score key → column name of every entry, in table order."""
     ordered = sorted(entries, key=lambda entry: entry.column_rank)
     return {key: name for entry in ordered for key, name in entry.columns.items()}
+
+
+def paper_columns(entries: Sequence[MetricEntry | type[MetricEntry]]) -> dict[str, tuple[str, str]]:
+    """Score key → (Table 3's column, header) of every metric the paper published, in table order."""
+    ordered = sorted(entries, key=lambda entry: entry.column_rank)
+    return {key: column for entry in ordered for key, column in entry.paper_columns.items()}
 
 
 def built_in_columns() -> dict[str, str]:

@@ -162,10 +162,6 @@ class Answerer:
         """The generation model of ``kind``: the held one, else loaded (the other kind freed first)."""
         return self._hold(kind)[0]
 
-    def generator(self, kind: ModelKind) -> Generator:
-        """The decoder of the model of ``kind`` (:meth:`model`)."""
-        return self._hold(kind)[1]
-
     def _hold(self, kind: ModelKind) -> tuple[GenerationModel, Generator]:
         if self._held is None or self._held[0] != kind:
             self.release()

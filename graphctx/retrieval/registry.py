@@ -19,13 +19,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from graphctx.errors import ConfigError
 from graphctx.plugins import load_plugin, source_fingerprint
-from graphctx.retrieval.index import RetrievalIndex
-from graphctx.retrieval.retriever import Retriever
 from graphctx.retrieval.settings import RetrievalSettings
+
+if TYPE_CHECKING:  # the retrievers import torch: only when one is built
+    from graphctx.retrieval.index import RetrievalIndex
+    from graphctx.retrieval.retriever import Retriever
 
 FUSION_DEPTH = 100
 """How deep ``hybrid`` ranks with each of PageRank and BM25 before fusing (retrieval-eval's default)."""

@@ -3,6 +3,7 @@ rows whose prompt had a context to attribute to."""
 
 from __future__ import annotations
 
+import math
 from functools import cached_property
 from typing import Any, ClassVar
 
@@ -108,6 +109,15 @@ class AutoAISEntry(MetricEntry):
             f"over {judge.max_input_tokens or judge.limit_from} tokens counted, not judged"
             + stand_in_tag(judge.label)
         )
+
+    def describe(self, key: str, value: float) -> str:
+        if math.isnan(value):
+            return "not judged: the context is longer than the judge accepts"
+        if key.startswith("autoais_soft"):
+            return f"p(attributable) = {value:.3f}"
+        if self.settings.autoais.mode == "sentence":
+            return f"{value:.0%} of the answer's sentences are entailed by the context"
+        return "attributable to the context" if value == 1 else "not attributable to the context"
 
     def memory_bytes(self, counter: ByteCounter) -> float | None:
         return counter.weight_bytes(self.settings.autoais.model, 2)

@@ -33,6 +33,7 @@ class BertScore(MetricEntry):
     sections = ("bertscore",)
     libraries = ("bert-score", "torch", "transformers")
     paper_metric = True
+    paper_columns: ClassVar[dict[str, tuple[str, str]]] = {"bertscore_f1": ("bertscore", "BERTScore")}
 
     @cached_property
     def encoder(self) -> EncoderChoice:

@@ -40,6 +40,7 @@ class FactScoreEntry(MetricEntry):
     title = "Fact score"
     sections = ("facts",)
     paper_metric = True
+    paper_columns: ClassVar[dict[str, tuple[str, str]]] = {"fact_score": ("factsumm", "FactSumm")}
 
     @cached_property
     def choice(self) -> ScorerChoice:

@@ -18,6 +18,10 @@ class Rouge(MetricEntry):
     sections = ("rouge",)
     libraries = ("rouge-score", "nltk")
     paper_metric = True
+    paper_columns: ClassVar[dict[str, tuple[str, str]]] = {
+        "rouge1": ("rouge1", "ROUGE-1"),
+        "rougeL": ("rougeL", "ROUGE-L"),
+    }
 
     def plan_json(self) -> dict[str, bool]:
         return {"use_stemmer": self.settings.rouge.use_stemmer}
