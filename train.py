@@ -46,11 +46,13 @@ from graphctx.pipeline.config_file import (
     check_settings,
     use_unique_yaml,
 )
-from graphctx.pipeline.memory import check_memory
-from graphctx.pipeline.plan import Plan, check_models
 from graphctx.pipeline.run_config import RunConfig
 from graphctx.quiet import quiet_third_party
 from graphctx.settings_docs import field_docstrings
+from graphctx.stack.memory import check_memory
+from graphctx.stack.model_stack import ModelStack, check_models
+from graphctx.stack.report_json import plan_json
+from graphctx.stack.report_text import plan_text
 
 DUMP_HINT = (
     "hint: Stack Exchange dumps (askubuntu.com.7z, unix.stackexchange.com.7z, serverfault.com.7z) are at "
@@ -233,8 +235,8 @@ class TrainingRan(Callback):
 
 
 @rank_zero_only
-def print_plan(plan: Plan) -> None:
-    print(plan.to_text(), file=sys.stderr, flush=True)
+def print_plan(plan: ModelStack) -> None:
+    print(plan_text(plan), file=sys.stderr, flush=True)
 
 
 def run_config(config: Namespace, settings: Namespace, config_path: Path) -> RunConfig:
@@ -294,7 +296,7 @@ def train(args: list[str], out: TextIO) -> int:
         )
     add_run_callbacks(cli.trainer)
     config = cli.run
-    plan = Plan(config)
+    plan = ModelStack(config)
     print_plan(plan)
     check_models(plan, "train")  # on every rank, before any weights load: a missing model is named
     cli.datamodule.attach_tokenizer(load_tokenizer(config.model.spec))
@@ -303,7 +305,7 @@ def train(args: list[str], out: TextIO) -> int:
     generation = validation_callback(config)
     for callback in cli.trainer.callbacks:
         if isinstance(callback, LogConfigCallback):
-            callback.plan = plan.to_json()
+            callback.plan = plan_json(plan)
     if generation is not None:  # answers a fixed validation subset and scores it every N validations
         cli.trainer.callbacks.append(generation)
     ran = TrainingRan()

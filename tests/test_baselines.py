@@ -218,12 +218,14 @@ def test_plan_lists_every_baseline_with_its_retriever_and_stand_ins():
     from tiny_config import TINY
 
     from graphctx.pipeline.config_file import load_config
-    from graphctx.pipeline.plan import Plan
+    from graphctx.stack.model_stack import ModelStack
+    from graphctx.stack.report_json import plan_json
+    from graphctx.stack.report_text import plan_text
 
-    plan = Plan(load_config(TINY))
-    listed = plan.to_json()["baselines"]
+    plan = ModelStack(load_config(TINY))
+    listed = plan_json(plan)["baselines"]
     assert set(listed) == set(BASELINE_VARIANTS)
     assert listed["AnswerBot"]["embedding_model"] == plan.embedder.source
     assert "question retrieval" in listed["AnswerBot"]["stand_ins"]
     assert "usefulness" in listed["TechSumBot"]["stand_ins"]
-    assert "baseline     TechSumBot: retrieval dense" in plan.to_text()
+    assert "baseline     TechSumBot: retrieval dense" in plan_text(plan)

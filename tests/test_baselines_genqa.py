@@ -81,14 +81,17 @@ def test_evaluate_with_genqa_but_no_trained_model_fails_before_anything(tmp_path
     from tiny_config import TINY
 
     from graphctx.pipeline.config_file import load_config
-    from graphctx.pipeline.plan import Plan, check_models
     from graphctx.prompts import get_variants
+    from graphctx.stack.model_stack import ModelStack, check_models
+    from graphctx.stack.report_json import plan_json
 
     config = load_config(TINY, ["--evaluation.genqa_model", str(tmp_path / "absent")])
-    assert Plan(config).to_json()["baselines"]["GenQA"]["model_available"] == "missing"
+    assert plan_json(ModelStack(config))["baselines"]["GenQA"]["model_available"] == "missing"
     with pytest.raises(ConfigError, match=r"^evaluation.genqa_model: no trained GenQA model in .*absent"):
-        check_models(Plan(config), "evaluate", get_variants(["GenQA"]))
-    check_models(Plan(config), "evaluate", get_variants(["AnswerBot"]))  # the others need no GenQA model
+        check_models(ModelStack(config), "evaluate", get_variants(["GenQA"]))
+    check_models(
+        ModelStack(config), "evaluate", get_variants(["AnswerBot"])
+    )  # the others need no GenQA model
 
 
 @pytest.mark.slow

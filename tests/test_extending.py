@@ -17,7 +17,9 @@ from evaluation_workspace import write_workspace
 from graphctx.errors import ConfigError
 from graphctx.evaluation.jsonl import read_records
 from graphctx.pipeline.config_file import load_config
-from graphctx.pipeline.plan import Plan
+from graphctx.stack.model_stack import ModelStack
+from graphctx.stack.report_json import plan_json
+from graphctx.stack.report_text import plan_text
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TINY = REPO_ROOT / "configs" / "tiny.yaml"
@@ -89,12 +91,12 @@ def test_the_readme_plugin_metric_is_scored_like_a_built_in(tmp_path, plugin_pat
 def test_the_plan_lists_a_plugin_as_an_extension(plugin_path, monkeypatch):
     monkeypatch.syspath_prepend(str(plugin_path))
     extra = '[{"class_path": "mypkg.metrics.AnswerLength", "init_args": {"max_words": 5}}]'
-    plan = Plan(load_config(TINY, ["--evaluation.metrics.extra", extra]))
+    plan = ModelStack(load_config(TINY, ["--evaluation.metrics.extra", extra]))
     assert [entry.name for entry in plan.metrics][-1] == "answer_length"
     assert plan.metrics[-1].max_words == 5
-    extensions = {item["key"]: item["what"] for item in plan.to_json()["extensions"]}
+    extensions = {item["key"]: item["what"] for item in plan_json(plan)["extensions"]}
     assert extensions["evaluation.metrics.answer_length"].startswith("mypkg.metrics.AnswerLength")
-    assert "extension    evaluation.metrics.answer_length: mypkg.metrics.AnswerLength" in plan.to_text()
+    assert "extension    evaluation.metrics.answer_length: mypkg.metrics.AnswerLength" in plan_text(plan)
 
 
 @pytest.mark.parametrize(

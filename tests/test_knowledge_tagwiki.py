@@ -215,8 +215,9 @@ def test_a_plugin_knowledge_source_is_selected_by_name_and_fingerprinted(
 ):
     from graphctx.evaluation.resume_guard import ResumeGuard
     from graphctx.pipeline.config_file import load_config
-    from graphctx.pipeline.plan import Plan
     from graphctx.prompts import VARIANTS
+    from graphctx.stack.model_stack import ModelStack
+    from graphctx.stack.report_text import plan_text
 
     (tmp_path / "ownkg.py").write_text(PLUGIN)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -228,7 +229,7 @@ def test_a_plugin_knowledge_source_is_selected_by_name_and_fingerprinted(
     config = load_config(tiny, overrides)
     kg = build_knowledge_graph(config.knowledge)
     assert "daedalus" in {f.tail_label for f in kg.one_hop(kg.link(["yoroi"])["yoroi"])}
-    assert f"  knowledge    own_triples {triples};" in Plan(config).to_text()
+    assert f"  knowledge    own_triples {triples};" in plan_text(ModelStack(config))
     parts = ResumeGuard(config, None, None).prediction_fingerprint(VARIANTS["Base-GraphContextGen"])
     assert parts["knowledge_source"]["class_path"] == "ownkg.OwnTriples" and "extra" not in parts["knowledge"]
     with pytest.raises(

@@ -34,9 +34,10 @@ LAYERS = {
     "knowledge": 3,
     **dict.fromkeys(("model", "prompts", "generation", "model_use"), 4),
     **dict.fromkeys(("metrics", "baselines", "evaluation_settings"), 5),
-    "pipeline": 6,  # the run config, the model stack, contexts and the Answerer: what the entry points share
-    "evaluation": 7,  # evaluates only: orchestration, resume guard, shards, scoring, tables, the callback
-    **dict.fromkeys(("commands", "cli", "settings_help"), 8),  # entry points, with train.py and evaluate.py
+    "pipeline": 6,  # the run config, the pool, contexts and the Answerer: the answering recipe
+    "stack": 7,  # the model stack of a config and its report (graphctx plan), the memory plan
+    "evaluation": 8,  # evaluates only: orchestration, resume guard, shards, scoring, tables, the callback
+    **dict.fromkeys(("commands", "cli", "settings_help"), 9),  # entry points, with train.py and evaluate.py
 }
 
 

@@ -12,7 +12,7 @@ from transformers import AutoModelForCausalLM, BertConfig, DynamicCache
 from graphctx.errors import ConfigError
 from graphctx.model import ModelSpec, load_base_model, resolve_source
 from graphctx.pipeline.config_file import load_config
-from graphctx.pipeline.memory import (
+from graphctx.stack.memory import (
     GIB,
     MemoryEstimate,
     check_memory,
@@ -21,9 +21,10 @@ from graphctx.pipeline.memory import (
     nf4_bytes,
     prefill_bytes,
 )
-from graphctx.pipeline.model_shapes import KNOWN_CONFIGS, model_config, shape_of
-from graphctx.pipeline.plan import Plan
-from graphctx.pipeline.shape_table import KNOWN_SHAPES, source_shape
+from graphctx.stack.model_shapes import KNOWN_CONFIGS, model_config, shape_of
+from graphctx.stack.model_stack import ModelStack
+from graphctx.stack.report_json import plan_json
+from graphctx.stack.shape_table import KNOWN_SHAPES, source_shape
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -101,7 +102,7 @@ def test_the_answers_stage_counts_the_prefill_beside_the_kv_cache():
 
 
 def test_the_plan_states_memory_per_stage_for_the_paper_configs():
-    plan = Plan(load_config(CONFIGS / "llama2-7b-askubuntu.yaml", devices=False)).to_json()
+    plan = plan_json(ModelStack(load_config(CONFIGS / "llama2-7b-askubuntu.yaml", devices=False)))
     memory = plan["memory"]
     stages = memory["evaluate"]["stages"]
     assert set(stages) == {
@@ -120,7 +121,7 @@ def test_the_plan_states_memory_per_stage_for_the_paper_configs():
 
 def test_start_up_refuses_a_gpu_with_less_free_memory_than_the_largest_stage(monkeypatch):
     """No GPU here: torch's two CUDA queries answer as a 24 GiB card with 8 GiB free would."""
-    memory = Plan(load_config(CONFIGS / "llama2-7b-askubuntu.yaml", devices=False)).memory
+    memory = ModelStack(load_config(CONFIGS / "llama2-7b-askubuntu.yaml", devices=False)).memory
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (8 * GIB, 24 * GIB))
     need = memory["evaluate"]["peak_gib"]
@@ -143,6 +144,6 @@ def test_the_config_headers_state_the_estimated_memory(path):
     train, evaluate = (
         int(n) for n in re.search(r"~(\d+) GiB to train and ~(\d+) GiB to evaluate", header).groups()
     )
-    memory = Plan(load_config(path, devices=False)).memory
+    memory = ModelStack(load_config(path, devices=False)).memory
     assert train == round(memory["train"]["peak_gib"])
     assert evaluate == round(memory["evaluate"]["peak_gib"])

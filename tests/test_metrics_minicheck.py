@@ -211,11 +211,12 @@ def test_minicheck_runs_through_the_registry_as_a_named_extension(t5_folder):
     from graphctx.evaluation.scoring import Scorer
     from graphctx.metrics.registry import entries_named
     from graphctx.pipeline.config_file import load_config
-    from graphctx.pipeline.plan import Plan
+    from graphctx.stack.model_stack import ModelStack
+    from graphctx.stack.report_json import plan_json
 
     tiny = Path(__file__).resolve().parents[1] / "configs" / "tiny.yaml"
     extra = f'[{{"class_path": "minicheck", "init_args": {{"model": "{t5_folder}", "chunk_size": 12}}}}]'
-    plan = Plan(load_config(tiny, ["--evaluation.metrics.extra", extra]))
+    plan = ModelStack(load_config(tiny, ["--evaluation.metrics.extra", extra]))
     (entry,) = entries_named(plan.metrics, ["minicheck"], "test")
     rows = Scorer([entry], None, device="cpu").score(
         ["q"] * 2, [CLAIMS[0], CLAIMS[0]], ["g"] * 2, [SHORT_DOC, None]
@@ -226,7 +227,7 @@ def test_minicheck_runs_through_the_registry_as_a_named_extension(t5_folder):
         AUTHORS_MAX_PROBS[(12, 2048)][0], abs=1e-5
     )
     assert all(value != value for value in rows[1].values())  # no context: not judged (NaN)
-    report = plan.to_json()
+    report = plan_json(plan)
     assert (
         report["metrics"]["minicheck"]["extension"]
         and report["metrics"]["minicheck"]["available"] == "folder"
@@ -237,11 +238,11 @@ def test_minicheck_runs_through_the_registry_as_a_named_extension(t5_folder):
 
 def test_a_missing_minicheck_checkpoint_is_one_line_before_anything_runs(tmp_path):
     from graphctx.pipeline.config_file import load_config
-    from graphctx.pipeline.plan import Plan, check_models
+    from graphctx.stack.model_stack import ModelStack, check_models
 
     tiny = Path(__file__).resolve().parents[1] / "configs" / "tiny.yaml"
     missing = tmp_path / "no-checker"
     extra = f'[{{"class_path": "minicheck", "init_args": {{"model": "{missing}"}}}}]'
     with pytest.raises(ConfigError) as error:
-        check_models(Plan(load_config(tiny, ["--evaluation.metrics.extra", extra])), "evaluate")
+        check_models(ModelStack(load_config(tiny, ["--evaluation.metrics.extra", extra])), "evaluate")
     assert "\n" not in str(error.value) and "evaluation.metrics.extra.minicheck.model" in str(error.value)

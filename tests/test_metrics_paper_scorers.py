@@ -35,7 +35,8 @@ from graphctx.metrics.uniner import UniNEREntities, parse_answer, prompt
 from graphctx.model import ModelSpec
 from graphctx.model.loading import packaged_llama_sentencepiece
 from graphctx.pipeline.config_file import load_config
-from graphctx.pipeline.plan import Plan
+from graphctx.stack.model_stack import ModelStack
+from graphctx.stack.report_json import plan_json
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "configs" / "tiny.yaml"
@@ -302,7 +303,7 @@ def test_scorer_runs_factsumm_and_uniner_under_their_labels(factsumm_models, tin
     )
     config = load_config(TINY, ["--evaluation.metrics.facts.fact_method", "factsumm"])
     config.evaluation.metrics.facts = facts
-    entries = entries_named(Plan(config).metrics, ["fact_score", "entity_jaccard"], "test")
+    entries = entries_named(ModelStack(config).metrics, ["fact_score", "entity_jaccard"], "test")
     assert entries[0].label == "factsumm:tiny-ner+tiny-luke"
     scorer = Scorer(entries, extractor=None)
     rows = scorer.score(["q"], ["Ubuntu uses apt."], ["Ubuntu uses apt."], [None])
@@ -312,7 +313,7 @@ def test_scorer_runs_factsumm_and_uniner_under_their_labels(factsumm_models, tin
 
 @pytest.mark.parametrize("path", PAPER_CONFIGS, ids=[path.stem for path in PAPER_CONFIGS])
 def test_paper_configs_score_with_factsumm_and_uniner(path):
-    plan = Plan(load_config(path, devices=False)).to_json()
+    plan = plan_json(ModelStack(load_config(path, devices=False)))
     metrics = plan["metrics"]
     for name in ("fact_score", "entity_jaccard", "bertscore", "autoais"):
         assert metrics[name]["model"] and metrics[name]["paper"] is True, name
@@ -324,7 +325,7 @@ def test_paper_configs_score_with_factsumm_and_uniner(path):
 
 
 def test_the_offline_default_labels_its_scorers_as_stand_ins():
-    plan = Plan(load_config(TINY)).to_json()
+    plan = plan_json(ModelStack(load_config(TINY)))
     metrics = plan["metrics"]
     for name in ("fact_score", "entity_jaccard", "bertscore", "autoais"):
         assert metrics[name]["model"] and metrics[name]["paper"] is False, name
@@ -337,10 +338,12 @@ def test_the_offline_default_labels_its_scorers_as_stand_ins():
 
 def test_mention_linking_checks_its_spacy_pipeline_whatever_the_extractors():
     overrides = ["--knowledge.extractors", "[rebel]", "--knowledge.spacy_model", "no_such_pipeline"]
-    missing = {item["key"] for item in Plan(load_config(TINY, overrides)).missing()}
+    missing = {item["key"] for item in ModelStack(load_config(TINY, overrides)).missing()}
     assert "knowledge.spacy_model" in missing  # link_mentions loads it for its English-word list
     off = [*overrides, "--knowledge.link_mentions", "false"]
-    assert "knowledge.spacy_model" not in {item["key"] for item in Plan(load_config(TINY, off)).missing()}
+    assert "knowledge.spacy_model" not in {
+        item["key"] for item in ModelStack(load_config(TINY, off)).missing()
+    }
 
 
 def test_gold_is_extracted_once_per_text_and_shared_by_variants_and_batch_sizes(

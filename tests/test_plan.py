@@ -26,9 +26,10 @@ from graphctx.metrics import BertScoreF1, BertScoreSettings
 from graphctx.metrics.bertscore import choose_encoder
 from graphctx.metrics.tuned_layers import MODEL2LAYERS
 from graphctx.pipeline.config_file import load_config
-from graphctx.pipeline.plan import Plan, check_models
 from graphctx.retrieval.index import build_index
 from graphctx.retrieval.settings import RetrievalSettings
+from graphctx.stack.model_stack import ModelStack, check_models
+from graphctx.stack.report_text import model_descriptions
 from train import main as train_main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -89,7 +90,7 @@ def test_paper_configs_run_the_papers_model_in_every_stage(path, capsys):
     assert cli_main(["plan", "--config", str(path)]) == 0
     shown = "entity types: " + ", ".join(types)
     assert f"{shown} (types chosen by graphctx; the paper names none)" in capsys.readouterr().out
-    results_md_line = Plan(load_config(path, devices=False)).model_descriptions()["Entity Jaccard"]
+    results_md_line = model_descriptions(ModelStack(load_config(path, devices=False)))["Entity Jaccard"]
     assert "organization: types chosen by graphctx; the paper names none)" in results_md_line
 
 
@@ -188,14 +189,16 @@ def test_a_tiny_random_bert_embeds_the_pool_and_is_a_named_stand_in(tiny_bert, t
 def test_a_missing_configured_model_is_an_error_naming_its_key(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     missing = ["--evaluation.metrics.bertscore.model", "nobody/not-cached-anywhere"]
-    plan = Plan(load_config(TINY, missing))
+    plan = ModelStack(load_config(TINY, missing))
     with pytest.raises(
         ConfigError, match=r"evaluation\.metrics\.bertscore\.model: .*huggingface-cli download"
     ):
         check_models(plan, "evaluate")
     with pytest.raises(ConfigError, match=r"evaluation\.metrics\.bertscore\.model"):
         check_models(plan, "train")  # the validation callback computes BERTScore
-    check_models(Plan(load_config(TINY, [*missing, "--evaluation.callback_metrics", "[rouge]"])), "train")
+    check_models(
+        ModelStack(load_config(TINY, [*missing, "--evaluation.callback_metrics", "[rouge]"])), "train"
+    )
     # train.py stops before any weights load (no GGUF conversion in the fresh cache), naming the key
     monkeypatch.setenv("GRAPHCTX_CACHE", str(tmp_path / "cache"))
     assert train_main(["--config", str(TINY), *missing, "--trainer.default_root_dir", str(tmp_path)]) == 1

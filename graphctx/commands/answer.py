@@ -31,11 +31,11 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.evaluation.scoring import Scorer
     from graphctx.pipeline.answerer import Answerer
     from graphctx.pipeline.config_file import load_config
-    from graphctx.pipeline.plan import Plan, check_models
+    from graphctx.stack.model_stack import ModelStack, check_models
 
     config = load_config(args.config, cache_dir=args.cache_dir)
     variant = VARIANTS[args.variant]
-    check_models(Plan(config), "answer", [variant])  # a missing model is named before anything loads
+    check_models(ModelStack(config), "answer", [variant])  # a missing model is named before anything loads
     cache_dir = config.cache_dir
     answerer = Answerer.from_config(config)
     # the LLM extractor is the base generation model: held after the contexts, it also answers a base variant

@@ -21,10 +21,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     question = read_question(args)  # before anything loads
     from graphctx.pipeline.answerer import Answerer
     from graphctx.pipeline.config_file import load_config
-    from graphctx.pipeline.plan import Plan, check_models
+    from graphctx.stack.model_stack import ModelStack, check_models
 
     config = load_config(args.config, cache_dir=args.cache_dir)
-    check_models(Plan(config), "enhance")  # a missing model is named before anything loads
+    check_models(ModelStack(config), "enhance")  # a missing model is named before anything loads
     # the pool as for training; the LLM extractor, if any, is the generation model
     context = Answerer.from_config(config).enhanced([question])[0]
     if context.kg_lost_entities:

@@ -14,8 +14,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.pipeline.config_file import load_config
-    from graphctx.pipeline.plan import Plan
+    from graphctx.stack.model_stack import ModelStack
+    from graphctx.stack.report_json import plan_json
+    from graphctx.stack.report_text import plan_text
 
-    plan = Plan(load_config(args.config, devices=False))
-    print(json.dumps(plan.to_json(), indent=2) if args.json else plan.to_text(), file=out)
+    plan = ModelStack(load_config(args.config, devices=False))
+    print(json.dumps(plan_json(plan), indent=2) if args.json else plan_text(plan), file=out)
     return 0

@@ -60,11 +60,13 @@ from graphctx.metrics.registry import column_order
 from graphctx.model import load_tokenizer
 from graphctx.pipeline.answerer import Answerer
 from graphctx.pipeline.contexts import RetrievedContext
-from graphctx.pipeline.memory import check_memory
-from graphctx.pipeline.plan import Plan, check_models
 from graphctx.pipeline.processes import Preempted, Processes, StopRequest
 from graphctx.pipeline.run_config import RunConfig
 from graphctx.prompts import EncodedPrompt, Variant, get_variants, retriever_twin
+from graphctx.stack.memory import check_memory
+from graphctx.stack.model_stack import ModelStack, check_models
+from graphctx.stack.report_json import plan_json
+from graphctx.stack.report_text import model_descriptions, plan_text
 
 Rows = Sequence[dict[str, Any]]
 Contexts = dict[str, list[RetrievedContext]]
@@ -100,7 +102,7 @@ class EvaluationRun:
         self.layout = RunLayout(self.output_dir, tuple(entry.name for entry in config.metric_entries))
         self.stale = StaleArea(self.output_dir, self.log)
         """Where this run moves rows and files that no longer match (``stale/<time>/``)."""
-        self.plan = Plan(config)
+        self.plan = ModelStack(config)
         self.guard = ResumeGuard(config, self.layout, self.stale)
         self.files: dict[str, VariantFiles] = {}
         self.split_ids: set[int] = set()
@@ -146,7 +148,7 @@ class EvaluationRun:
         """Models and memory checked; rank 0 checks every variant's files against this run's settings and
         merges what an earlier run's processes left; every process then opens its view of the files."""
         if self.processes.is_zero:
-            print(self.plan.to_text(), file=sys.stderr, flush=True)
+            print(plan_text(self.plan), file=sys.stderr, flush=True)
         check_models(self.plan, "evaluate", self.variants)
         device = self.processes.device or resolve_device(self.config.generation)
         check_memory(self.plan.memory, "evaluate", device)  # a GPU too small for a stage fails here
@@ -174,7 +176,7 @@ class EvaluationRun:
             collect(self.variants, self.layout, rows),
             settings.bootstrap_samples,
             settings.seed,
-            self.plan.model_descriptions([variant.name for variant in self.variants]),
+            model_descriptions(self.plan, [variant.name for variant in self.variants]),
             comparisons=retriever_twins(self.variants) | settings.comparisons,
             n_permutations=settings.permutation_samples,
             columns=column_order(self.config.metric_entries),
@@ -190,7 +192,7 @@ class EvaluationRun:
         self.log(f"results: {paths['markdown']} and {paths['csv']}")
         layout = self.layout
         files = {v.name: (layout.predictions_file(v), layout.scores_file(v)) for v in self.variants}
-        log_results(settings, self.config.path, table, files, self.output_dir, self.plan.to_json())
+        log_results(settings, self.config.path, table, files, self.output_dir, plan_json(self.plan))
         return table
 
     # ---- data, contexts and prompts ------------------------------------------------------------------

@@ -23,10 +23,10 @@ from graphctx.errors import ConfigError
 from graphctx.evaluation.runner import EvaluationRun
 from graphctx.evaluation.table import ResultsTable, column_name, shown_keys, to_csv
 from graphctx.paper import display_name
-from graphctx.pipeline.plan import Plan
 from graphctx.pipeline.processes import Processes, StopRequest
 from graphctx.pipeline.run_config import RunConfig
 from graphctx.prompts import VARIANTS, Variant, get_variants
+from graphctx.stack.model_stack import ModelStack
 
 
 def sweep_variants(names: Sequence[str] | None) -> list[Variant]:
@@ -56,7 +56,7 @@ def check_sweep(configs: Mapping[str, RunConfig], variants: Sequence[Variant]) -
     """One ``ConfigError`` naming every model (or other model a run needs) that cannot be found."""
     problems = []
     for model, config in configs.items():
-        plan = Plan(config)
+        plan = ModelStack(config)
         problems += [
             f"sweep model {model}: {item['hint']}"
             for item in plan.missing(plan.needed_by("evaluate", variants))

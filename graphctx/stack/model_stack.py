@@ -1,6 +1,6 @@
 """The model stack of a config: which model each stage runs, which of them are the paper's, which a
 command needs and which cannot be found here, resolved without loading any weights
-(:class:`ModelStack`; rendered by :mod:`graphctx.pipeline.plan_report`)."""
+(:class:`ModelStack`; rendered by :mod:`graphctx.stack.report_json`)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
 
+from graphctx.errors import ConfigError
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics.registry import MetricEntry
 from graphctx.model_use import ModelUse, model_use, spacy_available
@@ -20,9 +21,9 @@ from graphctx.paper import (
     Reference,
     how_to_get,
 )
-from graphctx.pipeline.memory import MemoryEstimate
 from graphctx.pipeline.run_config import RunConfig
 from graphctx.prompts import VARIANTS, Variant, get_variants
+from graphctx.stack.memory import MemoryEstimate
 
 GENQA = Reference("GenQA generator", ("the authors' GenQA model (not public)",), ())
 
@@ -217,3 +218,11 @@ class ModelStack:
             for key, name in pipelines
             if spacy_available(name) == "missing"
         ]
+
+
+def check_models(stack: ModelStack, command: str, variants: Sequence[Variant] | None = None) -> None:
+    """Fail, naming the key and how to get it, when a model ``command`` needs (see
+    :meth:`ModelStack.needed_by`) cannot be found."""
+    missing = stack.missing(stack.needed_by(command, variants))
+    if missing:
+        raise ConfigError("; ".join(item["hint"] for item in missing))

@@ -1,4 +1,4 @@
-"""The shapes of the models in :data:`~graphctx.pipeline.model_shapes.KNOWN_CONFIGS` (the packaged stand-ins
+"""The shapes of the models in :data:`~graphctx.stack.model_shapes.KNOWN_CONFIGS` (the packaged stand-ins
 and the paper"s), counted once on the meta device and kept as numbers, so a plan of the paper"s configs needs
 no torch or transformers; tests/test_memory.py recounts every entry (:func:`shape_of`) and asserts equality.
 A local folder, the tiny random model or any other id is counted when asked (:func:`source_shape`)."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from graphctx.model.settings import SMOLLM2_GGUF, TinyLlamaSettings
-from graphctx.pipeline.model_shapes import Shape, model_config, shape_of
 from graphctx.retrieval.settings import PACKAGED_MINILM
+from graphctx.stack.model_shapes import Shape, model_config, shape_of
 
 KNOWN_SHAPES: dict[str, Shape] = {
     SMOLLM2_GGUF: Shape(

@@ -2,9 +2,9 @@
 
 Parameter counts come from each model's ``config.json`` (read from its folder or the HF cache; for the
 packaged and the paper's Hub ids, the published config values in
-:data:`~graphctx.pipeline.model_shapes.KNOWN_CONFIGS`): the model is built on the meta device (no memory)
-and its tensors counted (:func:`~graphctx.pipeline.model_shapes.shape_of`; for the known ids, counted once
-into :data:`~graphctx.pipeline.shape_table.KNOWN_SHAPES`). Bytes per parameter, on CUDA
+:data:`~graphctx.stack.model_shapes.KNOWN_CONFIGS`): the model is built on the meta device (no memory)
+and its tensors counted (:func:`~graphctx.stack.model_shapes.shape_of`; for the known ids, counted once
+into :data:`~graphctx.stack.shape_table.KNOWN_SHAPES`). Bytes per parameter, on CUDA
 (``auto`` dtypes resolve to bfloat16 there): NF4 0.5 + the quant state (double quantisation: an 8-bit
 absmax per block of 64 plus a float32 scale per 256 blocks, 1/64 + 4/16384 byte; else a float32 absmax
 per 64, 4/64 byte) for the blocks' linear weights; bfloat16 2, float32 4. On top:
@@ -37,9 +37,9 @@ from typing import TYPE_CHECKING, Any
 
 from graphctx.errors import ConfigError
 from graphctx.model.settings import TinyLlamaSettings
-from graphctx.pipeline.model_shapes import Shape
 from graphctx.pipeline.run_config import RunConfig
-from graphctx.pipeline.shape_table import source_shape
+from graphctx.stack.model_shapes import Shape
+from graphctx.stack.shape_table import source_shape
 
 if TYPE_CHECKING:
     import torch

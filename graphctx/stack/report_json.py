@@ -1,4 +1,4 @@
-"""``graphctx plan``'s report of a :class:`~graphctx.pipeline.stack.ModelStack`: one JSON object built
+"""``graphctx plan``'s report of a :class:`~graphctx.stack.model_stack.ModelStack`: one JSON object built
 section by section (:func:`plan_json`), one screen of text (:func:`plan_text`) and the per-stage model
 lines of results.md (:func:`model_descriptions`), each read from the stack and its config, not from one
 another's output."""
@@ -14,8 +14,8 @@ from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics.registry import device_of
 from graphctx.model_use import spacy_available
 from graphctx.pipeline.run_config import RunConfig
-from graphctx.pipeline.stack import ModelStack
 from graphctx.prompts import BASELINE_VARIANTS, VARIANTS
+from graphctx.stack.model_stack import ModelStack
 
 
 # ---- values the JSON, the text and the descriptions share -----------------------------------------------

@@ -1,6 +1,6 @@
 """``graphctx plan``'s screen of text (:func:`plan_text`) and the per-stage model lines of results.md
-(:func:`model_descriptions`), read from a :class:`~graphctx.pipeline.stack.ModelStack` and its config
-with the values :mod:`graphctx.pipeline.plan_report` puts in the JSON."""
+(:func:`model_descriptions`), read from a :class:`~graphctx.stack.model_stack.ModelStack` and its config
+with the values :mod:`graphctx.stack.report_json` puts in the JSON."""
 
 from __future__ import annotations
 
@@ -9,17 +9,17 @@ from typing import Any
 
 from graphctx.baselines import substitutions
 from graphctx.metrics.registry import device_of
-from graphctx.pipeline.plan_report import (
+from graphctx.pipeline.run_config import RunConfig
+from graphctx.prompts import BASELINE_VARIANTS
+from graphctx.retrieval.settings import RetrievalSettings
+from graphctx.stack.model_stack import ModelStack
+from graphctx.stack.report_json import (
     budget_unit,
     evaluate_weights,
     kg_source,
     stop_strings,
     template_name,
 )
-from graphctx.pipeline.run_config import RunConfig
-from graphctx.pipeline.stack import ModelStack
-from graphctx.prompts import BASELINE_VARIANTS
-from graphctx.retrieval.settings import RetrievalSettings
 
 
 def plan_text(stack: ModelStack) -> str:

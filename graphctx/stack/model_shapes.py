@@ -1,7 +1,7 @@
 """The shapes behind the memory estimate: a model's ``config.json`` (from its folder, the HF cache, or the
 published values of the packaged and the paper's models in :data:`KNOWN_CONFIGS`), built on the meta
 device and its tensors counted (:func:`shape_of`), without loading any weights. torch and transformers are
-imported only when a shape is counted (the known ids' shapes are in :mod:`graphctx.pipeline.shape_table`)."""
+imported only when a shape is counted (the known ids' shapes are in :mod:`graphctx.stack.shape_table`)."""
 
 from __future__ import annotations
 
