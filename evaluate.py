@@ -27,7 +27,7 @@ from graphctx.quiet import quiet_third_party
 from graphctx.settings_help import add_settings_help
 
 if TYPE_CHECKING:
-    from graphctx.evaluation.runner import EvaluationRun
+    from graphctx.evaluation.matrix.runner import EvaluationRun
     from graphctx.pipeline.processes import StopRequest
 
 
@@ -86,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def evaluate(args: argparse.Namespace, overrides: list[str], stop: StopRequest, out: TextIO) -> int:
     """Launch the processes, run the evaluation; on a stop request, rank 0 requeues the SLURM job."""
-    from graphctx.evaluation.runner import EvaluationRun
-    from graphctx.evaluation.table import to_markdown
+    from graphctx.evaluation.matrix.runner import EvaluationRun
+    from graphctx.evaluation.matrix.table import to_markdown
     from graphctx.model.preemption import requeue_slurm_job
     from graphctx.pipeline.config_file import load_config
     from graphctx.pipeline.processes import Preempted, launch_processes
@@ -95,7 +95,7 @@ def evaluate(args: argparse.Namespace, overrides: list[str], stop: StopRequest, 
     config = load_config(args.config, overrides)
     processes = launch_processes(config.trainer)
     if args.models:
-        from graphctx.evaluation.sweep import run_sweep
+        from graphctx.evaluation.matrix.sweep import run_sweep
 
         configs = {m: load_config(args.config, [*overrides, "--model.spec.source", m]) for m in args.models}
 

@@ -31,7 +31,7 @@ from graphctx.cache import fingerprint
 from graphctx.data.build import EmptySplitError
 from graphctx.data.datamodule import InstructionDataModule
 from graphctx.errors import ConfigError, DataError, GraphctxError, debug_enabled, report
-from graphctx.evaluation.callback import validation_callback
+from graphctx.evaluation.matrix.callback import validation_callback
 from graphctx.folder_lock import holding
 from graphctx.model import InstructionTuner, load_tokenizer
 from graphctx.model.guards import FiniteLossGuard

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from rank_bm25 import BM25Okapi
 
-from graphctx.evaluation.retrieval_eval import Pool, Queries, evaluate_retrieval, graph_ranking
+from graphctx.evaluation.retrieval_eval.judge import Pool, Queries, evaluate_retrieval, graph_ranking
 from graphctx.pipeline.config_file import load_config
 from graphctx.retrieval.builders import build_embeddings, build_graph, build_query_edges
 from graphctx.retrieval.lexical import BM25Index, tokenize

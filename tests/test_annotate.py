@@ -28,10 +28,10 @@ from tiny_config import TINY
 
 from graphctx.cli import main
 from graphctx.errors import ConfigError, DataError
-from graphctx.evaluation.annotation_export import ExportSpec, make_items, read_predictions
-from graphctx.evaluation.annotation_formats import GOLD, read_ratings
-from graphctx.evaluation.annotation_import import Rating, collect_ratings, read_keys
-from graphctx.evaluation.human_ratings import every_site, ordinal_alpha, win_outcomes
+from graphctx.evaluation.annotation.export import ExportSpec, make_items, read_predictions
+from graphctx.evaluation.annotation.formats import GOLD, read_ratings
+from graphctx.evaluation.annotation.ingest import Rating, collect_ratings, read_keys
+from graphctx.evaluation.annotation.ratings import every_site, ordinal_alpha, win_outcomes
 
 DATA = Path(__file__).parent / "data" / "annotation"
 ANNOTATORS = ("ann1", "ann2", "ann3")

@@ -10,7 +10,7 @@ from evaluation_workspace import write_workspace
 
 from graphctx.cli import main as cli_main
 from graphctx.evaluation.jsonl import read_records
-from graphctx.evaluation.runner import EvaluationRun
+from graphctx.evaluation.matrix.runner import EvaluationRun
 from graphctx.pipeline.config_file import load_config
 
 pytestmark = pytest.mark.slow

@@ -168,7 +168,7 @@ def workspace(tmp_path_factory, cardano_dir, tiny_bert):
 @pytest.mark.slow
 def test_baseline_variants_answer_without_the_llm_and_are_scored(workspace):
     from graphctx.evaluation.jsonl import read_records
-    from graphctx.evaluation.runner import EvaluationRun
+    from graphctx.evaluation.matrix.runner import EvaluationRun
     from graphctx.pipeline.config_file import load_config
 
     root, config_path = workspace
@@ -199,7 +199,7 @@ def test_baseline_variants_answer_without_the_llm_and_are_scored(workspace):
 
 @pytest.mark.slow
 def test_a_baseline_without_a_retrieval_pool_is_one_error_and_writes_no_answer(workspace, tmp_path):
-    from graphctx.evaluation.runner import EvaluationRun
+    from graphctx.evaluation.matrix.runner import EvaluationRun
     from graphctx.pipeline.config_file import load_config
 
     _, config_path = workspace

@@ -100,7 +100,7 @@ def test_graphctx_genqa_trains_on_the_pool_and_evaluate_answers_with_it(tmp_path
 
     from graphctx.cli import main as cli_main
     from graphctx.evaluation.jsonl import read_records
-    from graphctx.evaluation.runner import EvaluationRun
+    from graphctx.evaluation.matrix.runner import EvaluationRun
     from graphctx.pipeline.config_file import load_config
 
     evaluation = {"output_dir": str(tmp_path / "out"), "limit": 2, "bootstrap_samples": 20}

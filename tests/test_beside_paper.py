@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from graphctx.evaluation.beside_paper import PAPER_ROWS, paper_section
-from graphctx.evaluation.table import VariantScores, build_table, write_table
+from graphctx.evaluation.matrix.beside_paper import PAPER_ROWS, paper_section
+from graphctx.evaluation.matrix.table import VariantScores, build_table, write_table
 from graphctx.metrics.paper_settings import unlike_paper
 from graphctx.metrics.settings import MetricSettings, RougeSettings
 from graphctx.paper_figures import SITES, paper_site, published, table3

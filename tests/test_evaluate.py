@@ -9,8 +9,8 @@ import pytest
 
 from graphctx.errors import DataError
 from graphctx.evaluation.jsonl import RecordFile, read_records
-from graphctx.evaluation.table import VariantScores, build_table, to_csv, to_markdown, write_table
-from graphctx.evaluation.tracking import log_results, prediction_rows
+from graphctx.evaluation.matrix.table import VariantScores, build_table, to_csv, to_markdown, write_table
+from graphctx.evaluation.matrix.tracking import log_results, prediction_rows
 from graphctx.evaluation_settings import EvaluationSettings
 from graphctx.metrics.stats import bootstrap_interval, holm, paired_test
 from graphctx.prompts import VARIANTS

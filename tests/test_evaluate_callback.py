@@ -14,7 +14,7 @@ from lightning.pytorch.loggers import CSVLogger
 
 from graphctx.data import DataModuleSettings, DatasetSettings
 from graphctx.data.datamodule import InstructionDataModule
-from graphctx.evaluation.callback import ValidationGeneration, decoding, validation_callback
+from graphctx.evaluation.matrix.callback import ValidationGeneration, decoding, validation_callback
 from graphctx.evaluation_settings import EvaluationSettings
 from graphctx.generation.settings import GenerationSettings
 from graphctx.knowledge.extractors import build_extractor

@@ -24,8 +24,8 @@ from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 -- fixture
 
 from graphctx.errors import ConfigError
 from graphctx.evaluation.jsonl import read_records
-from graphctx.evaluation.runner import EvaluationRun
-from graphctx.evaluation.shards import Unit, balance, shard_path, shards_of
+from graphctx.evaluation.matrix.runner import EvaluationRun
+from graphctx.evaluation.matrix.shards import Unit, balance, shard_path, shards_of
 from graphctx.metrics.registry import built_in_names
 from graphctx.pipeline.config_file import load_config
 from graphctx.pipeline.contexts import ContextBuilder

@@ -10,7 +10,7 @@ from tiny_config import tiny_split
 
 import graphctx.pipeline.answerer as answerer
 from graphctx.evaluation.jsonl import read_records
-from graphctx.evaluation.runner import EvaluationRun
+from graphctx.evaluation.matrix.runner import EvaluationRun
 from graphctx.knowledge.llm import LLM_TRIPLET_PROMPT
 from graphctx.model import ModelSpec, load_tokenizer
 from graphctx.pipeline.config_file import load_config

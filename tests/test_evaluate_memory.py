@@ -11,7 +11,7 @@ from evaluation_workspace import write_workspace
 from transformers import PreTrainedModel
 
 import graphctx.pipeline.answerer as answerer
-from graphctx.evaluation.runner import EvaluationRun
+from graphctx.evaluation.matrix.runner import EvaluationRun
 from graphctx.pipeline.config_file import load_config
 from graphctx.prompts import VARIANTS
 

@@ -14,7 +14,7 @@ import pytest
 from evaluation_workspace import write_workspace
 
 from graphctx.evaluation.jsonl import dump_line, read_records
-from graphctx.evaluation.runner import EvaluationRun
+from graphctx.evaluation.matrix.runner import EvaluationRun
 from graphctx.pipeline.config_file import load_config
 
 VARIANT = "Base-TextGen"

@@ -13,7 +13,7 @@ from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 import evaluate
 from graphctx.errors import ConfigError
 from graphctx.evaluation.jsonl import read_records
-from graphctx.evaluation.sweep import (
+from graphctx.evaluation.matrix.sweep import (
     SAME_QUESTIONS,
     one_question_set,
     run_sweep,

@@ -13,9 +13,9 @@ import yaml
 from evaluation_workspace import write_workspace
 
 from graphctx.cli import main
-from graphctx.evaluation.export import MARKER
 from graphctx.evaluation.jsonl import read_records
-from graphctx.evaluation.runner import EvaluationRun
+from graphctx.evaluation.matrix.export import MARKER
+from graphctx.evaluation.matrix.runner import EvaluationRun
 from graphctx.pipeline.config_file import load_config
 
 VARIANTS = ["Base-GraphContextGen", "RetrievedAnswer"]

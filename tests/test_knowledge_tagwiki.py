@@ -213,7 +213,7 @@ class OwnTriples(PluginSource):
 def test_a_plugin_knowledge_source_is_selected_by_name_and_fingerprinted(
     tagwiki_settings, tmp_path, monkeypatch
 ):
-    from graphctx.evaluation.resume_guard import ResumeGuard
+    from graphctx.evaluation.matrix.resume_guard import ResumeGuard
     from graphctx.pipeline.config_file import load_config
     from graphctx.prompts import VARIANTS
     from graphctx.stack.model_stack import ModelStack

@@ -208,7 +208,7 @@ def test_settings_ranges_are_checked():
 
 
 def test_minicheck_runs_through_the_registry_as_a_named_extension(t5_folder):
-    from graphctx.evaluation.scoring import Scorer
+    from graphctx.evaluation.matrix.scorer import Scorer
     from graphctx.metrics.registry import entries_named
     from graphctx.pipeline.config_file import load_config
     from graphctx.stack.model_stack import ModelStack

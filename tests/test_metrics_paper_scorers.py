@@ -25,7 +25,7 @@ from transformers import (
     LukeTokenizer,
 )
 
-from graphctx.evaluation.scoring import Scorer
+from graphctx.evaluation.matrix.scorer import Scorer
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics import EntityJaccard, FactSettings, FactSummExtractor, FactSummScore, MetricSettings
 from graphctx.metrics.factsumm import fact_score, keep

@@ -89,7 +89,7 @@ def evaluation_config(tmp_path: Path, cardano_dir: Path, adapter: Path, encoder:
 def test_a_run_that_crashed_before_any_prediction_does_not_refuse_a_rerun_with_other_settings(
     tmp_path, cardano_dir, tiny_bert
 ) -> None:
-    from graphctx.evaluation.runner import EvaluationRun
+    from graphctx.evaluation.matrix.runner import EvaluationRun
     from graphctx.pipeline.config_file import load_config
     from graphctx.pipeline.contexts import RetrievedContext
 
@@ -228,7 +228,7 @@ def test_evaluate_refuses_a_limit_below_one(limit, capsys) -> None:
 
 def test_an_evaluation_limit_below_one_in_the_config_is_refused(tmp_path) -> None:
 
-    from graphctx.evaluation.runner import EvaluationRun
+    from graphctx.evaluation.matrix.runner import EvaluationRun
     from graphctx.pipeline.config_file import load_config
 
     path = tmp_path / "limit.yaml"

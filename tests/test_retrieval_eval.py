@@ -18,8 +18,13 @@ from graphctx.cli import main
 from graphctx.data import DatasetSettings, load_qa_dataset
 from graphctx.data.links import read_dump_links
 from graphctx.errors import ConfigError, DataError
-from graphctx.evaluation.retrieval_metrics import ndcg_at_k, per_query_scores, recall_at_k, reciprocal_rank
-from graphctx.evaluation.retrieval_queries import check_link_source, load_link_queries, masked_pool_texts
+from graphctx.evaluation.retrieval_eval.measures import (
+    ndcg_at_k,
+    per_query_scores,
+    recall_at_k,
+    reciprocal_rank,
+)
+from graphctx.evaluation.retrieval_eval.queries import check_link_source, load_link_queries, masked_pool_texts
 from graphctx.retrieval.fusion import reciprocal_rank_fusion
 from graphctx.retrieval.lexical import BM25Index
 

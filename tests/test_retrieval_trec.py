@@ -13,10 +13,10 @@ import pytest
 import torch
 from ir_measures import RR, R, nDCG
 
-from graphctx.evaluation.retrieval_eval import Pool, Queries, evaluate_retrieval, scored_rows
-from graphctx.evaluation.retrieval_metrics import per_query_scores
-from graphctx.evaluation.retrieval_report import write_report
-from graphctx.evaluation.trec import QRELS, qrels_text, run_name, run_text
+from graphctx.evaluation.retrieval_eval.judge import Pool, Queries, evaluate_retrieval, scored_rows
+from graphctx.evaluation.retrieval_eval.measures import per_query_scores
+from graphctx.evaluation.retrieval_eval.report import write_report
+from graphctx.evaluation.retrieval_eval.trec import QRELS, qrels_text, run_name, run_text
 from graphctx.retrieval.settings import RetrievalSettings
 
 TOLERANCE = 1e-9
@@ -154,7 +154,8 @@ def test_report_trec_files_agree_with_results_and_a_new_sweep_replaces_the_old(t
 def test_the_examples_of_the_trec_module_run_as_written():
     import doctest
 
-    from graphctx.evaluation import retrieval_eval, trec
+    from graphctx.evaluation.retrieval_eval import judge as retrieval_eval
+    from graphctx.evaluation.retrieval_eval import trec
 
     for module in (trec, retrieval_eval):
         result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)

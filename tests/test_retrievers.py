@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from graphctx.errors import ConfigError
-from graphctx.evaluation.resume_guard import ResumeGuard
-from graphctx.evaluation.retrieval_eval import Pool, Queries, bm25_ranking, fused_ranking, graph_ranking
+from graphctx.evaluation.matrix.resume_guard import ResumeGuard
+from graphctx.evaluation.retrieval_eval.judge import Pool, Queries, bm25_ranking, fused_ranking, graph_ranking
 from graphctx.pipeline.config_file import load_config
 from graphctx.prompts import get_variants, retriever_twin
 from graphctx.retrieval.index import build_index

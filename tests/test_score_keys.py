@@ -12,8 +12,8 @@ import huggingface_hub.constants
 import torch
 from transformers import BertConfig, BertForTokenClassification
 
-from graphctx.evaluation import score_keys
-from graphctx.evaluation.score_keys import metric_parts
+from graphctx.evaluation.matrix import metric_fingerprints as score_keys
+from graphctx.evaluation.matrix.metric_fingerprints import metric_parts
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics import registry
 from graphctx.metrics.registry import MetricContext, metric_entries
@@ -93,7 +93,7 @@ def test_a_hub_id_without_an_owner_is_known_by_its_cached_snapshot(tmp_path, mon
 
 
 def test_gold_values_go_to_the_default_cache_when_the_config_names_none(monkeypatch, tmp_path):
-    from graphctx.evaluation.resume_guard import ResumeGuard
+    from graphctx.evaluation.matrix.resume_guard import ResumeGuard
     from graphctx.pipeline.config_file import load_config
 
     monkeypatch.setenv("GRAPHCTX_CACHE", str(tmp_path / "default-cache"))

@@ -1,11 +1,11 @@
-"""graphctx.evaluation.stale: rows and files moved aside with a reason, never deleted."""
+"""graphctx.evaluation.matrix.stale: rows and files moved aside with a reason, never deleted."""
 
 from __future__ import annotations
 
 import json
 
 from graphctx.evaluation.jsonl import dump_line, read_records
-from graphctx.evaluation.stale import StaleArea, move_aside
+from graphctx.evaluation.matrix.stale import StaleArea, move_aside
 
 
 def write_rows(path, ids):

@@ -60,7 +60,7 @@ def config_sources(config_path: str) -> tuple[Path, str]:
 
 
 def run_export(args: argparse.Namespace) -> dict[str, Any]:
-    from graphctx.evaluation.annotation_export import ExportSpec, make_items, read_predictions, write_export
+    from graphctx.evaluation.annotation.export import ExportSpec, make_items, read_predictions, write_export
 
     if args.config is None and (args.predictions_dir is None or args.site is None):
         raise ConfigError("annotate export: give --config, or both --predictions-dir and --site")
@@ -75,9 +75,9 @@ def run_export(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_import(args: argparse.Namespace) -> dict[str, Any]:
-    from graphctx.evaluation.annotation_import import collect_ratings, read_keys
-    from graphctx.evaluation.human_ratings import every_site
-    from graphctx.evaluation.human_report import summary, write_report
+    from graphctx.evaluation.annotation.ingest import collect_ratings, read_keys
+    from graphctx.evaluation.annotation.ratings import every_site
+    from graphctx.evaluation.annotation.report import summary, write_report
 
     keys = read_keys([Path(path) for path in args.key])
     ratings = collect_ratings([Path(path) for path in args.ratings], keys)

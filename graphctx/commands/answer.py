@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
     question = read_question(args)  # before anything loads
-    from graphctx.evaluation.scoring import Scorer
+    from graphctx.evaluation.matrix.scorer import Scorer
     from graphctx.pipeline.answerer import Answerer
     from graphctx.pipeline.config_file import load_config
     from graphctx.stack.model_stack import ModelStack, check_models

@@ -1,7 +1,7 @@
 """Export an evaluation run folder as a Hugging Face dataset (Parquet + dataset card), optionally pushed.
 
 One row per (site, question): each variant's prompt, fitted context, answer, retrieved ids and every
-per-question score (graphctx.evaluation.export). Prints the folder written (and the Hub URL with
+per-question score (graphctx.evaluation.matrix.export). Prints the folder written (and the Hub URL with
 --push-to-hub).
 """
 
@@ -41,7 +41,7 @@ def check_repo(repo: str) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from graphctx.evaluation.export import export_run, git_commit, push_to_hub
+    from graphctx.evaluation.matrix.export import export_run, git_commit, push_to_hub
 
     if args.push_to_hub is not None:
         check_repo(args.push_to_hub)

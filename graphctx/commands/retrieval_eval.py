@@ -1,10 +1,10 @@
 """Judge retrieval against the dump's own links: graph PPR, dense, BM25 and a hybrid, and a sweep of T.
 
 Queries are the evaluated split's questions linked (PostLinks.xml: duplicate = 2, linked = 1) to older
-pool questions (see graphctx.evaluation.retrieval_queries for what is counted and why). Writes
+pool questions (see graphctx.evaluation.retrieval_eval.queries for what is counted and why). Writes
 results.md, results.csv, results.json, sweep.png and trec/ (qrels.txt and one TREC run file per method
-and per T of the sweep, for trec_eval / ir-measures: graphctx.evaluation.trec) to --output-dir (default
-<trainer.default_root_dir>/retrieval_eval); prints the markdown, or the JSON line with --json.
+and per T of the sweep, for trec_eval / ir-measures: graphctx.evaluation.retrieval_eval.trec) to --output-dir
+(default <trainer.default_root_dir>/retrieval_eval); prints the markdown, or the JSON line with --json.
 """
 
 from __future__ import annotations
@@ -64,13 +64,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
-    from graphctx.evaluation.retrieval_eval import check_thresholds, evaluate_retrieval
-    from graphctx.evaluation.retrieval_queries import (
+    from graphctx.evaluation.retrieval_eval.judge import check_thresholds, evaluate_retrieval
+    from graphctx.evaluation.retrieval_eval.queries import (
         check_link_source,
         few_queries_warning,
         load_link_queries,
     )
-    from graphctx.evaluation.retrieval_report import markdown, write_report
+    from graphctx.evaluation.retrieval_eval.report import markdown, write_report
     from graphctx.pipeline.config_file import load_config
 
     thresholds = check_thresholds(parse_thresholds(args.thresholds), "--thresholds")
@@ -115,8 +115,8 @@ def _count(queries: list, grade: int) -> int:
 def _embedded(config, train, queries, links, cache_dir):
     """Pool and queries embedded once each (cached like the retrieval index's embeddings), on the CPU; with
     ``links``, the pool's links to the queries masked first. Also the number of pool texts masked."""
-    from graphctx.evaluation.retrieval_eval import Pool, Queries
-    from graphctx.evaluation.retrieval_queries import masked_pool_texts
+    from graphctx.evaluation.retrieval_eval.judge import Pool, Queries
+    from graphctx.evaluation.retrieval_eval.queries import masked_pool_texts
     from graphctx.retrieval.builders import build_embeddings
 
     settings = config.retrieval

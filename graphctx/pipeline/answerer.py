@@ -6,7 +6,8 @@
     answers = answerer.answer_prompts(variant, prompts)               # greedy, in length-sorted batches
     answerer.release()                                                # the held model goes
 
-``graphctx answer``, ``enhance``, evaluate.py (:mod:`graphctx.evaluation.runner`), the validation callback
+``graphctx answer``, ``enhance``, evaluate.py (:mod:`graphctx.evaluation.matrix.runner`), the validation
+callback
 and the benchmarks all answer through it. Models: the Answerer holds at most one generation model, loaded
 the first time it is needed (:meth:`Answerer.model`) and kept until :meth:`Answerer.release` or until a
 model of the other kind is asked for, which is loaded only after the held one is freed. The base model is

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from graphctx.errors import ConfigError, DataError
-from graphctx.evaluation.annotation_export import KEY_FILE
-from graphctx.evaluation.annotation_formats import SCALE, Rated, read_ratings
+from graphctx.evaluation.annotation.export import KEY_FILE
+from graphctx.evaluation.annotation.formats import SCALE, Rated, read_ratings
 
 
 @dataclass(frozen=True)

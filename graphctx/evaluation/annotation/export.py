@@ -23,7 +23,7 @@ from typing import Any
 
 from graphctx.cache import atomic_path
 from graphctx.errors import ConfigError, DataError
-from graphctx.evaluation.annotation_formats import (
+from graphctx.evaluation.annotation.formats import (
     DOCCANO_LABELS,
     GOLD,
     LABEL_STUDIO_CONFIG,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from graphctx.evaluation.jsonl import RecordFile
-from graphctx.evaluation.shards import shard_path
+from graphctx.evaluation.matrix.shards import shard_path
 from graphctx.prompts import Variant
 
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from graphctx.baselines import FALLBACKS
-from graphctx.evaluation.layout import VariantFiles
-from graphctx.evaluation.shards import Unit
+from graphctx.evaluation.matrix.layout import VariantFiles
+from graphctx.evaluation.matrix.shards import Unit
 from graphctx.generation.decoder import Answer
 from graphctx.pipeline.answerer import Answerer
 from graphctx.pipeline.contexts import RetrievedContext

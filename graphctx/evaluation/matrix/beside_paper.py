@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from graphctx.baselines import STAND_INS, substitutions
-from graphctx.evaluation.table import ResultsTable, metric_key
+from graphctx.evaluation.matrix.table import ResultsTable, metric_key
 from graphctx.metrics.registry import built_in_classes, paper_columns
 from graphctx.paper import Reference, display_name, is_reference
 from graphctx.paper_figures import TABLE3_MODEL, TABLE3_PRE_LLM, Figure, paper_site, published

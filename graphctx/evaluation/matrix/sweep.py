@@ -1,7 +1,7 @@
 """A model sweep: several base models, each scored zero-shot and with context, in one table (Table 2's
 layout, the paper comparing Llama-2, Vicuna, Falcon, GPT-NeoX, ... zero-shot).
 
-``evaluate.py --models A B ...`` runs one :class:`~graphctx.evaluation.runner.EvaluationRun` per model,
+``evaluate.py --models A B ...`` runs one :class:`~graphctx.evaluation.matrix.runner.EvaluationRun` per model,
 each into ``<output_dir>/models/<model name>/`` (resumable like any run: a rerun answers only what is
 missing), then writes ``<output_dir>/sweep.md`` and ``sweep.csv``: one row per (model, variant), the
 model in the ``Model`` / ``generation_model`` column. Only the base model's variants take part
@@ -20,8 +20,8 @@ from pathlib import Path
 
 from graphctx.cache import atomic_path
 from graphctx.errors import ConfigError
-from graphctx.evaluation.runner import EvaluationRun
-from graphctx.evaluation.table import ResultsTable, column_name, shown_keys, to_csv
+from graphctx.evaluation.matrix.runner import EvaluationRun
+from graphctx.evaluation.matrix.table import ResultsTable, column_name, shown_keys, to_csv
 from graphctx.paper import display_name
 from graphctx.pipeline.processes import Processes, StopRequest
 from graphctx.pipeline.run_config import RunConfig

@@ -1,11 +1,11 @@
 """The evaluation run behind ``evaluate.py``: contexts → answers → scores → results table, all resumable.
 
-Layout of ``evaluation.output_dir`` (:mod:`graphctx.evaluation.layout`)::
+Layout of ``evaluation.output_dir`` (:mod:`graphctx.evaluation.matrix.layout`)::
 
     predictions/<variant>.jsonl   one line per answered question (prompt, context, answer, gold, hits)
     predictions/<variant>.meta.json   the settings the answers depend on (a rerun with others is refused)
     scores/<variant>/<metric>.jsonl   one line of that metric's scores per scored question
-    scores/<variant>/<metric>.meta.json   what computed them (:mod:`graphctx.evaluation.score_keys`)
+    scores/<variant>/<metric>.meta.json   what computed them (:mod:`~.metric_fingerprints`)
     scores/<variant>.jsonl        every metric's scores of each row, joined (rewritten at the end of a run)
     stale/<time>/                 rows and files that no longer match their settings, moved aside
     results.md, results.csv       the table (means, 95% intervals, paired tests vs fixed baselines)
@@ -13,18 +13,18 @@ Layout of ``evaluation.output_dir`` (:mod:`graphctx.evaluation.layout`)::
     {predictions,scores/<variant>}/shards/  while a multi-process run goes on: one file per rank
 
 Answers are decoded, and scored, in a fixed order of length-sorted batches over the whole split
-(:mod:`graphctx.evaluation.work_order`); a rerun skips every batch whose rows are already written, so a
+(:mod:`graphctx.evaluation.matrix.work_order`); a rerun skips every batch whose rows are already written, so a
 resumed run computes exactly what an uninterrupted one would, and so does a run on any number of processes.
 The contexts are built once, shared by the ranks (:class:`~graphctx.pipeline.answerer.Answerer`): rank 0
 builds or reads the pool index and the KG store first, then each rank retrieves its share of the questions
 (through ``predict_hits``) and enhances its share (or reads it from the knowledge cache), and the shares are
 gathered so that every rank has every context. The pending batches are dealt over the ranks, each answers
-(:mod:`~graphctx.evaluation.answering`) and scores (:mod:`~graphctx.evaluation.scores`) its own into its
-shards, and rank 0 merges them into the files a single process writes, rows in decoding order
-(:mod:`~graphctx.evaluation.merging`).
+(:mod:`~graphctx.evaluation.matrix.answering`) and scores (:mod:`~graphctx.evaluation.matrix.score_stage`)
+its own into its shards, and rank 0 merges them into the files a single process writes, rows in decoding order
+(:mod:`~graphctx.evaluation.matrix.merging`).
 
-A rerun never deletes a row (:mod:`graphctx.evaluation.resume_guard`): a metric whose settings changed is
-re-scored (its old scores moved aside into ``stale/``), the other metrics and the answers are kept; answers
+A rerun never deletes a row (:mod:`graphctx.evaluation.matrix.resume_guard`): a metric whose settings changed
+is re-scored (its old scores moved aside into ``stale/``), the other metrics and the answers are kept; answers
 made with other settings are refused, or moved aside with ``--overwrite``; rows outside the requested
 ``--limit`` or variants stay in place (the table shows the requested rows); a row whose id is not in the
 split is moved aside.
@@ -39,19 +39,19 @@ from typing import Any
 
 from graphctx.cache import write_json_atomic
 from graphctx.errors import ConfigError
-from graphctx.evaluation.answering import AnswerStage
-from graphctx.evaluation.beside_paper import paper_section
 from graphctx.evaluation.jsonl import check_unique_ids
-from graphctx.evaluation.layout import RunLayout, VariantFiles
-from graphctx.evaluation.merging import merge, tidy
-from graphctx.evaluation.resume_guard import ResumeGuard
-from graphctx.evaluation.scores import ScoreStage, collect
-from graphctx.evaluation.shards import Unit, balance
-from graphctx.evaluation.stale import StaleArea
-from graphctx.evaluation.table import ResultsTable, build_table, write_table
-from graphctx.evaluation.timing import StageTimer, stderr_logger
-from graphctx.evaluation.tracking import log_results
-from graphctx.evaluation.work_order import decoding_order, pending_units
+from graphctx.evaluation.matrix.answering import AnswerStage
+from graphctx.evaluation.matrix.beside_paper import paper_section
+from graphctx.evaluation.matrix.layout import RunLayout, VariantFiles
+from graphctx.evaluation.matrix.merging import merge, tidy
+from graphctx.evaluation.matrix.resume_guard import ResumeGuard
+from graphctx.evaluation.matrix.score_stage import ScoreStage, collect
+from graphctx.evaluation.matrix.shards import Unit, balance
+from graphctx.evaluation.matrix.stale import StaleArea
+from graphctx.evaluation.matrix.table import ResultsTable, build_table, write_table
+from graphctx.evaluation.matrix.timing import StageTimer, stderr_logger
+from graphctx.evaluation.matrix.tracking import log_results
+from graphctx.evaluation.matrix.work_order import decoding_order, pending_units
 from graphctx.evaluation_settings import EvaluationSettings
 from graphctx.folder_lock import FolderLock
 from graphctx.generation.loading import resolve_device
@@ -290,7 +290,7 @@ class EvaluationRun:
 
     # ---- files: the resume guard, shards, tidying ----------------------------------------------------
     def merge(self, overwrite: bool = False) -> None:
-        """Rank 0: the processes' shards into the files (:func:`~graphctx.evaluation.merging.merge`)."""
+        """Rank 0: the processes' shards into the files (:func:`~graphctx.evaluation.matrix.merging.merge`)."""
         merge(self.variants, self.guard, self.log, overwrite)
 
     def tidy(self, rows: Rows, encoded: Encoded) -> None:

@@ -4,7 +4,7 @@
   the report's order, pool questions by id. Every judged query has at least one relevant pool question.
 - ``run.<method>.txt`` (and ``run.graph.T<T>.txt`` per threshold of the sweep): ``query Q0 pool_question
   rank score tag``, the first :math:`n \\le` ``depth`` pool questions graphctx scored, in its order (empty
-  slots dropped first, as :func:`~graphctx.evaluation.retrieval_metrics.per_query_scores` drops them).
+  slots dropped first, as :func:`~graphctx.evaluation.retrieval_eval.measures.per_query_scores` drops them).
 
 TREC tools re-sort a run by score and break ties by document id, so the score column is rank-derived,
 :math:`n + 1 - \\mathrm{rank}`: strictly decreasing within a query, the tools' order is graphctx's order

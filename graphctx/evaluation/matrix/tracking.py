@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from graphctx.evaluation.jsonl import RecordFile
-from graphctx.evaluation.table import ResultsTable, column_name
+from graphctx.evaluation.matrix.table import ResultsTable, column_name
 from graphctx.evaluation_settings import EvaluationSettings
 
 PREDICTION_COLUMNS = ("id", "question", "context", "generated", "gold")

@@ -14,12 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from graphctx.evaluation.answering import FALLBACK
 from graphctx.evaluation.jsonl import RecordFile
-from graphctx.evaluation.layout import RunLayout, VariantFiles
-from graphctx.evaluation.scoring import Scorer
-from graphctx.evaluation.shards import Unit
-from graphctx.evaluation.table import VariantScores
+from graphctx.evaluation.matrix.answering import FALLBACK
+from graphctx.evaluation.matrix.layout import RunLayout, VariantFiles
+from graphctx.evaluation.matrix.scorer import Scorer
+from graphctx.evaluation.matrix.shards import Unit
+from graphctx.evaluation.matrix.table import VariantScores
 from graphctx.metrics.gold import FolderStore
 from graphctx.metrics.registry import MetricEntry
 from graphctx.pipeline.answerer import Answerer

@@ -26,7 +26,7 @@ from lightning.pytorch.loggers import WandbLogger
 from graphctx.cache import atomic_path
 from graphctx.data import load_qa_dataset
 from graphctx.errors import ConfigError
-from graphctx.evaluation.scoring import Scorer
+from graphctx.evaluation.matrix.scorer import Scorer
 from graphctx.knowledge.llm import GenerationModel
 from graphctx.metrics.registry import entries_named
 from graphctx.pipeline.answerer import Answerer, AnswerSettings

@@ -1,7 +1,8 @@
 """Rank 0's bookkeeping of an evaluation's files: the processes' shards merged in, the files tidied.
 
 Merging refuses prediction shards made with other settings (``--overwrite``: moves them aside) and moves
-aside score shards of another metric fingerprint (:mod:`graphctx.evaluation.shards`); tidying, after the
+aside score shards of another metric fingerprint (:mod:`graphctx.evaluation.matrix.shards`); tidying, after
+the
 final merge, moves aside rows whose id is not in the split (and scores without an answer), puts every file's
 rows in decoding order and writes each variant's joined scores file.
 """
@@ -13,10 +14,10 @@ from collections.abc import Callable, Sequence
 from graphctx.cache import atomic_path
 from graphctx.errors import ConfigError
 from graphctx.evaluation.jsonl import RecordFile, dump_line, read_records
-from graphctx.evaluation.layout import RunLayout
-from graphctx.evaluation.resume_guard import ResumeGuard
-from graphctx.evaluation.shards import foreign_shards, merge_shards, write_in_order
-from graphctx.evaluation.stale import StaleArea
+from graphctx.evaluation.matrix.layout import RunLayout
+from graphctx.evaluation.matrix.resume_guard import ResumeGuard
+from graphctx.evaluation.matrix.shards import foreign_shards, merge_shards, write_in_order
+from graphctx.evaluation.matrix.stale import StaleArea
 from graphctx.prompts import Variant
 
 

@@ -26,7 +26,7 @@ from torch import Tensor
 from torch_geometric.data import Data
 
 from graphctx.errors import ConfigError
-from graphctx.evaluation.retrieval_metrics import metric_names, per_query_scores, summarise
+from graphctx.evaluation.retrieval_eval.measures import metric_names, per_query_scores, summarise
 from graphctx.metrics.stats import Interval, PairedComparison, paired_test
 from graphctx.retrieval.builders import build_graph, build_query_edges
 from graphctx.retrieval.fusion import reciprocal_rank_fusion
@@ -88,7 +88,7 @@ class MethodResult:
     bootstrap interval of the mean difference, permutation p)."""
     ranking: list[list[int]] = field(default_factory=list)
     """Per query, the pool ids scored: empty slots dropped, cut at the deepest metric cut-off (the TREC
-    run file's rows, :mod:`graphctx.evaluation.trec`)."""
+    run file's rows, :mod:`graphctx.evaluation.retrieval_eval.trec`)."""
 
 
 @dataclass

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from graphctx.evaluation.layout import VariantFiles
-from graphctx.evaluation.shards import Unit
+from graphctx.evaluation.matrix.layout import VariantFiles
+from graphctx.evaluation.matrix.shards import Unit
 from graphctx.generation.decoder import length_sorted_batches
 from graphctx.prompts import EncodedPrompt, Variant
 

@@ -1,5 +1,6 @@
 """The retrieval-eval report: results.md, results.csv, results.json (its one JSON line), sweep.png, and
-trec/ (qrels and one run file per method and per T of the sweep: :mod:`graphctx.evaluation.trec`).
+trec/ (qrels and one run file per method and per T of the sweep:
+:mod:`graphctx.evaluation.retrieval_eval.trec`).
 
 Every file is rendered into a temporary folder beside the output folder first and moved into place one
 by one (``os.replace``) only once all of them rendered, so a failure leaves the previous report whole;
@@ -16,8 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from graphctx.evaluation.retrieval_eval import DENSITY_KEYS, MethodResult, RetrievalEvaluation
-from graphctx.evaluation.trec import QRELS, TAG, qrels_text, run_name, run_text
+from graphctx.evaluation.retrieval_eval.judge import DENSITY_KEYS, MethodResult, RetrievalEvaluation
+from graphctx.evaluation.retrieval_eval.trec import QRELS, TAG, qrels_text, run_name, run_text
 from graphctx.metrics.stats import PairedComparison
 
 FILES = ("results.md", "results.csv", "results.json", "sweep.png")

@@ -13,7 +13,7 @@ beside each file it writes: ``predictions/shards/<variant>...`` with the fingerp
 answer settings (:meth:`EvaluationRun.prediction_fingerprint`), ``scores/<variant>/shards/<metric>...`` with
 that of the metric's (:meth:`EvaluationRun.metric_fingerprint`). Rank 0 moves the shards into the files at
 the start of a run (what a killed or requeued run left) and at its end; a shard with another fingerprint is
-never merged (moved aside, :mod:`graphctx.evaluation.stale`).
+never merged (moved aside, :mod:`graphctx.evaluation.matrix.stale`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ Every variant's answers carry the fingerprint of everything they depend on
 retrieval and knowledge, less the speed-only knobs of :data:`SPEED_ONLY`), every metric's scores that of the
 metric and the answers (:meth:`ResumeGuard.metric_fingerprint`), both stored in a ``.meta.json`` beside the
 file. Answers made with other settings are refused (or moved aside with ``--overwrite``); scores of other
-metric settings are moved aside and scored again (:mod:`graphctx.evaluation.stale`). Nothing is deleted.
+metric settings are moved aside and scored again (:mod:`graphctx.evaluation.matrix.stale`). Nothing is
+deleted.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from typing import Any
 from graphctx.cache import cache_root, file_digest, fingerprint, write_json_atomic
 from graphctx.errors import ConfigError
 from graphctx.evaluation.jsonl import RecordFile
-from graphctx.evaluation.layout import RunLayout
-from graphctx.evaluation.score_keys import changed, metric_parts
-from graphctx.evaluation.stale import StaleArea
+from graphctx.evaluation.matrix.layout import RunLayout
+from graphctx.evaluation.matrix.metric_fingerprints import changed, metric_parts
+from graphctx.evaluation.matrix.stale import StaleArea
 from graphctx.knowledge.backends import knowledge_source
 from graphctx.pipeline.answerer import decoded_weights
 from graphctx.pipeline.run_config import RunConfig
@@ -128,7 +129,7 @@ class ResumeGuard:
 
     def scorer_parts(self, metric: str) -> dict[str, Any]:
         """What computes ``metric``'s scores, answers aside: its settings, models and libraries
-        (:func:`~graphctx.evaluation.score_keys.metric_parts`)."""
+        (:func:`~graphctx.evaluation.matrix.metric_fingerprints.metric_parts`)."""
         if self._metric_parts is None:
             config = self.config
             self._metric_parts = metric_parts(config.metric_entries, config.evaluation.metrics)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from graphctx.cache import atomic_path
-from graphctx.evaluation.human_ratings import RATINGS, SiteRatings
+from graphctx.evaluation.annotation.ratings import RATINGS, SiteRatings
 
 COLORS = ("#d7191c", "#fdae61", "#a6a6a6", "#a6d96a", "#1a9641")
 """One color per rating 1..5 (red: unhelpful, green: exemplary)."""

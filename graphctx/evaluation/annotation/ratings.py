@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graphctx.evaluation.annotation_formats import GOLD, SCALE
-from graphctx.evaluation.annotation_import import Rating
+from graphctx.evaluation.annotation.formats import GOLD, SCALE
+from graphctx.evaluation.annotation.ingest import Rating
 from graphctx.metrics.stats import Interval, bootstrap_interval
 
 RATINGS = tuple(int(label) for label in SCALE)
