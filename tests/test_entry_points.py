@@ -208,6 +208,16 @@ CASES = {
         "evaluate.py", ("--config", "{config}"), r"key retrieval\.top_k is given twice",
         insert=DUPLICATE_KEY,
     ),
+    "graphctx index: two YAML documents in the config": Case(
+        "graphctx", ("index", "--config", "{config}"),
+        r"c\.yaml: holds a second YAML document \('---' at line \d+\); a config is one document",
+        insert=("", "---\nretrieval:\n  top_k: 3\n"),
+    ),
+    "evaluate.py: a tab indenting a key": Case(
+        "evaluate.py", ("--config", "{config}"),
+        r"c\.yaml: not valid YAML: a tab at line \d+, column 1; YAML indents with spaces only",
+        insert=("\nretrieval:\n", "\ttop_k: 7\n"),
+    ),
     "train.py: --data.max_length 8": Case(
         "train.py", ("--config", "{config}", "--data.max_length", "8"),
         r"data\.max_length: 8 tokens leave no room for the answer: the prompt alone takes \d+",
