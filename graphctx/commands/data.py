@@ -13,6 +13,8 @@ ROWS = [
     ("skipped rows (missing Id/Title/Body/date)", "skipped_rows"),
     ("removed: fabricated watermark post", "removed_fabricated"),
     ("removed: duplicate link to or from a watermark post", "removed_fabricated_links"),
+    ("ignored: PostLinks.xml self-link", "ignored_self_links"),
+    ("ignored: PostLinks.xml row without ids", "ignored_malformed_links"),
     ("with accepted answer", "with_accepted_answer"),
     ("removed: accepted answer of another question", "removed_answer_parent_mismatch"),
     ("removed: no accepted answer", "removed_no_accepted_answer"),
