@@ -116,7 +116,8 @@ def print_summary(summary: dict[str, Any], split: Any, out: TextIO) -> None:
     manifest = summary.get("manifest") or {}
 
     def file_line(label: str, item: dict[str, Any]) -> str:
-        packed = f"  ({item['compression']})" if item.get("compression") else ""
+        kind = item.get("compression") or item.get("format")
+        packed = f"  ({kind})" if kind else ""
         return (
             f"{label:<{width}}  {item['name']}  {item['size']:,} bytes  sha256 {item['sha256'][:16]}{packed}"
         )

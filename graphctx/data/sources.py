@@ -56,7 +56,7 @@ def source_fingerprint(source: str) -> Any:
     files = resolve_dump(path)
     if files.archive is not None:  # size and modification time: hashing GBs on every run costs seconds
         stat = files.archive.stat()
-        return ["7z", files.archive.name, stat.st_size, stat.st_mtime_ns]
+        return [files.archive_format, files.archive.name, stat.st_size, stat.st_mtime_ns]
     return [file_digest(files.posts), file_digest(files.links) if files.links else None]
 
 
@@ -138,6 +138,7 @@ def _dump_candidates(
         stat = files.archive.stat()
         read.manifest["archive"] = {
             "name": files.archive.name,
+            "format": files.archive_format,
             "size": stat.st_size,
             "sha256": file_digest(files.archive),
         }

@@ -228,7 +228,7 @@ class DumpReader:
                 " title TEXT, body TEXT, tags TEXT, created TEXT, score INTEGER, owner TEXT)"
             )
             for name, stream in self.files.members():  # one pass, in the order the files are stored
-                origin = str(self.posts.with_name(name))
+                origin = str(self.files.links if name == LINKS else self.posts)
                 rows = iter_rows(stream, origin, ROOTS[name])
                 if name == LINKS:
                     read_duplicate_links(post_links(rows, self.counts), duplicate_of, linked)
