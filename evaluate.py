@@ -127,14 +127,18 @@ def evaluate(args: argparse.Namespace, overrides: list[str], stop: StopRequest, 
 
 def check_inputs(run: EvaluationRun, output_key: str) -> None:
     """Refuse, before any file of the run is written, an output folder that is a file, a split that leaves
-    no question to evaluate and a knowledge graph without sources (``output_key`` names the setting that
-    chose the folder)."""
+    no question to evaluate, an adapter folder peft would load a pickle from or that holds two adapters
+    (:func:`~graphctx.model.loading.adapter_weights`) and a knowledge graph without sources
+    (``output_key`` names the setting that chose the folder)."""
     from graphctx.knowledge.store import kg_sources
+    from graphctx.model.loading import adapter_weights
 
     existing = next(path for path in (run.output_dir, *run.output_dir.parents) if path.exists())
     if not existing.is_dir():
         where = "is" if existing == run.output_dir else f"lies in {existing}, which is"
         raise ConfigError(f"{output_key}: {run.output_dir} {where} a file, not a folder")
+    if any(variant.model == "adapter" for variant in run.variants):
+        adapter_weights(run.config.adapter_dir)
     run.load_rows()  # the dataset and the split, with its questions
     knowledge = run.config.knowledge
     if knowledge.enabled and knowledge.backend == "local" and any(v.knowledge for v in run.variants):

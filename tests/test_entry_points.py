@@ -24,6 +24,7 @@ from graphctx.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "configs" / "tiny.yaml"
+ADAPTER = "adapter_model.safetensors"
 MORE_TRAIN = (
     good_pair(40, "2021-02-10", "How do I delegate ada to a stake pool?")
     + good_pair(50, "2021-03-10", "Why is my wallet not syncing with the node?")
@@ -68,6 +69,13 @@ def workspace(tmp_path_factory: pytest.TempPathFactory, tiny_bert: Path) -> Work
     (root / "questions-only" / "Posts.xml").write_text(f"<posts>\n{questions}</posts>\n")
     (root / "empty-kg").mkdir()
     (root / "a-file").write_text("not a folder\n")
+    for name, files in {"pickled": ["adapter_model.bin"], "both": ["adapter_model.bin", ADAPTER]}.items():
+        (root / name).mkdir()
+        (root / name / "adapter_config.json").write_text('{"peft_type": "LORA"}')
+        for file in files:
+            torch.save({"w": torch.zeros(1)}, root / name / file)  # the .safetensors: a stale copy's bytes
+    (root / "empty-model").mkdir()
+    (root / "empty-model" / "config.json").write_text("{}")
     (root / "latin1.txt").write_bytes("Caf\xe9 wallet does not sync".encode("latin-1"))
     config = yaml.safe_load(TINY.read_text())
     config["trainer"].update(default_root_dir=str(root / "run"), max_steps=1, enable_progress_bar=False)
@@ -139,6 +147,7 @@ class Case:
 
 
 QUESTION = ("--question", "How do I stake ada?")
+FINETUNED = ("--variants", "FineTuned", "--evaluation.adapter")
 CASES = {
     "graphctx retrieve: non-UTF-8 bytes in --question": Case(
         "graphctx", ("retrieve", "--config", "{config}", "--question", "Caf\udce9 wallet"),
@@ -217,6 +226,18 @@ CASES = {
         "evaluate.py", ("--config", "{config}"),
         r"c\.yaml: not valid YAML: a tab at line \d+, column 1; YAML indents with spaces only",
         insert=("\nretrieval:\n", "\ttop_k: 7\n"),
+    ),
+    "evaluate.py: an adapter folder holding only a pickled adapter_model.bin": Case(
+        "evaluate.py", ("--config", "{config}", *FINETUNED, "{root}/pickled"),
+        r"evaluation\.adapter: .*pickled holds only a pickled adapter_model\.bin, which graphctx does not",
+    ),
+    "evaluate.py: an adapter folder holding both adapter_model files": Case(
+        "evaluate.py", ("--config", "{config}", *FINETUNED, "{root}/both"),
+        r"evaluation\.adapter: .*both holds both adapter_model\.safetensors and adapter_model\.bin",
+    ),
+    "evaluate.py: a model folder whose config.json is {}": Case(
+        "evaluate.py", ("--config", "{config}", "--model.spec.source", "{root}/empty-model"),
+        r"model\.spec\.source: .*empty-model/config\.json names no model_type",
     ),
     "train.py: --data.max_length 8": Case(
         "train.py", ("--config", "{config}", "--data.max_length", "8"),

@@ -60,6 +60,21 @@ def source_fingerprint(source: str) -> Any:
     return [file_digest(files.posts), file_digest(files.links) if files.links else None]
 
 
+def source_digests(source: str) -> Any:
+    """What the source's bytes are, as the dump manifest records them: ``{file name: SHA-256}`` of a
+    dump's archive, or of its Posts.xml and PostLinks.xml, or of a tabular file; an ``hf:`` name as is.
+    Unlike :func:`source_fingerprint`, an archive is hashed (a rewrite that keeps size and time differs)."""
+    if source.startswith("hf:"):
+        return source
+    path = Path(source)
+    if path.suffix.lower() in TABLE_SUFFIXES:
+        files = [path]
+    else:
+        dump = resolve_dump(path)
+        files = [dump.archive] if dump.archive else [p for p in (dump.posts, dump.links) if p]
+    return {file.name: file_digest(file) for file in files}
+
+
 @dataclass
 class DateSpan:
     """The first and last of the creation times it was shown (canonical ISO strings sort as time)."""

@@ -1,10 +1,11 @@
 """The resume guard: a rerun extends only what was made with the same settings.
 
 Every variant's answers carry the fingerprint of everything they depend on
-(:meth:`ResumeGuard.prediction_fingerprint`: model, template, dataset, split, decoding, weights, adapter,
-retrieval and knowledge, less the speed-only knobs of :data:`SPEED_ONLY`), every metric's scores that of the
-metric and the answers (:meth:`ResumeGuard.metric_fingerprint`), both stored in a ``.meta.json`` beside the
-file. Answers made with other settings are refused (or moved aside with ``--overwrite``); scores of other
+(:meth:`ResumeGuard.prediction_fingerprint`: model, template, dataset settings and the SHA-256s of its
+source files, split, decoding, weights, the adapter file peft loads, retrieval and knowledge, less the
+speed-only knobs of :data:`SPEED_ONLY`), every metric's scores that of the metric and the answers
+(:meth:`ResumeGuard.metric_fingerprint`), both stored in a ``.meta.json`` beside the file. Answers made
+with other settings are refused, naming what changed (or moved aside with ``--overwrite``); scores of other
 metric settings are moved aside and scored again (:mod:`graphctx.evaluation.stale`). Nothing is deleted.
 """
 
@@ -16,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from graphctx.cache import cache_root, file_digest, fingerprint, write_json_atomic
+from graphctx.data.sources import source_digests
 from graphctx.errors import ConfigError
 from graphctx.evaluation.jsonl import RecordFile
 from graphctx.evaluation.layout import RunLayout
 from graphctx.evaluation.score_keys import changed, metric_parts
 from graphctx.evaluation.stale import StaleArea
 from graphctx.metrics.settings import METRIC_NAMES
+from graphctx.model.loading import adapter_weights
 from graphctx.pipeline.answerer import decoded_weights
 from graphctx.pipeline.run_config import RunConfig
 from graphctx.prompts import Variant
@@ -64,11 +67,9 @@ def _settings(settings: Any, leave_out: set[str]) -> dict[str, Any]:
 
 
 def adapter_digest(config: RunConfig) -> str:
-    """The digest of the adapter's weights file (``adapter_model.*`` in ``config.adapter_dir``)."""
-    weights = sorted(config.adapter_dir.glob("adapter_model.*"))
-    if not weights:
-        raise ConfigError(f"evaluation.adapter: no adapter weights (adapter_model.*) in {config.adapter_dir}")
-    return file_digest(weights[0])
+    """The digest of the adapter weights file peft loads (:func:`~graphctx.model.loading.adapter_weights`:
+    a folder holding both formats, or only a pickle, is refused)."""
+    return file_digest(adapter_weights(config.adapter_dir))
 
 
 def _as_json(parts: dict[str, Any]) -> Any:
@@ -98,6 +99,7 @@ class ResumeGuard:
             "model": _settings(config.model.spec, SPEED_ONLY["model"]),
             "template": dataclasses.asdict(config.template),
             "dataset": dataclasses.asdict(config.data.dataset),
+            "source": self.source_digests(),
             "filter_models": [spec.source for spec in config.filter_models],
             "split": config.evaluation.split,
             # base_weights only binds the base rows: it enters as the variant's ``weights``
@@ -113,6 +115,14 @@ class ResumeGuard:
             parts["retrieval"]["numerics"] = retrieval_numerics(config.retrieval)  # auto resolved
             parts["knowledge"] = _settings(config.knowledge, SPEED_ONLY["knowledge"])
         return parts
+
+    def source_digests(self) -> Any:
+        """The SHA-256s of the dataset's source files (:func:`~graphctx.data.sources.source_digests`, as
+        the dump manifest records them), computed once: a dump changed in place (a gold answer rewritten)
+        changes every variant's fingerprint, so its answers are made and scored again."""
+        if "source" not in self._fingerprints:
+            self._fingerprints["source"] = source_digests(self.config.data.dataset.source)
+        return self._fingerprints["source"]
 
     def fingerprint(self, variant: Variant) -> str:
         """The hash of :meth:`prediction_fingerprint` (computed once)."""
@@ -162,13 +172,13 @@ class ResumeGuard:
         if meta_file.is_file() and RecordFile(predictions).records:
             previous = json.loads(meta_file.read_text())
             if previous["fingerprint"] != meta["fingerprint"]:
+                differ = ", ".join(changed(previous.get("settings"), _as_json(parts))) or "fingerprint"
                 if not overwrite:
                     raise ConfigError(
-                        f"{meta_file}: the predictions of {variant.name} were made with other settings; "
-                        "use another evaluation.output_dir or pass --overwrite (the old answers are then "
-                        "moved into stale/)"
+                        f"{meta_file}: the predictions of {variant.name} were made with other settings "
+                        f"({differ} changed); use another evaluation.output_dir or pass --overwrite (the "
+                        "old answers are then moved into stale/)"
                     )
-                differ = ", ".join(changed(previous.get("settings"), _as_json(parts))) or "fingerprint"
                 for path in self.layout.variant_files(variant):
                     self.stale.move_file(path, f"--overwrite: answers made with other settings ({differ})")
         legacy = self.layout.scores_file(variant)
