@@ -92,6 +92,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory, tiny_bert: Path) -> Work
     evaluation.update(wandb_project=None, callback_every_n_validations=0, limit=None)
     config["generation"] = {"max_new_tokens": 2, "batch_size": 1, "max_prompt_tokens": 64}
     evaluation["metrics"] = {"bertscore": {"model": str(tiny_bert)}, "autoais": {"model": "tiny-random"}}
+    evaluation["metrics"]["facts"] = {"fact_method": "triplets", "entity_method": "spacy"}  # models present
     return Workspace(root, cache, config)
 
 
@@ -238,6 +239,14 @@ CASES = {
     "evaluate.py: a model folder whose config.json is {}": Case(
         "evaluate.py", ("--config", "{config}", "--model.spec.source", "{root}/empty-model"),
         r"model\.spec\.source: .*empty-model/config\.json names no model_type",
+    ),
+    "evaluate.py --models: --output-dir pointing at a file": Case(
+        "evaluate.py", ("--config", "{config}", "--models", "tiny-random", "--output-dir", "{root}/a-file"),
+        r"--output-dir: .*a-file is a file, not a folder",
+    ),
+    "evaluate.py --models: empty test split": Case(
+        "evaluate.py", ("--config", "{config}", "--models", "tiny-random"), r"split 'test' is empty",
+        edit=set_key("data.dataset.split.test_end", "2021-07-02"),
     ),
     "train.py: --data.max_length 8": Case(
         "train.py", ("--config", "{config}", "--data.max_length", "8"),
