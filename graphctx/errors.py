@@ -6,6 +6,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 
 DEBUG_ENV = "GRAPHCTX_DEBUG"
 
@@ -28,6 +29,15 @@ class EndpointError(GraphctxError):
 
 class KnowledgeGraphUnavailable(EndpointError):
     """The knowledge-graph endpoint failed too many requests (``knowledge.sparql_max_failure_share``)."""
+
+
+def check_output_folder(folder: Path, setting: str) -> None:
+    """A :class:`ConfigError` naming ``setting`` when the output ``folder`` is a file or lies in one (where
+    creating it would end in ``FileExistsError`` / ``NotADirectoryError``)."""
+    existing = next((path for path in (folder, *folder.parents) if path.exists()), None)
+    if existing is not None and not existing.is_dir():
+        where = "is" if existing == folder else f"lies in {existing}, which is"
+        raise ConfigError(f"{setting}: {folder} {where} a file, not a folder")
 
 
 def debug_enabled(flag: bool = False) -> bool:

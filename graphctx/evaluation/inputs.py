@@ -2,20 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from graphctx.errors import ConfigError
+from graphctx.errors import check_output_folder
 from graphctx.evaluation.runner import EvaluationRun
 from graphctx.knowledge.store import kg_sources
 from graphctx.model.loading import adapter_weights
-
-
-def check_folder(folder: Path, output_key: str) -> None:
-    """Refuse an output ``folder`` that is a file or lies in one (``output_key``: the setting naming it)."""
-    existing = next(path for path in (folder, *folder.parents) if path.exists())
-    if not existing.is_dir():
-        where = "is" if existing == folder else f"lies in {existing}, which is"
-        raise ConfigError(f"{output_key}: {folder} {where} a file, not a folder")
 
 
 def check_inputs(run: EvaluationRun, output_key: str) -> None:
@@ -23,7 +13,7 @@ def check_inputs(run: EvaluationRun, output_key: str) -> None:
     no question to evaluate, an adapter folder peft would load a pickle from or that holds two adapters
     (:func:`~graphctx.model.loading.adapter_weights`) and a knowledge graph without sources
     (``output_key`` names the setting that chose the folder)."""
-    check_folder(run.output_dir, output_key)
+    check_output_folder(run.output_dir, output_key)
     if any(variant.model == "adapter" for variant in run.variants):
         adapter_weights(run.config.adapter_dir)
     run.load_rows()  # the dataset and the split, with its questions

@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from graphctx.cache import atomic_path
-from graphctx.errors import ConfigError
-from graphctx.evaluation.inputs import check_folder, check_inputs
+from graphctx.errors import ConfigError, check_output_folder
+from graphctx.evaluation.inputs import check_inputs
 from graphctx.evaluation.runner import EvaluationRun
 from graphctx.evaluation.table import METRIC_COLUMNS, ResultsTable, column_name, metric_key, to_csv
 from graphctx.paper import display_name
@@ -111,7 +111,7 @@ def run_sweep(
     folders = model_folders(list(configs))
     first = next(iter(configs.values()))
     root = Path(output_dir) if output_dir else first.output_dir
-    check_folder(root, output_key)  # before the models are looked for, as in a single run
+    check_output_folder(root, output_key)  # before the models are looked for, as in a single run
     check_sweep(configs, chosen)
     configs = one_question_set(configs)
     runs = {
