@@ -248,6 +248,14 @@ CASES = {
         "evaluate.py", ("--config", "{config}", "--models", "tiny-random"), r"split 'test' is empty",
         edit=set_key("data.dataset.split.test_end", "2021-07-02"),
     ),
+    "graphctx genqa: a dotted override out of range": Case(
+        "graphctx", ("genqa", "--config", "{config}", "--retrieval.threshold", "-1"),
+        r"c\.yaml: 1 invalid setting\(s\): retrieval\.threshold: must be in \[0, 1\), got -1",
+    ),
+    "graphctx genqa: a dotted override of an unknown key": Case(
+        "graphctx", ("genqa", "--config", "{config}", "--retrieval.top_kk=3"),
+        r"c\.yaml: .*retrieval\.top_kk",
+    ),
     "train.py: --data.max_length 8": Case(
         "train.py", ("--config", "{config}", "--data.max_length", "8"),
         r"data\.max_length: 8 tokens leave no room for the answer: the prompt alone takes \d+",
