@@ -64,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--overwrite",
         action="store_true",
-        help="move answers made with other settings aside into OUTPUT_DIR/stale/ (else: fail)",
+        help="move answers made with other settings (or repeating ids) aside into OUTPUT_DIR/stale/ "
+        "(else: fail); only in a folder evaluate.py made",
     )
     return parser
 
@@ -115,7 +116,7 @@ def evaluate(args: argparse.Namespace, overrides: list[str], stop: StopRequest, 
         run = EvaluationRun(
             config, args.variants, args.limit, args.output_dir, processes=processes, stop=stop
         )
-        check_inputs(run, output_key)
+        check_inputs(run, output_key, args.overwrite)
 
         def work() -> str | None:
             table = run.run(overwrite=args.overwrite)

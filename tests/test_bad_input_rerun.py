@@ -53,3 +53,22 @@ def test_a_dump_changed_in_place_is_refused_naming_the_source(tmp_path):
         after.check_settings(variant, overwrite=False)
     assert json.loads(predictions.with_suffix(".meta.json").read_text()) == meta  # nothing rewritten
     assert set(parts["source"]) == {"Posts.xml", "PostLinks.xml"}
+
+
+def test_a_folder_two_runs_wrote_into_names_its_way_out_and_overwrite_takes_it(tmp_path):
+    site = write_site(tmp_path / "site")
+    variant = VARIANTS["ZeroShot"]
+    guard = guard_for(tmp_path, site)
+    predictions = guard.layout.predictions_file(variant)
+    predictions.parent.mkdir(parents=True)
+    row = json.dumps({"id": 30, "prediction": "twice"}) + "\n"
+    predictions.write_text(row + row)  # each of two runs answered every row
+    with pytest.raises(ConfigError, match=r"id 30 is on 2 rows .*rerun with --overwrite to move ZeroShot's"):
+        guard.check_settings(variant, overwrite=False)
+    assert predictions.read_text() == row + row
+
+    guard.check_settings(variant, overwrite=True)  # the way out the error names
+    assert not predictions.exists()
+    (moved,) = (guard.layout.output_dir / "stale").rglob("ZeroShot.jsonl")
+    assert moved.read_text() == row + row
+    assert (guard.layout.output_dir / ".graphctx-evaluation").is_file()  # --overwrite may act here again

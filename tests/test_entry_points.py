@@ -256,6 +256,11 @@ CASES = {
         "graphctx", ("genqa", "--config", "{config}", "--retrieval.top_kk=3"),
         r"c\.yaml: .*retrieval\.top_kk",
     ),
+    "evaluate.py --overwrite on a folder evaluate.py did not make": Case(
+        "evaluate.py", ("--config", "{config}", "--output-dir", "{root}/dump", "--overwrite"),
+        r"--output-dir: --overwrite moves files aside only in a folder evaluate\.py made \(it holds "
+        r"\.graphctx-evaluation\); .*dump is not one: choose another folder",
+    ),
     "train.py: --data.max_length 8": Case(
         "train.py", ("--config", "{config}", "--data.max_length", "8"),
         r"data\.max_length: 8 tokens leave no room for the answer: the prompt alone takes \d+",

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from graphctx.errors import check_output_folder
+from graphctx.evaluation.resume_guard import check_overwrite
 from graphctx.evaluation.runner import EvaluationRun
 from graphctx.knowledge.store import kg_sources
 from graphctx.model.loading import adapter_weights
 
 
-def check_inputs(run: EvaluationRun, output_key: str) -> None:
+def check_inputs(run: EvaluationRun, output_key: str, overwrite: bool = False) -> None:
     """Refuse, before any file of the run is written, an output folder that is a file, a split that leaves
     no question to evaluate, an adapter folder peft would load a pickle from or that holds two adapters
     (:func:`~graphctx.model.loading.adapter_weights`) and a knowledge graph without sources
-    (``output_key`` names the setting that chose the folder)."""
+    (``output_key`` names the setting that chose the folder); with ``overwrite``, a folder evaluate.py did
+    not make (:func:`~graphctx.evaluation.resume_guard.check_overwrite`)."""
     check_output_folder(run.output_dir, output_key)
+    if overwrite:
+        check_overwrite(run.output_dir, output_key)
     if any(variant.model == "adapter" for variant in run.variants):
         adapter_weights(run.config.adapter_dir)
     run.load_rows()  # the dataset and the split, with its questions

@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from graphctx.cache import cache_root, file_digest, fingerprint, write_json_atomic
 from graphctx.data.sources import source_digests
 from graphctx.errors import ConfigError
-from graphctx.evaluation.jsonl import RecordFile
+from graphctx.evaluation.jsonl import RecordFile, read_records
 from graphctx.evaluation.layout import RunLayout
 from graphctx.evaluation.score_keys import changed, metric_parts
 from graphctx.evaluation.stale import StaleArea
+from graphctx.folder_lock import LOCK_FILE
 from graphctx.metrics.settings import METRIC_NAMES
 from graphctx.model.loading import adapter_weights
 from graphctx.pipeline.answerer import decoded_weights
@@ -70,6 +72,33 @@ def adapter_digest(config: RunConfig) -> str:
     """The digest of the adapter weights file peft loads (:func:`~graphctx.model.loading.adapter_weights`:
     a folder holding both formats, or only a pickle, is refused)."""
     return file_digest(adapter_weights(config.adapter_dir))
+
+
+MARKER = ".graphctx-evaluation"
+"""The file every evaluation writes into its output folder: ``--overwrite`` moves files aside only in a
+folder holding it (:func:`check_overwrite`)."""
+
+
+def mark_folder(output_dir: Path) -> None:
+    """Write :data:`MARKER` into ``output_dir`` (once)."""
+    marker = output_dir / MARKER
+    if not marker.is_file():
+        output_dir.mkdir(parents=True, exist_ok=True)
+        marker.write_text("written by evaluate.py: --overwrite may move this folder's files into stale/\n")
+
+
+def check_overwrite(output_dir: Path, output_key: str) -> None:
+    """Refuse ``--overwrite`` on a folder an evaluation did not make: one that exists and holds files, but
+    neither :data:`MARKER` nor (an older graphctx's run) a ``predictions/*.meta.json``."""
+    if not output_dir.is_dir() or (output_dir / MARKER).is_file():
+        return
+    if any((output_dir / "predictions").glob("*.meta.json")):
+        return
+    if any(p.name != LOCK_FILE for p in output_dir.iterdir()):
+        raise ConfigError(
+            f"{output_key}: --overwrite moves files aside only in a folder evaluate.py made (it holds "
+            f"{MARKER}); {output_dir} is not one: choose another folder"
+        )
 
 
 def _as_json(parts: dict[str, Any]) -> Any:
@@ -165,6 +194,8 @@ class ResumeGuard:
 
         A meta file without a single row (a run that failed before its first answer, e.g. loading the
         adapter) binds nothing: it is replaced."""
+        mark_folder(self.layout.output_dir)
+        self._check_repeated(variant, overwrite)
         parts = self.prediction_fingerprint(variant)
         meta = {"fingerprint": fingerprint(parts), "settings": parts}
         predictions = self.layout.predictions_file(variant)
@@ -187,6 +218,26 @@ class ResumeGuard:
         write_json_atomic(meta_file, meta)
         for metric in METRIC_NAMES:
             self._check_metric(variant, metric)
+
+    def _check_repeated(self, variant: Variant, overwrite: bool) -> None:
+        """A file of ``variant`` with an id on two rows (two runs that wrote into one folder before the
+        folder lock, or a hand edit) is refused naming the way out; ``overwrite`` moves every file of the
+        variant into ``stale/``, so it is answered and scored again."""
+        files = [path for path in self.layout.variant_files(variant) if path.suffix == ".jsonl"]
+        for path in files:
+            counts = Counter(int(row["id"]) for row in read_records(path))
+            repeated = sorted(i for i, n in counts.items() if n > 1)
+            if not repeated:
+                continue
+            if not overwrite:
+                raise ConfigError(
+                    f"{path}: id {repeated[0]} is on {counts[repeated[0]]} rows ({len(repeated)} id(s) "
+                    "repeat: two runs wrote into this folder?); rerun with --overwrite to move "
+                    f"{variant.name}'s files into stale/ and answer it again"
+                )
+            for file in self.layout.variant_files(variant):
+                self.stale.move_file(file, f"--overwrite: {path.name} repeats ids (two runs in one folder?)")
+            return
 
     def _check_metric(self, variant: Variant, metric: str) -> None:
         """Move aside ``metric``'s scores of ``variant`` made with other settings; record this run's."""

@@ -126,7 +126,7 @@ def run_sweep(
         for model, config in configs.items()
     }
     for run in runs.values():
-        check_inputs(run, output_key)
+        check_inputs(run, output_key, overwrite)
     tables: dict[str, ResultsTable] = {}
     for model, run in runs.items():
         table = run.run(overwrite=overwrite)
