@@ -27,7 +27,7 @@ def tmpfs(folder: Path, size: str) -> Iterator[Path]:
     try:
         yield folder
     finally:
-        subprocess.run(["umount", str(folder)], check=True)
+        subprocess.run(["umount", "--lazy", str(folder)], check=True)  # even when a failure left a file open
 
 
 def one_line(argv: list[str], capsys: pytest.CaptureFixture) -> str:
