@@ -21,13 +21,12 @@ import contextlib
 import sys
 from typing import TYPE_CHECKING, TextIO
 
-from graphctx.errors import ConfigError, debug_enabled, report
+from graphctx.errors import debug_enabled, report
 from graphctx.prompts import BASELINE_VARIANTS, VARIANTS
 from graphctx.quiet import quiet_third_party
 from graphctx.settings_help import add_settings_help
 
 if TYPE_CHECKING:
-    from graphctx.evaluation.matrix.runner import EvaluationRun
     from graphctx.pipeline.processes import StopRequest
 
 
@@ -65,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--overwrite",
         action="store_true",
-        help="move answers made with other settings aside into OUTPUT_DIR/stale/ (else: fail)",
+        help="move answers made with other settings (or repeating ids) aside into OUTPUT_DIR/stale/ "
+        "(else: fail); only in a folder evaluate.py made",
     )
     return parser
 
@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def evaluate(args: argparse.Namespace, overrides: list[str], stop: StopRequest, out: TextIO) -> int:
     """Launch the processes, run the evaluation; on a stop request, rank 0 requeues the SLURM job."""
+    from graphctx.evaluation.matrix.inputs import check_inputs
     from graphctx.evaluation.matrix.runner import EvaluationRun
     from graphctx.evaluation.matrix.table import to_markdown
     from graphctx.model.preemption import requeue_slurm_job
@@ -94,6 +95,7 @@ def evaluate(args: argparse.Namespace, overrides: list[str], stop: StopRequest, 
 
     config = load_config(args.config, overrides)
     processes = launch_processes(config.trainer)
+    output_key = "--output-dir" if args.output_dir else "evaluation.output_dir"
     if args.models:
         from graphctx.evaluation.matrix.sweep import run_sweep
 
@@ -101,13 +103,20 @@ def evaluate(args: argparse.Namespace, overrides: list[str], stop: StopRequest, 
 
         def work() -> str | None:
             return run_sweep(
-                configs, args.variants, args.limit, args.output_dir, processes, stop, args.overwrite
+                configs,
+                args.variants,
+                args.limit,
+                args.output_dir,
+                processes,
+                stop,
+                args.overwrite,
+                output_key,
             )
     else:
         run = EvaluationRun(
             config, args.variants, args.limit, args.output_dir, processes=processes, stop=stop
         )
-        check_inputs(run, "--output-dir" if args.output_dir else "evaluation.output_dir")
+        check_inputs(run, output_key, args.overwrite)
 
         def work() -> str | None:
             table = run.run(overwrite=args.overwrite)
@@ -123,22 +132,6 @@ def evaluate(args: argparse.Namespace, overrides: list[str], stop: StopRequest, 
     if markdown is not None:
         print(markdown, file=out)
     return 0
-
-
-def check_inputs(run: EvaluationRun, output_key: str) -> None:
-    """Refuse, before any file of the run is written, an output folder that is a file, a split that leaves
-    no question to evaluate and a knowledge graph without sources (``output_key`` names the setting that
-    chose the folder)."""
-    from graphctx.knowledge.store import kg_sources
-
-    existing = next(path for path in (run.output_dir, *run.output_dir.parents) if path.exists())
-    if not existing.is_dir():
-        where = "is" if existing == run.output_dir else f"lies in {existing}, which is"
-        raise ConfigError(f"{output_key}: {run.output_dir} {where} a file, not a folder")
-    run.load_rows()  # the dataset and the split, with its questions
-    knowledge = run.config.knowledge
-    if knowledge.enabled and knowledge.backend == "local" and any(v.knowledge for v in run.variants):
-        kg_sources(knowledge)
 
 
 if __name__ == "__main__":

@@ -54,10 +54,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` and run the chosen subcommand; its return value is the exit status. A reader that
-    closes the pipe early (``graphctx data --help | head``) ends the command quietly."""
+    """Parse ``argv`` and run the chosen subcommand; its return value is the exit status. A subcommand that
+    sets ``takes_overrides`` gets the arguments it does not know as ``args.overrides`` (dotted
+    ``--section.key value`` settings, as train.py and evaluate.py take them); any other refuses them. A
+    reader that closes the pipe early (``graphctx data --help | head``) ends the command quietly."""
     try:
-        args = build_parser().parse_args(argv)
+        parser = build_parser()
+        args, extra = parser.parse_known_args(argv)
+        if extra and not getattr(args, "takes_overrides", False):
+            parser.parse_args(argv)  # argparse's own "unrecognized arguments" line, status 2
+        args.overrides = extra
         results = sys.stdout
         quiet_third_party()
         with contextlib.redirect_stdout(sys.stderr):

@@ -118,7 +118,7 @@ def test_export_refuses_an_existing_folder_unless_overwrite(tmp_path: Path, caps
         capsys.readouterr()
         assert main([*argv[:-1], str(target), "--overwrite"]) == 1
         (error,) = capsys.readouterr().err.strip().splitlines()
-        assert error.startswith(f"error: --out {target}: ")
+        assert error.startswith(("error: --out ", "error: --out: ")) and str(target) in error
     assert (run / "predictions" / "GraphGen.jsonl").read_text() == "{}\n"
     assert (out / "notes.txt").read_text() == "mine" and (tmp_path / "file.txt").read_text() == "x"
 

@@ -511,18 +511,3 @@ def test_hostile_text_reaches_the_local_kg_only_as_a_literal(tmp_path):
         with pytest.raises(ValueError, match="not a safe absolute IRI"):
             kg.one_hop([text])
     assert len(kg.store) == before
-
-
-def test_self_duplicate_link_is_ignored_like_the_link_reader_does():
-    """A PostLinks row with PostId = RelatedPostId closes nothing: both readers ignore it (issue 34)."""
-    from collections import defaultdict
-
-    from graphctx.data.links import add_link
-    from graphctx.data.stackexchange import read_duplicate_links
-
-    row = {"PostId": "7", "RelatedPostId": "7", "LinkTypeId": "3"}
-    duplicate_of: dict[int, list[int]] = defaultdict(list)
-    linked: dict[int, list[int]] = defaultdict(list)
-    read_duplicate_links(iter([row]), duplicate_of, linked)
-    assert (dict(duplicate_of), dict(linked)) == ({}, {})
-    assert add_link({}, row) is False

@@ -24,6 +24,7 @@ from graphctx.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "configs" / "tiny.yaml"
+ADAPTER = "adapter_model.safetensors"
 MORE_TRAIN = (
     good_pair(40, "2021-02-10", "How do I delegate ada to a stake pool?")
     + good_pair(50, "2021-03-10", "Why is my wallet not syncing with the node?")
@@ -68,6 +69,13 @@ def workspace(tmp_path_factory: pytest.TempPathFactory, tiny_bert: Path) -> Work
     (root / "questions-only" / "Posts.xml").write_text(f"<posts>\n{questions}</posts>\n")
     (root / "empty-kg").mkdir()
     (root / "a-file").write_text("not a folder\n")
+    for name, files in {"pickled": ["adapter_model.bin"], "both": ["adapter_model.bin", ADAPTER]}.items():
+        (root / name).mkdir()
+        (root / name / "adapter_config.json").write_text('{"peft_type": "LORA"}')
+        for file in files:
+            torch.save({"w": torch.zeros(1)}, root / name / file)  # the .safetensors: a stale copy's bytes
+    (root / "empty-model").mkdir()
+    (root / "empty-model" / "config.json").write_text("{}")
     (root / "latin1.txt").write_bytes("Caf\xe9 wallet does not sync".encode("latin-1"))
     config = yaml.safe_load(TINY.read_text())
     config["trainer"].update(default_root_dir=str(root / "run"), max_steps=1, enable_progress_bar=False)
@@ -84,6 +92,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory, tiny_bert: Path) -> Work
     evaluation.update(wandb_project=None, callback_every_n_validations=0, limit=None)
     config["generation"] = {"max_new_tokens": 2, "batch_size": 1, "max_prompt_tokens": 64}
     evaluation["metrics"] = {"bertscore": {"model": str(tiny_bert)}, "autoais": {"model": "tiny-random"}}
+    evaluation["metrics"]["facts"] = {"fact_method": "triplets", "entity_method": "spacy"}  # models present
     return Workspace(root, cache, config)
 
 
@@ -139,6 +148,7 @@ class Case:
 
 
 QUESTION = ("--question", "How do I stake ada?")
+FINETUNED = ("--variants", "FineTuned", "--evaluation.adapter")
 CASES = {
     "graphctx retrieve: non-UTF-8 bytes in --question": Case(
         "graphctx", ("retrieve", "--config", "{config}", "--question", "Caf\udce9 wallet"),
@@ -207,6 +217,49 @@ CASES = {
     "evaluate.py: a key given twice": Case(
         "evaluate.py", ("--config", "{config}"), r"key retrieval\.top_k is given twice",
         insert=DUPLICATE_KEY,
+    ),
+    "graphctx index: two YAML documents in the config": Case(
+        "graphctx", ("index", "--config", "{config}"),
+        r"c\.yaml: holds a second YAML document \('---' at line \d+\); a config is one document",
+        insert=("", "---\nretrieval:\n  top_k: 3\n"),
+    ),
+    "evaluate.py: a tab indenting a key": Case(
+        "evaluate.py", ("--config", "{config}"),
+        r"c\.yaml: not valid YAML: a tab at line \d+, column 1; YAML indents with spaces only",
+        insert=("\nretrieval:\n", "\ttop_k: 7\n"),
+    ),
+    "evaluate.py: an adapter folder holding only a pickled adapter_model.bin": Case(
+        "evaluate.py", ("--config", "{config}", *FINETUNED, "{root}/pickled"),
+        r"evaluation\.adapter: .*pickled holds only a pickled adapter_model\.bin, which graphctx does not",
+    ),
+    "evaluate.py: an adapter folder holding both adapter_model files": Case(
+        "evaluate.py", ("--config", "{config}", *FINETUNED, "{root}/both"),
+        r"evaluation\.adapter: .*both holds both adapter_model\.safetensors and adapter_model\.bin",
+    ),
+    "evaluate.py: a model folder whose config.json is {}": Case(
+        "evaluate.py", ("--config", "{config}", "--model.spec.source", "{root}/empty-model"),
+        r"model\.spec\.source: .*empty-model/config\.json names no model_type",
+    ),
+    "evaluate.py --models: --output-dir pointing at a file": Case(
+        "evaluate.py", ("--config", "{config}", "--models", "tiny-random", "--output-dir", "{root}/a-file"),
+        r"--output-dir: .*a-file is a file, not a folder",
+    ),
+    "evaluate.py --models: empty test split": Case(
+        "evaluate.py", ("--config", "{config}", "--models", "tiny-random"), r"split 'test' is empty",
+        edit=set_key("data.dataset.split.test_end", "2021-07-02"),
+    ),
+    "graphctx genqa: a dotted override out of range": Case(
+        "graphctx", ("genqa", "--config", "{config}", "--retrieval.threshold", "-1"),
+        r"c\.yaml: 1 invalid setting\(s\): retrieval\.threshold: must be in \[0, 1\), got -1",
+    ),
+    "graphctx genqa: a dotted override of an unknown key": Case(
+        "graphctx", ("genqa", "--config", "{config}", "--retrieval.top_kk=3"),
+        r"c\.yaml: .*retrieval\.top_kk",
+    ),
+    "evaluate.py --overwrite on a folder evaluate.py did not make": Case(
+        "evaluate.py", ("--config", "{config}", "--output-dir", "{root}/dump", "--overwrite"),
+        r"--output-dir: --overwrite moves files aside only in a folder evaluate\.py made \(it holds "
+        r"\.graphctx-evaluation\); .*dump is not one: choose another folder",
     ),
     "train.py: --data.max_length 8": Case(
         "train.py", ("--config", "{config}", "--data.max_length", "8"),

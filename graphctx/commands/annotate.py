@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any, TextIO
 
-from graphctx.errors import ConfigError
+from graphctx.errors import ConfigError, check_output_folder
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -87,6 +87,7 @@ def run_import(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    check_output_folder(Path(args.out), "--out")  # before anything is read
     result = run_export(args) if args.action == "export" else run_import(args)
     print(json.dumps(result), file=out)
     return 0

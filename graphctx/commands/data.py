@@ -13,6 +13,8 @@ ROWS = [
     ("skipped rows (missing Id/Title/Body/date)", "skipped_rows"),
     ("removed: fabricated watermark post", "removed_fabricated"),
     ("removed: duplicate link to or from a watermark post", "removed_fabricated_links"),
+    ("ignored: PostLinks.xml self-link", "ignored_self_links"),
+    ("ignored: PostLinks.xml row without ids", "ignored_malformed_links"),
     ("with accepted answer", "with_accepted_answer"),
     ("removed: accepted answer of another question", "removed_answer_parent_mismatch"),
     ("removed: no accepted answer", "removed_no_accepted_answer"),
@@ -114,7 +116,8 @@ def print_summary(summary: dict[str, Any], split: Any, out: TextIO) -> None:
     manifest = summary.get("manifest") or {}
 
     def file_line(label: str, item: dict[str, Any]) -> str:
-        packed = f"  ({item['compression']})" if item.get("compression") else ""
+        kind = item.get("compression") or item.get("format")
+        packed = f"  ({kind})" if kind else ""
         return (
             f"{label:<{width}}  {item['name']}  {item['size']:,} bytes  sha256 {item['sha256'][:16]}{packed}"
         )

@@ -3,7 +3,8 @@
 Each training question is paired with the accepted answers of its ``retrieval.top_k`` nearest training
 questions (dense retrieval, itself left out); the model learns to write its accepted answer from them
 (:mod:`graphctx.baselines.genqa`). The trained folder goes to ``evaluation.genqa_model`` (default
-``<trainer.default_root_dir>/genqa``), where ``evaluate.py --variants GenQA`` reads it.
+``<trainer.default_root_dir>/genqa``), where ``evaluate.py --variants GenQA`` reads it. Any config setting
+can be overridden as in train.py and evaluate.py: ``--retrieval.top_k 3``, ``--data.max_length=512``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--limit", type=int, help="train on the first N training questions only")
     parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's cache_dir)")
+    parser.set_defaults(takes_overrides=True)  # --section.key VALUE overrides the config, as in train.py
 
 
 def check_arguments(args: argparse.Namespace) -> None:
@@ -73,7 +75,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.pipeline.pool import pool_retriever
 
     check_arguments(args)
-    config = load_config(args.config, cache_dir=args.cache_dir)
+    config = load_config(args.config, args.overrides, cache_dir=args.cache_dir)
     base = args.base or DEFAULT_BASE
     if availability(base) == "missing":
         raise ConfigError(how_to_get("--base", base))

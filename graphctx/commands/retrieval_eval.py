@@ -2,9 +2,8 @@
 
 Queries are the evaluated split's questions linked (PostLinks.xml: duplicate = 2, linked = 1) to older
 pool questions (see graphctx.evaluation.retrieval_eval.queries for what is counted and why). Writes
-results.md, results.csv, results.json, sweep.png and trec/ (qrels.txt and one TREC run file per method
-and per T of the sweep, for trec_eval / ir-measures: graphctx.evaluation.retrieval_eval.trec) to --output-dir
-(default <trainer.default_root_dir>/retrieval_eval); prints the markdown, or the JSON line with --json.
+results.md, results.csv, results.json and sweep.png to --output-dir (default
+<trainer.default_root_dir>/retrieval_eval); prints the markdown, or the JSON line with --json.
 """
 
 from __future__ import annotations
@@ -64,6 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    from graphctx.data.stackexchange import IGNORED_LINKS
     from graphctx.evaluation.retrieval_eval.judge import check_thresholds, evaluate_retrieval
     from graphctx.evaluation.retrieval_eval.queries import (
         check_link_source,
@@ -82,6 +82,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     check_link_source(dataset_settings, split)
     dataset = config.load_dataset()
     queries, links = load_link_queries(dataset_settings, dataset, split, mask=not args.keep_links)
+    ignored = {key: links.ignored[key] for key in IGNORED_LINKS}
+    if any(ignored.values()):
+        counts = ", ".join(f"{n} {IGNORED_LINKS[key]}" for key, n in ignored.items() if n)
+        print(f"note: {links.links_file}: ignored {counts}", file=sys.stderr)
     warning = few_queries_warning(len(queries), split)
     if warning:
         print(warning, file=sys.stderr)
@@ -97,6 +101,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         "in_split": sum(query.in_split for query in queries),
         "graded": {"duplicate": _count(queries, 2), "linked": _count(queries, 1)},
         "link_rows": links.rows,
+        "ignored_link_rows": ignored,
         "masked_links": not args.keep_links,
         "masked_pool_questions": masked_pool,
         "embedding_model": settings.embedding_model,

@@ -26,6 +26,7 @@ from graphctx.data.settings import DatasetSettings
 from graphctx.data.sources import SourceRead, candidates, source_fingerprint
 from graphctx.data.splits import FRACTION_KEYS, SPLITS, fraction_cuts, split_ranges
 from graphctx.errors import ConfigError, DataError
+from graphctx.folder_lock import FolderLock
 
 PIPELINE_VERSION = 5
 REASONS = (
@@ -81,6 +82,7 @@ def prepare_qa_dataset(
         PIPELINE_VERSION, _output_settings(settings), source_fingerprint(settings.source), tokenizer_id
     )
     folder = cache_root(cache_dir) / "datasets" / key
+    remove_dead_builds(folder.parent)
     cached = read_entry(folder, _read_built)
     if cached is not None:
         return cached
@@ -132,8 +134,9 @@ def _build(
     by_dates = ranges is not None
     read = SourceRead()
     counts: Counter[str] = Counter()
-    scratch = out / "scratch"
-    scratch.mkdir()
+    scratch = out / SCRATCH
+    lock = FolderLock(scratch, "a dataset build")
+    lock.acquire()  # a fresh folder: held; freed by the kernel if this process is killed
     kept_path = scratch / "kept.arrow"
     try:
         found = candidates(settings, keep, scratch, workers, read)
@@ -143,6 +146,7 @@ def _build(
         answer_end = ranges["train"][1] if settings.split.train_answers_before_end else None
         _write_splits(datasets.Dataset.from_file(str(kept_path)), created, ranges, out, counts, answer_end)
     finally:
+        lock.release()
         shutil.rmtree(scratch, ignore_errors=True)
     read.counts.update(counts)
     summary = _summary(settings, by_dates, read, created)
@@ -152,6 +156,25 @@ def _build(
     digests = {name: file_digest(out / f"{name}.arrow") for name in SPLITS}
     (out / "files.json").write_text(json.dumps(digests, indent=2))
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
+
+
+SCRATCH = "scratch"
+
+
+def remove_dead_builds(kind_folder: Path) -> list[Path]:
+    """Remove the temporaries of dataset builds whose process died (``kill -9``, a node lost) and return
+    them: a build holds the lock of its ``scratch`` folder (the dump's SQLite copy, the kept rows) while it
+    runs (:class:`~graphctx.folder_lock.FolderLock`, released by the kernel when its holder dies), so a
+    scratch folder whose lock can be taken belongs to no live build. A live build's is left alone."""
+    removed = []
+    for scratch in sorted(kind_folder.glob(f".*.tmp/{SCRATCH}")):
+        lock = FolderLock(scratch, "a dataset build")
+        if not lock.acquire():
+            continue
+        lock.release()
+        shutil.rmtree(scratch.parent, ignore_errors=True)
+        removed.append(scratch.parent)
+    return removed
 
 
 def _tokenizers(tokenizer: Tokenizers) -> tuple[PreTrainedTokenizerBase, ...]:

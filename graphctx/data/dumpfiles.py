@@ -1,4 +1,10 @@
-"""Where a dump's files are: a site folder, a Posts.xml (plain or gzip), or a site's ``.7z`` archive.
+"""Where a dump's files are: a site folder, a Posts.xml (plain or gzip, under any name), or a site's
+archive (``.7z`` as published, or ``.zip`` / ``.tar`` / ``.tar.gz`` / ``.tgz``).
+
+A folder holds ``Posts.xml`` or ``Posts.xml.gz`` (and ``PostLinks.xml`` or ``PostLinks.xml.gz``); a file
+given directly is read as the site's Posts.xml whatever its name (``posts-2021.xml``), with the
+PostLinks.xml of its folder. An archive's format is the one libarchive finds in its bytes, not its suffix
+(a zip renamed ``.7z`` is recorded as ``zip``).
 
 A ``.7z`` archive is read in place with libarchive (``libarchive-c``): ``Posts.xml`` and
 ``PostLinks.xml`` are streamed out block by block, so no unpacked copy is written and memory stays flat.
@@ -22,7 +28,7 @@ from libarchive.exception import ArchiveError
 
 from graphctx.errors import DataError
 
-ARCHIVE_SUFFIXES = (".7z",)
+ARCHIVE_SUFFIXES = (".7z", ".zip", ".tar", ".tgz", ".tar.gz")
 GZIP_MAGIC = b"\x1f\x8b"
 POSTS, LINKS = "Posts.xml", "PostLinks.xml"
 BLOCK_BYTES = 1 << 20
@@ -36,6 +42,8 @@ class DumpFiles:
     """Posts.xml (in an archive: ``<archive>/Posts.xml``, a name for messages only)."""
     links: Path | None
     archive: Path | None = None
+    archive_format: str | None = None
+    """The archive's format as found in its bytes (:func:`archive_format`): ``7z``, ``zip``, ``tar+gzip``."""
     manifest: list[dict[str, Any]] = field(default_factory=list)
     """One entry per file read: name, size (bytes, uncompressed), sha256, compression."""
 
@@ -48,13 +56,14 @@ class DumpFiles:
         return site_name(self.archive)
 
     def members(self) -> Iterator[tuple[str, IO[bytes]]]:
-        """``(name, readable stream)`` of Posts.xml and PostLinks.xml, in the order they are stored."""
+        """``(name, readable stream)`` of Posts.xml and PostLinks.xml, in the order they are stored; ``name``
+        is :data:`POSTS` or :data:`LINKS` whatever the file is called (the manifest keeps its own name)."""
         if self.archive is None:
-            for path in (self.links, self.posts):
+            for name, path in ((LINKS, self.links), (POSTS, self.posts)):
                 if path is not None:
                     with _plain(path) as (stream, compression):
                         hashed = _Hashed(stream)
-                        yield path.name, hashed
+                        yield name, hashed
                         self._record(path.name, hashed, compression)
             return
         try:
@@ -65,9 +74,10 @@ class DumpFiles:
                         continue  # only the site's own files: the folder of its Posts.xml
                     hashed = _Hashed(_Blocks(entry.get_blocks(BLOCK_BYTES)))
                     yield name, hashed
-                    self._record(name, hashed, "7z")
+                    self._record(name, hashed, self.archive_format)
         except ArchiveError as exc:
-            raise DataError(f"{self.archive}: cannot read the 7z archive ({_reason(exc)})") from exc
+            kind = _archive_suffix(self.archive).lstrip(".")
+            raise DataError(f"{self.archive}: cannot read the {kind} archive ({_reason(exc)})") from exc
 
     def _record(self, name: str, hashed: _Hashed, compression: str | None) -> None:
         self.manifest.append(
@@ -81,28 +91,52 @@ class DumpFiles:
 
 
 def site_name(archive: Path) -> str:
-    """``askubuntu.com.7z`` -> ``askubuntu``; ``unix.stackexchange.com.7z`` -> ``unix``; ``a.7z`` -> ``a``."""
-    name = archive.name.removesuffix(archive.suffix)
+    """``askubuntu.com.7z`` -> ``askubuntu``; ``unix.stackexchange.com.7z`` -> ``unix``; ``a.tar.gz`` ->
+    ``a``."""
+    name = archive.name.removesuffix(_archive_suffix(archive))
     for tail in (".stackexchange.com", ".com", ".net", ".org"):
         if name.endswith(tail) and len(name) > len(tail):
             return name.removesuffix(tail)
     return name
 
 
+def _archive_suffix(path: Path) -> str:
+    """The archive suffix ``path``'s name ends with (:data:`ARCHIVE_SUFFIXES`, any case), or ``""``."""
+    name = path.name.lower()
+    return next((suffix for suffix in ARCHIVE_SUFFIXES if name.endswith(suffix)), "")
+
+
+def _present(folder: Path, name: str) -> Path | None:
+    """``folder/name``, else ``folder/name.gz``, when it is a file; else None."""
+    return next((p for p in (folder / name, folder / f"{name}.gz") if p.is_file()), None)
+
+
 def resolve_dump(path: str | Path) -> DumpFiles:
-    """The dump at ``path``: a site folder, a Posts.xml, or a ``.7z`` archive (checked: it opens, holds one
-    Posts.xml, is not encrypted); a ``DataError`` naming it and what is wrong otherwise."""
+    """The dump at ``path``: a site folder, a Posts.xml under any name, or a site's archive (checked: it
+    opens, holds one Posts.xml, is not encrypted); a ``DataError`` naming it and what is wrong otherwise."""
     path = Path(path)
-    if path.suffix.lower() in ARCHIVE_SUFFIXES:
+    if _archive_suffix(path):
         return _resolve_archive(path)
-    posts = path / POSTS if path.is_dir() else path
-    if not posts.is_file():
+    posts = _present(path, POSTS) if path.is_dir() else path
+    if posts is None or not posts.is_file():
         raise DataError(
-            f"{posts}: not found (expected a Stack Exchange site folder holding Posts.xml, a Posts.xml, "
-            "or a site's .7z archive)"
+            f"{posts or path / POSTS}: not found (expected a Stack Exchange site folder holding Posts.xml "
+            "or Posts.xml.gz, a Posts.xml, or a site's .7z / .zip / .tar.gz archive)"
         )
-    links = posts.with_name(LINKS)
-    return DumpFiles(posts, links if links.is_file() else None)
+    return DumpFiles(posts, _present(posts.parent, LINKS))
+
+
+def archive_format(archive: Any) -> str:
+    """A short name of a libarchive reader's format and filters, read from the bytes: ``7z``, ``zip``,
+    ``tar``, ``tar+gzip``..."""
+    raw = archive.format_name
+    name = (raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)).lower()
+    short = next((k for k, v in _FORMATS.items() if any(word in name for word in v)), name)
+    filters = [f.decode() if isinstance(f, bytes) else str(f) for f in archive.filter_names]
+    return "+".join([short, *(f for f in filters if f != "none")])
+
+
+_FORMATS = {"7z": ("7-zip", "7zip"), "zip": ("zip",), "tar": ("tar", "pax", "ustar")}
 
 
 def _resolve_archive(path: Path) -> DumpFiles:
@@ -117,11 +151,13 @@ def _resolve_archive(path: Path) -> DumpFiles:
                     found[name].append(entry.pathname)
                     if name == POSTS:  # an encrypted entry fails at its first block
                         next(iter(entry.get_blocks()), None)
+            kind = archive_format(archive)
     except ArchiveError as exc:
         message = _reason(exc)
         if "encrypt" in message.lower() or "passphrase" in message.lower():
             raise DataError(f"{path}: the archive is password-protected ({message})") from exc
-        raise DataError(f"{path}: cannot read the 7z archive (truncated or corrupt? {message})") from exc
+        kind = _archive_suffix(path).lstrip(".")
+        raise DataError(f"{path}: cannot read the {kind} archive (truncated or corrupt? {message})") from exc
     if not found[POSTS]:
         raise DataError(f"{path}: the archive holds no Posts.xml (is it a Stack Exchange site dump?)")
     if len(found[POSTS]) > 1:
@@ -131,7 +167,8 @@ def _resolve_archive(path: Path) -> DumpFiles:
         )
     folder = Path(found[POSTS][0]).parent
     links = [name for name in found[LINKS] if Path(name).parent == folder]
-    return DumpFiles(path / found[POSTS][0], path / links[0] if links else None, archive=path)
+    posts, links_file = path / found[POSTS][0], path / links[0] if links else None
+    return DumpFiles(posts, links_file, archive=path, archive_format=kind)
 
 
 def _reason(exc: ArchiveError) -> str:

@@ -5,7 +5,10 @@ A Stack Exchange dump records two kinds of links between questions in ``PostLink
 ``PostId`` question was closed as a duplicate of ``RelatedPostId``). Both are read here, in either
 direction, into graded relevance: duplicate = 2, linked = 1, the larger where a pair has both.
 
-This reading is separate from the dataset's (:mod:`graphctx.data.stackexchange` reads only duplicates,
+The rows come from the one PostLinks.xml reader, :func:`graphctx.data.stackexchange.post_links`, as the
+dataset's do (self-links and rows without ids skipped and counted the same way), of the site's own
+PostLinks.xml only (the folder of its Posts.xml, :meth:`~graphctx.data.dumpfiles.DumpFiles.members`).
+What is kept differs (:mod:`graphctx.data.stackexchange` keeps only duplicates,
 and ``filters.drop_linked_duplicates`` removes closed duplicates from the splits): the link evidence stays
 even for questions the dataset filters drop, and their text comes from Posts.xml with the dataset's own
 cleaning (:func:`graphctx.data.cleaning.question_text` of :func:`graphctx.data.html.html_to_text`).
@@ -15,15 +18,25 @@ Both files are streamed (site folders and ``.7z`` archives alike); only linked q
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Collection, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from graphctx.data.cleaning import question_text
 from graphctx.data.dates import canonical, parse_created
 from graphctx.data.dumpfiles import LINKS, POSTS, DumpFiles, resolve_dump
 from graphctx.data.html import html_to_text
-from graphctx.data.stackexchange import ANSWER, COMMUNITY_USER, QUESTION, ROOTS, is_fabricated, iter_rows
+from graphctx.data.stackexchange import (
+    ANSWER,
+    COMMUNITY_USER,
+    QUESTION,
+    ROOTS,
+    LinkRow,
+    is_fabricated,
+    iter_rows,
+    post_links,
+)
 from graphctx.errors import DataError
 
 GRADES = {"1": 1, "3": 2}
@@ -58,27 +71,26 @@ class DumpLinks:
     fabricated_links: int = 0
     """Linked pairs dropped because one side is a watermark post
     (:func:`graphctx.data.stackexchange.is_fabricated`)."""
+    ignored: Counter[str] = field(default_factory=Counter)
+    """PostLinks.xml rows the one reader skipped (:data:`~graphctx.data.stackexchange.IGNORED_LINKS`)."""
 
 
-def add_link(grades: Grades, row: Mapping[str, str]) -> bool:
-    """Add one PostLinks.xml row to ``grades`` (both directions, the larger grade kept); False when the row
-    is of another link type or lacks an integer id.
+def add_link(grades: Grades, link: LinkRow) -> bool:
+    """Add one link of :func:`~graphctx.data.stackexchange.post_links` to ``grades`` (both directions, the
+    larger grade kept); False when it is of another link type.
 
     Examples:
         >>> grades = {}
-        >>> add_link(grades, {"PostId": "7", "RelatedPostId": "3", "LinkTypeId": "1"})
+        >>> add_link(grades, (7, 3, "1"))
         True
-        >>> add_link(grades, {"PostId": "3", "RelatedPostId": "7", "LinkTypeId": "3"})
+        >>> add_link(grades, (3, 7, "3"))
         True
         >>> grades
         {7: {3: 2}, 3: {7: 2}}
     """
-    grade = GRADES.get(row.get("LinkTypeId", ""))
-    try:
-        post, related = int(row["PostId"]), int(row["RelatedPostId"])
-    except (KeyError, ValueError):
-        return False
-    if grade is None or post == related:
+    post, related, kind = link
+    grade = GRADES.get(kind)
+    if grade is None:
         return False
     for a, b in ((post, related), (related, post)):
         neighbours = grades.setdefault(a, {})
@@ -107,9 +119,8 @@ def read_dump_links(source: str | Path) -> DumpLinks:
     links_read = posts_skipped = False
     for name, stream in files.members():
         if name == LINKS:
-            found.rows = sum(
-                add_link(grades, row) for row in iter_rows(stream, str(files.links), ROOTS[name])
-            )
+            rows = iter_rows(stream, str(files.links), ROOTS[name])
+            found.rows = sum(add_link(grades, link) for link in post_links(rows, found.ignored))
             links_read = True
         elif links_read:
             _read_linked_posts(iter_rows(stream, str(files.posts), ROOTS[name]), found)

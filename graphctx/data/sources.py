@@ -56,8 +56,23 @@ def source_fingerprint(source: str) -> Any:
     files = resolve_dump(path)
     if files.archive is not None:  # size and modification time: hashing GBs on every run costs seconds
         stat = files.archive.stat()
-        return ["7z", files.archive.name, stat.st_size, stat.st_mtime_ns]
+        return [files.archive_format, files.archive.name, stat.st_size, stat.st_mtime_ns]
     return [file_digest(files.posts), file_digest(files.links) if files.links else None]
+
+
+def source_digests(source: str) -> Any:
+    """What the source's bytes are, as the dump manifest records them: ``{file name: SHA-256}`` of a
+    dump's archive, or of its Posts.xml and PostLinks.xml, or of a tabular file; an ``hf:`` name as is.
+    Unlike :func:`source_fingerprint`, an archive is hashed (a rewrite that keeps size and time differs)."""
+    if source.startswith("hf:"):
+        return source
+    path = Path(source)
+    if path.suffix.lower() in TABLE_SUFFIXES:
+        files = [path]
+    else:
+        dump = resolve_dump(path)
+        files = [dump.archive] if dump.archive else [p for p in (dump.posts, dump.links) if p]
+    return {file.name: file_digest(file) for file in files}
 
 
 @dataclass
@@ -138,6 +153,7 @@ def _dump_candidates(
         stat = files.archive.stat()
         read.manifest["archive"] = {
             "name": files.archive.name,
+            "format": files.archive_format,
             "size": stat.st_size,
             "sha256": file_digest(files.archive),
         }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections import Counter, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -125,19 +125,47 @@ def parse_tags(raw: str | None) -> list[str]:
     return [tag for tag in raw.split("|") if tag]
 
 
-def read_duplicate_links(
-    rows: Iterator[dict[str, str]], duplicate_of: dict[int, list[int]], linked: dict[int, list[int]]
-) -> None:
-    """Add PostLinks.xml rows with LinkTypeId=3 to ``duplicate_of`` (PostId side) and ``linked`` (both);
-    a self-link (PostId = RelatedPostId) is ignored, as :func:`graphctx.data.links.add_link` ignores it."""
+LinkRow = tuple[int, int, str]
+"""A PostLinks.xml row as :func:`post_links` yields it: PostId, RelatedPostId, LinkTypeId."""
+IGNORED_LINKS = {
+    "ignored_self_links": "self-link rows",
+    "ignored_malformed_links": "rows without integer ids",
+}
+"""The PostLinks.xml rows :func:`post_links` skips, by count key."""
+
+
+def post_links(rows: Iterable[dict[str, str]], ignored: Counter[str]) -> Iterator[LinkRow]:
+    """The one reader of PostLinks.xml rows, for the dataset and retrieval-eval alike: ``(PostId,
+    RelatedPostId, LinkTypeId)`` of each row. A self-link (PostId = RelatedPostId, which links nothing) is
+    skipped and counted in ``ignored["ignored_self_links"]``, a row without integer ids in
+    ``ignored["ignored_malformed_links"]``.
+
+    Examples:
+        >>> ignored = Counter()
+        >>> rows = [{"PostId": "7", "RelatedPostId": "3", "LinkTypeId": "3"},
+        ...         {"PostId": "7", "RelatedPostId": "7", "LinkTypeId": "3"}, {"PostId": "x"}]
+        >>> list(post_links(rows, ignored)), dict(ignored)
+        ([(7, 3, '3')], {'ignored_self_links': 1, 'ignored_malformed_links': 1})
+    """
     for row in rows:
-        if row.get("LinkTypeId") != DUPLICATE_LINK:
-            continue
         try:
             post, related = int(row["PostId"]), int(row["RelatedPostId"])
         except (KeyError, ValueError):
+            ignored["ignored_malformed_links"] += 1
             continue
         if post == related:
+            ignored["ignored_self_links"] += 1
+            continue
+        yield post, related, row.get("LinkTypeId", "")
+
+
+def read_duplicate_links(
+    links: Iterable[LinkRow], duplicate_of: dict[int, list[int]], linked: dict[int, list[int]]
+) -> None:
+    """Add the duplicate links (LinkTypeId=3) of :func:`post_links` to ``duplicate_of`` (PostId side) and
+    ``linked`` (both directions)."""
+    for post, related, kind in links:
+        if kind != DUPLICATE_LINK:
             continue
         duplicate_of[post].append(related)
         linked[post].append(related)
@@ -175,7 +203,8 @@ class DumpReader:
 
     ``counts`` holds what was seen: ``rows``, ``questions``, ``answers``, ``other_posts``,
     ``skipped_rows`` (a question without Id, Title, Body or CreationDate), ``removed_fabricated``,
-    ``removed_fabricated_links`` (duplicate-link rows to or from them), ``with_accepted_answer``;
+    ``removed_fabricated_links`` (duplicate-link rows to or from them), ``with_accepted_answer``, and the
+    PostLinks.xml rows ignored (:data:`IGNORED_LINKS`);
     ``span`` the first and last CreationDate of all posts.
     """
 
@@ -199,10 +228,10 @@ class DumpReader:
                 " title TEXT, body TEXT, tags TEXT, created TEXT, score INTEGER, owner TEXT)"
             )
             for name, stream in self.files.members():  # one pass, in the order the files are stored
-                origin = str(self.posts.with_name(name))
+                origin = str(self.files.links if name == LINKS else self.posts)
                 rows = iter_rows(stream, origin, ROOTS[name])
                 if name == LINKS:
-                    read_duplicate_links(rows, duplicate_of, linked)
+                    read_duplicate_links(post_links(rows, self.counts), duplicate_of, linked)
                 else:
                     self._load(db, rows)
             removed = self._drop_fabricated(db)

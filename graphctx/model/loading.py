@@ -79,10 +79,50 @@ def resolve_source(spec: ModelSpec) -> str:
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise ConfigError(f"model.spec.source: folder {path} has no config.json (not a saved model)")
+        check_model_config(path / "config.json")
         return str(path)
     if _looks_like_path(source):
         raise ConfigError(f"model.spec.source: {source} does not exist (expected a folder or a .gguf file)")
     return source
+
+
+def check_model_config(path: Path) -> None:
+    """Refuse, in one line, a model folder's ``config.json`` that is not JSON or names no ``model_type``
+    (``{}``: transformers would fail later, loading the tokenizer, with a traceback)."""
+    try:
+        config = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ConfigError(f"model.spec.source: {path} is not JSON ({error})") from error
+    if not isinstance(config, dict) or not config.get("model_type"):
+        raise ConfigError(
+            f"model.spec.source: {path} names no model_type: not the config of a saved transformers model "
+            "(save the model with save_pretrained, or give its Hub id)"
+        )
+
+
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+PICKLED_ADAPTER = "adapter_model.bin"
+
+
+def adapter_weights(folder: Path, setting: str = "evaluation.adapter") -> Path:
+    """The adapter weights file peft loads from ``folder``: its ``adapter_model.safetensors``. A folder
+    holding a pickled ``adapter_model.bin`` too is refused (peft would load one file while a fingerprint
+    could hash the other), and so is one holding only the ``.bin`` (a pickle can run code: graphctx loads
+    none) or neither; each in one line naming ``setting``."""
+    safe, pickled = folder / ADAPTER_WEIGHTS, folder / PICKLED_ADAPTER
+    if safe.is_file() and pickled.is_file():
+        raise ConfigError(
+            f"{setting}: {folder} holds both {ADAPTER_WEIGHTS} and {PICKLED_ADAPTER}: which adapter is "
+            f"meant is unclear (peft loads the .safetensors); remove the file of the other adapter"
+        )
+    if pickled.is_file():
+        raise ConfigError(
+            f"{setting}: {folder} holds only a pickled {PICKLED_ADAPTER}, which graphctx does not load (a "
+            f"pickle can run code); save the adapter with safe_serialization=True ({ADAPTER_WEIGHTS})"
+        )
+    if not safe.is_file():
+        raise ConfigError(f"{setting}: no adapter weights ({ADAPTER_WEIGHTS}) in {folder}")
+    return safe
 
 
 def check_model_folder(folder: Path) -> Path:

@@ -219,7 +219,7 @@ def check_mapping(path: Path) -> None:
     except DuplicateKeyError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+        raise ConfigError(f"{path}: {yaml_problem(exc)}") from exc
     if not isinstance(content, dict):
         raise ConfigError(
             f"{path}: a config must be a YAML mapping of sections, got {type(content).__name__}"
@@ -228,6 +228,24 @@ def check_mapping(path: Path) -> None:
         check_moved_keys(content)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
+
+
+def yaml_problem(error: yaml.YAMLError) -> str:
+    """One line for a YAML syntax error: where it is and what is wrong (PyYAML's own message spans five
+    lines, with a copy of the text and a caret); two documents and a tab are named as such."""
+    mark = getattr(error, "problem_mark", None)
+    problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+    if mark is None:
+        return f"not valid YAML: {problem}"
+    where = f"line {mark.line + 1}, column {mark.column + 1}"
+    if "another document" in problem:
+        return (
+            f"holds a second YAML document ('---' at line {mark.line + 1}); a config is one document: "
+            "remove the '---' line or split the file"
+        )
+    if "'\\t'" in problem:
+        return f"not valid YAML: a tab at {where}; YAML indents with spaces only"
+    return f"not valid YAML at {where}: {problem}"
 
 
 def check_devices(config: dict[str, Any], prefix: str = "", present: int | None = None) -> None:

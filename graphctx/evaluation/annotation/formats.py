@@ -168,6 +168,11 @@ def read_label_studio(path: Path) -> list[Rated]:
         raise DataError(f"{path}: not valid JSON ({error})") from error
     if not isinstance(tasks, list):
         raise DataError(f"{path}: not a list of tasks; export the Label Studio project as JSON")
+    if tasks and all(isinstance(t, dict) and "data" not in t and "item" in t for t in tasks):
+        raise DataError(
+            f"{path}: a Label Studio JSON_MIN export (flat rows, without the annotations); export the "
+            "project as JSON (not JSON_MIN) and import that file"
+        )
     rated = []
     for number, task in enumerate(tasks, start=1):
         where = f"{path}: task {number}"

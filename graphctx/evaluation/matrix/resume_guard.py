@@ -1,28 +1,32 @@
 """The resume guard: a rerun extends only what was made with the same settings.
 
 Every variant's answers carry the fingerprint of everything they depend on
-(:meth:`ResumeGuard.prediction_fingerprint`: model, template, dataset, split, decoding, weights, adapter,
-retrieval and knowledge, less the speed-only knobs of :data:`SPEED_ONLY`), every metric's scores that of the
-metric and the answers (:meth:`ResumeGuard.metric_fingerprint`), both stored in a ``.meta.json`` beside the
-file. Answers made with other settings are refused (or moved aside with ``--overwrite``); scores of other
-metric settings are moved aside and scored again (:mod:`graphctx.evaluation.matrix.stale`). Nothing is
-deleted.
+(:meth:`ResumeGuard.prediction_fingerprint`: model, template, dataset settings and the SHA-256s of its
+source files, split, decoding, weights, the adapter file peft loads, retrieval and knowledge, less the
+speed-only knobs of :data:`SPEED_ONLY`), every metric's scores that of the metric and the answers
+(:meth:`ResumeGuard.metric_fingerprint`), both stored in a ``.meta.json`` beside the file. Answers made
+with other settings are refused, naming what changed (or moved aside with ``--overwrite``); scores of other
+metric settings are moved aside and scored again (:mod:`~.stale`). Nothing is deleted.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from graphctx.cache import cache_root, file_digest, fingerprint, write_json_atomic
+from graphctx.data.sources import source_digests
 from graphctx.errors import ConfigError
-from graphctx.evaluation.jsonl import RecordFile
+from graphctx.evaluation.jsonl import RecordFile, read_records
 from graphctx.evaluation.matrix.layout import RunLayout
 from graphctx.evaluation.matrix.metric_fingerprints import changed, metric_parts
 from graphctx.evaluation.matrix.stale import StaleArea
+from graphctx.folder_lock import LOCK_FILE
 from graphctx.knowledge.backends import knowledge_source
+from graphctx.model.loading import adapter_weights
 from graphctx.pipeline.answerer import decoded_weights
 from graphctx.pipeline.run_config import RunConfig
 from graphctx.prompts import Variant
@@ -66,11 +70,36 @@ def _settings(settings: Any, leave_out: set[str]) -> dict[str, Any]:
 
 
 def adapter_digest(config: RunConfig) -> str:
-    """The digest of the adapter's weights file (``adapter_model.*`` in ``config.adapter_dir``)."""
-    weights = sorted(config.adapter_dir.glob("adapter_model.*"))
-    if not weights:
-        raise ConfigError(f"evaluation.adapter: no adapter weights (adapter_model.*) in {config.adapter_dir}")
-    return file_digest(weights[0])
+    """The digest of the adapter weights file peft loads (:func:`~graphctx.model.loading.adapter_weights`:
+    a folder holding both formats, or only a pickle, is refused)."""
+    return file_digest(adapter_weights(config.adapter_dir))
+
+
+MARKER = ".graphctx-evaluation"
+"""The file every evaluation writes into its output folder: ``--overwrite`` moves files aside only in a
+folder holding it (:func:`check_overwrite`)."""
+
+
+def mark_folder(output_dir: Path) -> None:
+    """Write :data:`MARKER` into ``output_dir`` (once)."""
+    marker = output_dir / MARKER
+    if not marker.is_file():
+        output_dir.mkdir(parents=True, exist_ok=True)
+        marker.write_text("written by evaluate.py: --overwrite may move this folder's files into stale/\n")
+
+
+def check_overwrite(output_dir: Path, output_key: str) -> None:
+    """Refuse ``--overwrite`` on a folder an evaluation did not make: one that exists and holds files, but
+    neither :data:`MARKER` nor (an older graphctx's run) a ``predictions/*.meta.json``."""
+    if not output_dir.is_dir() or (output_dir / MARKER).is_file():
+        return
+    if any((output_dir / "predictions").glob("*.meta.json")):
+        return
+    if any(p.name != LOCK_FILE for p in output_dir.iterdir()):
+        raise ConfigError(
+            f"{output_key}: --overwrite moves files aside only in a folder evaluate.py made (it holds "
+            f"{MARKER}); {output_dir} is not one: choose another folder"
+        )
 
 
 def _as_json(parts: dict[str, Any]) -> Any:
@@ -99,6 +128,7 @@ class ResumeGuard:
             "model": _settings(config.model.spec, SPEED_ONLY["model"]),
             "template": dataclasses.asdict(config.template),
             "dataset": dataclasses.asdict(config.data.dataset),
+            "source": self.source_digests(),
             "filter_models": [spec.source for spec in config.filter_models],
             "split": config.evaluation.split,
             # base_weights only binds the base rows: it enters as the variant's ``weights``
@@ -120,6 +150,14 @@ class ResumeGuard:
             if source:  # a plug-in knowledge source: its code and arguments
                 parts["knowledge_source"] = source
         return parts
+
+    def source_digests(self) -> Any:
+        """The SHA-256s of the dataset's source files (:func:`~graphctx.data.sources.source_digests`, as
+        the dump manifest records them), computed once: a dump changed in place (a gold answer rewritten)
+        changes every variant's fingerprint, so its answers are made and scored again."""
+        if "source" not in self._fingerprints:
+            self._fingerprints["source"] = source_digests(self.config.data.dataset.source)
+        return self._fingerprints["source"]
 
     def fingerprint(self, variant: Variant) -> str:
         """The hash of :meth:`prediction_fingerprint` (computed once)."""
@@ -160,6 +198,8 @@ class ResumeGuard:
 
         A meta file without a single row (a run that failed before its first answer, e.g. loading the
         adapter) binds nothing: it is replaced."""
+        mark_folder(self.layout.output_dir)
+        self._check_repeated(variant, overwrite)
         parts = self.prediction_fingerprint(variant)
         meta = {"fingerprint": fingerprint(parts), "settings": parts}
         predictions = self.layout.predictions_file(variant)
@@ -167,13 +207,13 @@ class ResumeGuard:
         if meta_file.is_file() and RecordFile(predictions).records:
             previous = json.loads(meta_file.read_text())
             if previous["fingerprint"] != meta["fingerprint"]:
+                differ = ", ".join(changed(previous.get("settings"), _as_json(parts))) or "fingerprint"
                 if not overwrite:
                     raise ConfigError(
-                        f"{meta_file}: the predictions of {variant.name} were made with other settings; "
-                        "use another evaluation.output_dir or pass --overwrite (the old answers are then "
-                        "moved into stale/)"
+                        f"{meta_file}: the predictions of {variant.name} were made with other settings "
+                        f"({differ} changed); use another evaluation.output_dir or pass --overwrite (the "
+                        "old answers are then moved into stale/)"
                     )
-                differ = ", ".join(changed(previous.get("settings"), _as_json(parts))) or "fingerprint"
                 for path in self.layout.variant_files(variant):
                     self.stale.move_file(path, f"--overwrite: answers made with other settings ({differ})")
         legacy = self.layout.scores_file(variant)
@@ -182,6 +222,26 @@ class ResumeGuard:
         write_json_atomic(meta_file, meta)
         for metric in self.layout.metrics:
             self._check_metric(variant, metric)
+
+    def _check_repeated(self, variant: Variant, overwrite: bool) -> None:
+        """A file of ``variant`` with an id on two rows (two runs that wrote into one folder before the
+        folder lock, or a hand edit) is refused naming the way out; ``overwrite`` moves every file of the
+        variant into ``stale/``, so it is answered and scored again."""
+        files = [path for path in self.layout.variant_files(variant) if path.suffix == ".jsonl"]
+        for path in files:
+            counts = Counter(int(row["id"]) for row in read_records(path))
+            repeated = sorted(i for i, n in counts.items() if n > 1)
+            if not repeated:
+                continue
+            if not overwrite:
+                raise ConfigError(
+                    f"{path}: id {repeated[0]} is on {counts[repeated[0]]} rows ({len(repeated)} id(s) "
+                    "repeat: two runs wrote into this folder?); rerun with --overwrite to move "
+                    f"{variant.name}'s files into stale/ and answer it again"
+                )
+            for file in self.layout.variant_files(variant):
+                self.stale.move_file(file, f"--overwrite: {path.name} repeats ids (two runs in one folder?)")
+            return
 
     def _check_metric(self, variant: Variant, metric: str) -> None:
         """Move aside ``metric``'s scores of ``variant`` made with other settings; record this run's."""

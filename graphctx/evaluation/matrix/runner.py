@@ -290,7 +290,7 @@ class EvaluationRun:
 
     # ---- files: the resume guard, shards, tidying ----------------------------------------------------
     def merge(self, overwrite: bool = False) -> None:
-        """Rank 0: the processes' shards into the files (:func:`~graphctx.evaluation.matrix.merging.merge`)."""
+        """Rank 0: the processes' shards into the files (:func:`~.merging.merge`)."""
         merge(self.variants, self.guard, self.log, overwrite)
 
     def tidy(self, rows: Rows, encoded: Encoded) -> None:

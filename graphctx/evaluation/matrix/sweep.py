@@ -19,7 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from graphctx.cache import atomic_path
-from graphctx.errors import ConfigError
+from graphctx.errors import ConfigError, check_output_folder
+from graphctx.evaluation.matrix.inputs import check_inputs
 from graphctx.evaluation.matrix.runner import EvaluationRun
 from graphctx.evaluation.matrix.table import ResultsTable, column_name, shown_keys, to_csv
 from graphctx.paper import display_name
@@ -100,18 +101,21 @@ def run_sweep(
     processes: Processes | None = None,
     stop: StopRequest | None = None,
     overwrite: bool = False,
+    output_key: str = "--output-dir",
 ) -> str | None:
     """Run every model of ``configs`` (model → its config) and write ``sweep.md`` / ``sweep.csv``; returns
-    the Markdown table (None on ranks other than 0)."""
+    the Markdown table (None on ranks other than 0). Every model's run passes the checks of a single run
+    (:func:`~.inputs.check_inputs`, ``output_key`` naming the folder's setting) before
+    any of them writes a file."""
     chosen = sweep_variants(variants)
     folders = model_folders(list(configs))
-    check_sweep(configs, chosen)
-    configs = one_question_set(configs)
     first = next(iter(configs.values()))
     root = Path(output_dir) if output_dir else first.output_dir
-    tables: dict[str, ResultsTable] = {}
-    for model, config in configs.items():
-        run = EvaluationRun(
+    check_output_folder(root, output_key)  # before the models are looked for, as in a single run
+    check_sweep(configs, chosen)
+    configs = one_question_set(configs)
+    runs = {
+        model: EvaluationRun(
             config,
             [v.name for v in chosen],
             limit,
@@ -119,6 +123,12 @@ def run_sweep(
             processes=processes,
             stop=stop,
         )
+        for model, config in configs.items()
+    }
+    for run in runs.values():
+        check_inputs(run, output_key, overwrite)
+    tables: dict[str, ResultsTable] = {}
+    for model, run in runs.items():
         table = run.run(overwrite=overwrite)
         if table is not None:
             tables[model] = table
