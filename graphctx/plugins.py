@@ -5,7 +5,7 @@ refuses the same mistakes with the same one-line messages, naming the setting.""
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, TypeVar
 
 from graphctx.errors import ConfigError
@@ -55,6 +55,29 @@ def load_plugin(
     entry.class_path = class_path  # type: ignore[attr-defined]
     entry.init_args = dict(init_args)  # type: ignore[attr-defined]
     return entry
+
+
+def load_plugins(
+    items: Sequence[Any],
+    base: type[Entry],
+    section: str,
+    taken: Collection[str],
+    *args: Any,
+    aliases: Mapping[str, str] | None = None,
+) -> list[Entry]:
+    """Every plug-in of the config list ``section`` (``items``), in order, each a ``base`` subclass whose
+    ``name`` is not in ``taken`` nor used by an earlier one (:func:`load_plugin`)."""
+    loaded: list[Entry] = []
+    names = set(taken)
+    for position, item in enumerate(items):
+        where = f"{section}[{position}]"
+        entry = load_plugin(item, base, where, *args, aliases=aliases)
+        name = entry.name  # type: ignore[attr-defined]
+        if name in names:
+            raise ConfigError(f"{where}: name {name!r} of {entry.class_path} is taken")  # type: ignore[attr-defined]
+        names.add(name)
+        loaded.append(entry)
+    return loaded
 
 
 def source_fingerprint(entry: Any) -> dict[str, Any]:

@@ -28,8 +28,9 @@ def guard_for(tmp_path: Path, site: Path) -> ResumeGuard:
     config["data"]["dataset"].update(source=str(site), filters={"max_tokens": None}, split=split)
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
-    out = tmp_path / "eval"
-    return ResumeGuard(load_config(path), RunLayout(out), StaleArea(out), "facts")
+    out, run_config = tmp_path / "eval", load_config(path)
+    metrics = tuple(entry.name for entry in run_config.metric_entries)
+    return ResumeGuard(run_config, RunLayout(out, metrics), StaleArea(out))
 
 
 def test_a_dump_changed_in_place_is_refused_naming_the_source(tmp_path):

@@ -123,5 +123,5 @@ def test_a_plugin_name_may_not_take_a_built_in_metrics_place(tmp_path, monkeypat
         "class Clash(RowMetric):\n    name = 'rouge'\n    columns = {'x': 'X'}\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(ConfigError, match=r"metric name 'rouge' of clash.Clash is taken"):
+    with pytest.raises(ConfigError, match=r"extra\[0\]: name 'rouge' of clash.Clash is taken"):
         load_config(TINY, ["--evaluation.metrics.extra", '[{"class_path": "clash.Clash"}]'])

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from graphctx.errors import ConfigError
 from graphctx.knowledge.kg import Gazetteer, SparqlKnowledgeGraph
 from graphctx.knowledge.settings import KnowledgeSettings
-from graphctx.plugins import load_plugin, source_fingerprint
+from graphctx.plugins import load_plugins, source_fingerprint
 
 
 class KnowledgeSource:
@@ -102,13 +102,8 @@ class PluginSource(KnowledgeSource):
 def knowledge_sources(settings: KnowledgeSettings) -> dict[str, KnowledgeSource]:
     """Every knowledge source of a config by name: the built-ins, then ``knowledge.extra``."""
     sources: dict[str, KnowledgeSource] = {cls.name: cls(settings) for cls in BUILT_IN}
-    for position, item in enumerate(settings.extra):
-        where = f"knowledge.extra[{position}]"
-        source = load_plugin(item, PluginSource, where, settings)
-        if source.name in sources:
-            raise ConfigError(f"{where}: knowledge source name {source.name!r} is taken")
-        sources[source.name] = source
-    return sources
+    plugins = load_plugins(settings.extra, PluginSource, "knowledge.extra", sources, settings)
+    return sources | {source.name: source for source in plugins}
 
 
 def knowledge_source(settings: KnowledgeSettings) -> KnowledgeSource:

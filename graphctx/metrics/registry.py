@@ -31,7 +31,7 @@ from graphctx.errors import ConfigError
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics.settings import MetricSettings
 from graphctx.model.settings import ModelSpec
-from graphctx.plugins import import_class, load_plugin, source_fingerprint
+from graphctx.plugins import import_class, load_plugins, source_fingerprint
 
 if TYPE_CHECKING:
     from graphctx.knowledge.triplets import TripletExtractor
@@ -176,6 +176,12 @@ class MetricEntry:
     def plan_lines(self) -> list[str]:
         """Its lines of ``graphctx plan``'s text (without the stand-in mark)."""
         return []
+
+    def model_stand_in(self, use: ModelUse) -> dict[str, Any] | None:
+        """The stand-in entry of a metric whose one model is ``use`` (None when it is the reference)."""
+        if use.is_paper:
+            return None
+        return {"stage": use.stage, "key": use.key, "configured": use.source, "paper": use.paper}
 
     def stand_in_key(self) -> str:
         """The setting key its plan line is marked STAND-IN by."""
@@ -332,15 +338,15 @@ EXTENSIONS: dict[str, str] = {"minicheck": "graphctx.metrics.entries.minicheck:M
 def metric_entries(context: MetricContext) -> list[MetricEntry]:
     """Every metric of a config: the built-ins, then ``evaluation.metrics.extra`` in its order."""
     entries: list[MetricEntry] = [cls(context) for cls in built_in_classes()]
-    for position, item in enumerate(context.settings.extra):
-        where = f"evaluation.metrics.extra[{position}]"
-        entry = load_plugin(item, MetricEntry, where, context, aliases=EXTENSIONS)
-        if entry.name in {taken.name for taken in entries}:
-            raise ConfigError(f"{where}: metric name {entry.name!r} of {entry.class_path} is taken")
+    section = "evaluation.metrics.extra"
+    taken = [entry.name for entry in entries]
+    plugins = load_plugins(context.settings.extra, MetricEntry, section, taken, context, aliases=EXTENSIONS)
+    for position, entry in enumerate(plugins):
         if not entry.columns:
-            raise ConfigError(f"{where}: {entry.class_path} declares no columns (score key → column name)")
-        entries.append(entry)
-    return entries
+            raise ConfigError(
+                f"{section}[{position}]: {entry.class_path} declares no columns (score key → name)"
+            )
+    return entries + plugins
 
 
 def entries_named(entries: Sequence[MetricEntry], names: Sequence[str], where: str) -> list[MetricEntry]:

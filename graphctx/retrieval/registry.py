@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from graphctx.errors import ConfigError
-from graphctx.plugins import load_plugin, source_fingerprint
+from graphctx.plugins import load_plugins, source_fingerprint
 from graphctx.retrieval.settings import RetrievalSettings
 
 if TYPE_CHECKING:  # the retrievers import torch: only when one is built
@@ -76,23 +76,16 @@ class GraphEntry(RetrieverEntry):
     paper = True
 
     def build(self, pool: PoolView) -> Retriever:
+        """The embedding retriever of this name (:func:`~graphctx.retrieval.retriever.build_retriever`)."""
         from graphctx.retrieval.retriever import build_retriever
 
-        settings = dataclasses.replace(self.settings, method="graph")
-        return build_retriever(pool.index("graph"), settings)
+        settings = dataclasses.replace(self.settings, method=self.name)
+        return build_retriever(pool.index(self.name), settings)
 
 
-class DenseEntry(RetrieverEntry):
+class DenseEntry(GraphEntry):
     name = "dense"
     summary = "cosine top-k over the pool"
-    shards = True
-    paper = True
-
-    def build(self, pool: PoolView) -> Retriever:
-        from graphctx.retrieval.retriever import build_retriever
-
-        settings = dataclasses.replace(self.settings, method="dense")
-        return build_retriever(pool.index("dense"), settings)
 
 
 class BM25Entry(RetrieverEntry):
@@ -139,13 +132,8 @@ class PluginRetriever(RetrieverEntry):
 def retriever_entries(settings: RetrievalSettings) -> dict[str, RetrieverEntry]:
     """Every retriever of a config by name: the built-ins, then ``retrieval.extra`` in its order."""
     entries: dict[str, RetrieverEntry] = {cls.name: cls(settings) for cls in BUILT_IN}
-    for position, item in enumerate(settings.extra):
-        where = f"retrieval.extra[{position}]"
-        entry = load_plugin(item, RetrieverEntry, where, settings)
-        if entry.name in entries:
-            raise ConfigError(f"{where}: retriever name {entry.name!r} is taken")
-        entries[entry.name] = entry
-    return entries
+    plugins = load_plugins(settings.extra, PluginRetriever, "retrieval.extra", entries, settings)
+    return entries | {entry.name: entry for entry in plugins}
 
 
 def entry_named(entries: Mapping[str, RetrieverEntry], name: str, where: str) -> RetrieverEntry:

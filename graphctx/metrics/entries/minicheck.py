@@ -63,10 +63,7 @@ class MiniCheckEntry(MetricEntry):
         return [self.use]
 
     def stand_in(self) -> dict[str, Any] | None:
-        use = self.use
-        if use.is_paper:
-            return None
-        return {"stage": use.stage, "key": use.key, "configured": use.source, "paper": use.paper}
+        return self.model_stand_in(self.use)
 
     def stand_in_key(self) -> str:
         return self.use.key
