@@ -153,7 +153,7 @@ def _contexts_rank(rank: int, port: int, run: EvaluationRun, queries: list[str],
     builder = context_builder(run, processes)
     contexts = builder.for_variants(get_variants(CONTEXT_VARIANTS), queries)
     summary = builder.knowledge_summary()
-    counts = {"retrieved": builder.retrieved, "enhanced": builder.enhanced}
+    counts = {"retrieved": builder.queries_retrieved, "enhanced": builder.queries_enhanced}
     with open(out / f"rank{rank}.pkl", "wb") as handle:
         pickle.dump((contexts, counts, summary), handle)
 

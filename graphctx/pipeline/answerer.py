@@ -203,8 +203,8 @@ class Answerer:
         contexts = builder.for_variants(variants, questions)
         summary = builder.knowledge_summary()  # every rank's KG requests (a collective)
         self.log(
-            f"contexts ready: retrieved {builder.retrieved} and enhanced {builder.enhanced} queries "
-            f"here{summary if self.processes.is_zero else ''}"
+            f"contexts ready: retrieved {builder.queries_retrieved} and enhanced "
+            f"{builder.queries_enhanced} queries here{summary if self.processes.is_zero else ''}"
         )
         return contexts
 

@@ -101,9 +101,9 @@ class ContextBuilder:
         """Every retriever by name (:mod:`graphctx.retrieval.registry`)."""
         self._encoder: SentenceEncoder | None = None
         self.count_tokens = build_token_counter(self.knowledge.tokenizer or tokenizer)
-        self.retrieved = 0
+        self.queries_retrieved = 0
         """Queries this process ranked (summed over the methods)."""
-        self.enhanced = 0
+        self.queries_enhanced = 0
         """Queries this process enhanced or read from the knowledge stage's cache."""
 
     @property
@@ -150,12 +150,12 @@ class ContextBuilder:
         shards = entry_named(self.retrievers, method, "retrieval").shards
         if processes.world_size == 1 or batches < processes.world_size or not shards:
             mine = processes.is_zero
-            self.retrieved += len(queries) if mine else 0
+            self.queries_retrieved += len(queries) if mine else 0
             return processes.broadcast(self.retriever(method).retrieve(list(queries)) if mine else None)
         module = RetrievalModule(self.index(method), self.settings(method), encoder=self._encoder)
         hits = predict_hits(processes.predict_trainer(), module, queries)
         self._encoder = module.retriever.encoder if module.retriever else None  # loaded once here
-        self.retrieved += len(WholeBatches(len(queries), self.retrieval.query_batch_size))
+        self.queries_retrieved += len(WholeBatches(len(queries), self.retrieval.query_batch_size))
         return hits
 
     def enhance(self, queries: Sequence[str], pairs: Sequence[list[QAPair]]) -> list[EnhancedContext]:
@@ -167,7 +167,7 @@ class ContextBuilder:
             if share
             else []
         )
-        self.enhanced += len(share)
+        self.queries_enhanced += len(share)
         return [context for part in self.processes.gather(mine) for context in part]
 
     def enhanced_contexts(self, queries: Sequence[str]) -> list[EnhancedContext]:
