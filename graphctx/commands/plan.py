@@ -4,12 +4,29 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import TextIO
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from graphctx.pipeline.run_config import RunConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="YAML config (as for train.py / evaluate.py)")
     parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
+    parser.add_argument(
+        "--cost",
+        action="store_true",
+        help="add GPU-hours per stage (train, answers) and peak memory, estimated before running",
+    )
+    parser.add_argument(
+        "--counts", help="--cost: rows per split, e.g. train=351,test=45 (default: the config's dataset)"
+    )
+    parser.add_argument(
+        "--throughput",
+        type=Path,
+        help="--cost: a benchmarks/gpu_suite.py report (gpu_suite.json); default: the README's last figures",
+    )
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
@@ -19,5 +36,18 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.stack.report_text import plan_text
 
     plan = ModelStack(load_config(args.config, devices=False))
-    print(json.dumps(plan_json(plan), indent=2) if args.json else plan_text(plan), file=out)
+    report, text = plan_json(plan), plan_text(plan)
+    if args.cost:
+        from graphctx.stack.cost import LAST_MEASURED, cost_json, cost_text, parse_counts, read_throughputs
+
+        counts = parse_counts(args.counts) if args.counts else split_sizes(plan.config)
+        throughputs = read_throughputs(args.throughput) if args.throughput else LAST_MEASURED
+        report["cost"] = cost_json(plan, counts, throughputs)
+        text += "\n" + cost_text(report["cost"])
+    print(json.dumps(report, indent=2) if args.json else text, file=out)
     return 0
+
+
+def split_sizes(config: RunConfig) -> dict[str, int]:
+    """Rows per split of the config's dataset (built, or read from the cache)."""
+    return {name: len(split) for name, split in config.load_dataset().items()}
