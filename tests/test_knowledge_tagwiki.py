@@ -229,7 +229,9 @@ def test_a_plugin_knowledge_source_is_selected_by_name_and_fingerprinted(
     config = load_config(tiny, overrides)
     kg = build_knowledge_graph(config.knowledge)
     assert "daedalus" in {f.tail_label for f in kg.one_hop(kg.link(["yoroi"])["yoroi"])}
-    assert f"  knowledge    own_triples {triples};" in plan_text(ModelStack(config))
+    text = plan_text(ModelStack(config))
+    assert f"  knowledge    own_triples {triples};" in text
+    assert "  extension    knowledge.own_triples: ownkg.OwnTriples (a plug-in, beyond the paper)" in text
     parts = ResumeGuard(config, None, None).prediction_fingerprint(VARIANTS["Base-GraphContextGen"])
     assert parts["knowledge_source"]["class_path"] == "ownkg.OwnTriples" and "extra" not in parts["knowledge"]
     with pytest.raises(

@@ -129,6 +129,10 @@ def test_a_plugin_retriever_answers_and_is_in_its_answers_fingerprint(tmp_path, 
         text
     )  # built-ins: the retrieval settings say it all
     assert "extra" not in parts["retrieval"]
+    from graphctx.stack.model_stack import ModelStack
+
+    listed = {item["key"]: item["what"] for item in ModelStack(config).extensions()}
+    assert listed["retrieval.last_first"] == "myretrievers.LastFirst (a plug-in, beyond the paper)"
 
 
 def test_the_pool_retriever_of_graphctx_retrieve_takes_any_registered_method(pool):

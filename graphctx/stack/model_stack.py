@@ -9,6 +9,7 @@ from functools import cached_property
 from typing import Any
 
 from graphctx.errors import ConfigError
+from graphctx.knowledge.backends import knowledge_sources
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics.registry import MetricEntry
 from graphctx.model_use import ModelUse, model_use, spacy_available
@@ -84,13 +85,26 @@ class ModelStack:
         return uses
 
     def extensions(self) -> list[dict[str, str]]:
-        """What runs beyond the paper's method (not a stand-in: an addition to it): mention linking, and
-        every metric that is not one of the paper's."""
+        """What runs beyond the paper's method (not a stand-in: an addition to it): mention linking, every
+        metric that is not one of the paper's, and every plug-in retriever and knowledge source."""
         knowledge = self.config.knowledge
         found = [
             {"key": f"evaluation.metrics.{entry.name}", "what": entry.description()}
             for entry in self.metrics
             if not entry.paper_metric
+        ]
+        plugins = [
+            ("retrieval", entry)
+            for entry in self.config.retriever_entries.values()
+            if hasattr(entry, "class_path")
+        ] + [
+            ("knowledge", source)
+            for source in knowledge_sources(knowledge).values()
+            if hasattr(source, "class_path")
+        ]
+        found += [
+            {"key": f"{section}.{entry.name}", "what": f"{entry.class_path} (a plug-in, beyond the paper)"}
+            for section, entry in plugins
         ]
         if not (knowledge.enabled and knowledge.link_mentions):
             return found
