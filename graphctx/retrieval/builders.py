@@ -24,6 +24,7 @@ from graphctx.retrieval.knn import build_knn_graph, edge_recall
 from graphctx.retrieval.numerics import embedding_dtype, numerics, resolve_device
 from graphctx.retrieval.pagerank import PoolPageRank, QueryEdges
 from graphctx.retrieval.push import PoolPush
+from graphctx.retrieval.push_frontier import FrontierPush
 from graphctx.retrieval.settings import RetrievalSettings
 
 
@@ -142,11 +143,12 @@ def build_query_edges(queries: Tensor, pool: Tensor, settings: RetrievalSettings
     )
 
 
-def build_pagerank(graph: Data, settings: RetrievalSettings) -> PoolPageRank | PoolPush:
+def build_pagerank(graph: Data, settings: RetrievalSettings) -> PoolPageRank | PoolPush | FrontierPush:
     """:class:`~graphctx.retrieval.pagerank.PoolPageRank` of ``graph`` with the settings' damping,
     convergence, dtype and tie rule, batches bounded by ``max_batch_slots``, ``shared_component_nodes`` and
     ``query_batch_size`` columns; with ``ppr: push``, :class:`~graphctx.retrieval.push.PoolPush` at
-    ``ppr_eps`` with the same damping, dtype and tie rule.
+    ``ppr_eps`` with the same damping, dtype and tie rule (on a CUDA graph its torch twin
+    :class:`~graphctx.retrieval.push_frontier.FrontierPush`).
 
     Examples:
         >>> from torch_geometric.data import Data
@@ -155,7 +157,8 @@ def build_pagerank(graph: Data, settings: RetrievalSettings) -> PoolPageRank | P
         0.5
     """
     if settings.ppr == "push":
-        return PoolPush(
+        push = FrontierPush if graph.edge_index.is_cuda else PoolPush
+        return push(
             graph,
             alpha=settings.alpha,
             eps=settings.ppr_eps,
