@@ -99,7 +99,11 @@ def build_graph(embeddings: Tensor, settings: RetrievalSettings) -> Data:
     """
     if settings.graph_build == "knn":
         return build_knn_graph(
-            embeddings, settings.threshold, settings.knn_k, max_neighbors=settings.max_neighbors
+            embeddings,
+            settings.threshold,
+            settings.knn_k,
+            nprobe=settings.knn_nprobe,
+            max_neighbors=settings.max_neighbors,
         )
     return build_question_graph(
         embeddings,
@@ -121,7 +125,12 @@ def build_stats_extra(graph: Data, embeddings: Tensor, settings: RetrievalSettin
     if settings.graph_build != "knn":
         return {"graph_build": "exact"}
     recall = edge_recall(graph, embeddings, settings.threshold, settings.knn_recall_sample)
-    return {"graph_build": "knn", "knn_k": settings.knn_k, "edge_recall": recall}
+    return {
+        "graph_build": "knn",
+        "knn_k": settings.knn_k,
+        "knn_nprobe": settings.knn_nprobe,
+        "edge_recall": recall,
+    }
 
 
 def build_query_edges(queries: Tensor, pool: Tensor, settings: RetrievalSettings) -> QueryEdges:

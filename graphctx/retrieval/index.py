@@ -86,7 +86,11 @@ def index_key(ids: Sequence[int], texts: Sequence[str], settings: RetrievalSetti
         settings.threshold,
         settings.max_neighbors,
         similarity,
-        *([] if settings.graph_build == "exact" else ["knn", settings.knn_k, settings.knn_recall_sample]),
+        *(
+            []
+            if settings.graph_build == "exact"
+            else ["knn", settings.knn_k, settings.knn_nprobe, settings.knn_recall_sample]
+        ),
         retrieval_numerics(settings, device),
     )
 

@@ -48,6 +48,7 @@ class RetrievalSettings:
         "tie_tolerance": NON_NEGATIVE,
         "knn_k": AT_LEAST_ONE,
         "knn_recall_sample": AT_LEAST_ONE,
+        "knn_nprobe": AT_LEAST_ONE,
         "ppr_eps": POSITIVE,
     }
 
@@ -145,6 +146,10 @@ class RetrievalSettings:
     knn_k: int = 64
     """``graph_build: knn``: neighbours searched per question (a node keeps at most these plus those that
     chose it)."""
+
+    knn_nprobe: int = 8
+    r"""``graph_build: knn``: inverted lists of the Faiss index searched per question (of about
+    :math:`4\sqrt N`; more: higher recall, slower build)."""
 
     knn_recall_sample: int = 1000
     """``graph_build: knn``: nodes drawn (seed 0) whose exact above-threshold edges measure the recall."""
