@@ -1,5 +1,6 @@
 """Embed the pool (training questions) and build its question graph, cached for `graphctx retrieve`; say
-how the evaluated split's questions link to it (no edge above T, topped up by cosine)."""
+how the evaluated split's questions link to it (no edge above T, topped up by cosine). With ``--add``,
+extend the cached index by new questions instead of rebuilding it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,31 @@ from typing import TextIO
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="YAML config (sections data, model, retrieval)")
     parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's cache_dir)")
+    parser.add_argument(
+        "--add",
+        metavar="PATH",
+        help="a .jsonl/.json/.csv/.parquet table of new questions (columns id, question): embed only them "
+        "and add them to the cached index of the pool (the index a rebuild of the pool with these rows "
+        "appended gives)",
+    )
+
+
+def added_questions(path: str) -> tuple[list[int], list[str]]:
+    """Ids and texts of the ``--add`` table; a missing column or a bad id is a one-line ``DataError``."""
+    from graphctx.data.records import load_table
+    from graphctx.errors import DataError
+
+    table = load_table(path, "train")
+    missing = [column for column in ("id", "question") if column not in table.column_names]
+    if missing:
+        raise DataError(f"--add {path}: missing column(s) {', '.join(missing)}")
+    ids, texts = [], []
+    for row, (qid, text) in enumerate(zip(table["id"], table["question"], strict=True), start=1):
+        if not isinstance(qid, int) or not isinstance(text, str) or not text.strip():
+            raise DataError(f"--add {path}: row {row}: needs an integer id and a non-empty question")
+        ids.append(qid)
+        texts.append(text)
+    return ids, texts
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
@@ -25,6 +51,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         graph_fallbacks,
         linkage_stats,
     )
+    from graphctx.retrieval.incremental import extend_index
     from graphctx.retrieval.knn import describe_build
     from graphctx.retrieval.numerics import pinned_threads
 
@@ -32,12 +59,18 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     cache_dir = config.cache_dir
     dataset = config.load_dataset()
     train, split = dataset["train"], config.evaluation.split
+    added = None if args.add is None else added_questions(args.add)
     index = pool_index(train, config.retrieval, cache_dir)
+    if added is not None:
+        texts = [row["question"] for row in {int(row["id"]): row for row in train}.values()]
+        index = extend_index(index.ids.tolist(), texts, *added, config.retrieval, cache_dir)
     print(f"question graph: {describe_degrees(index.stats)}; {describe_build(index.stats)}", file=sys.stderr)
     warning = density_warning(index.stats, config.retrieval.threshold)
     if warning:
         print(warning, file=sys.stderr)
     report = {"pool": len(index.ids), "dim": index.embeddings.shape[1], **index.stats}
+    if added is not None:
+        report["added"] = len(added[0])
     if split in dataset and split != "train":
         queries = build_embeddings(dataset[split]["question"], config.retrieval, cache_dir=cache_dir)
         with pinned_threads(config.retrieval.cpu_threads, "cpu"):
