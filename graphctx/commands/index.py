@@ -1,13 +1,18 @@
 """Embed the pool (training questions) and build its question graph, cached for `graphctx retrieve`; say
 how the evaluated split's questions link to it (no edge above T, topped up by cosine). With ``--add``,
-extend the cached index by new questions instead of rebuilding it."""
+extend the cached index by new questions instead of rebuilding it; with ``--shards``, embed the pool in
+cached shards (``--worker``: only this process's, for the ranks of a job or the tasks of a SLURM array)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from typing import TextIO
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from graphctx.retrieval.settings import RetrievalSettings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,6 +24,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a .jsonl/.json/.csv/.parquet table of new questions (columns id, question): embed only them "
         "and add them to the cached index of the pool (the index a rebuild of the pool with these rows "
         "appended gives)",
+    )
+    parser.add_argument(
+        "--shards",
+        type=int,
+        metavar="N",
+        help="embed the pool in N cached shards (a rerun embeds only the missing ones), then merge them",
+    )
+    parser.add_argument(
+        "--worker",
+        action="store_true",
+        help="with --shards: embed only this process's shards (worker number and count from "
+        "SLURM_ARRAY_TASK_ID/COUNT, RANK/WORLD_SIZE or SLURM_PROCID/NTASKS) and stop",
     )
 
 
@@ -40,7 +57,31 @@ def added_questions(path: str) -> tuple[list[int], list[str]]:
     return ids, texts
 
 
+def embed_pool_shards(
+    train: Iterable[Mapping[str, Any]],
+    settings: RetrievalSettings,
+    cache_dir: str | None,
+    shards: int,
+    worker: bool,
+) -> dict[str, object]:
+    """Embed the pool's ``shards`` (all of them, merged into the pool's embeddings, or with ``worker`` only
+    this process's); what was embedded and what was found cached."""
+    from graphctx.errors import ConfigError
+    from graphctx.retrieval.shards import embed_shards, merge_shards, worker_shards
+
+    if shards < 1:
+        raise ConfigError(f"--shards: must be at least 1, got {shards}")
+    texts = [row["question"] for row in {int(row["id"]): row for row in train}.values()]
+    if worker:
+        mine = worker_shards(shards)
+        embedded = embed_shards(texts, settings, cache_dir, shards, mine)
+        return {"shards": shards, "worker_shards": mine, "embedded": embedded}
+    _, embedded = merge_shards(texts, settings, cache_dir, shards)
+    return {"shards": shards, "embedded": embedded, "merged": len(texts)}
+
+
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    from graphctx.errors import ConfigError
     from graphctx.pipeline.config_file import load_config
     from graphctx.pipeline.pool import pool_index
     from graphctx.retrieval.builders import build_embeddings, build_query_edges
@@ -59,7 +100,14 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     cache_dir = config.cache_dir
     dataset = config.load_dataset()
     train, split = dataset["train"], config.evaluation.split
+    if args.worker and args.shards is None:
+        raise ConfigError("--worker: needs --shards N")
     added = None if args.add is None else added_questions(args.add)
+    if args.shards is not None:
+        sharded = embed_pool_shards(train, config.retrieval, cache_dir, args.shards, args.worker)
+        print(json.dumps(sharded), file=sys.stderr if not args.worker else out)
+        if args.worker:
+            return 0
     index = pool_index(train, config.retrieval, cache_dir)
     if added is not None:
         texts = [row["question"] for row in {int(row["id"]): row for row in train}.values()]
