@@ -4,13 +4,15 @@ build and networkx-exact power iteration on small graphs."""
 import pytest
 import torch
 from torch_geometric.data import Data
-from torch_geometric.utils import to_undirected
+from torch_geometric.utils import scatter, to_undirected
 
 from graphctx.retrieval.graph import build_question_graph
 from graphctx.retrieval.index import index_key
 from graphctx.retrieval.knn import build_knn_graph, edge_recall
+from graphctx.retrieval.numerics import pinned_threads
 from graphctx.retrieval.pagerank import PoolPageRank, QueryEdges
 from graphctx.retrieval.push import PoolPush
+from graphctx.retrieval.push_frontier import FrontierPush
 from graphctx.retrieval.settings import RetrievalSettings
 
 
@@ -35,25 +37,31 @@ def weighted_graph(seed: int = 0) -> tuple[Data, QueryEdges]:
     return graph, edges
 
 
-def test_push_with_tiny_eps_ranks_as_power_iteration():
+@pytest.mark.parametrize("push", [PoolPush, FrontierPush])
+def test_push_with_tiny_eps_ranks_as_power_iteration(push):
     graph, edges = weighted_graph()
     power = PoolPageRank(graph, dtype=torch.float64, tol=1e-13, max_iter=2000).run(edges, k=10)
-    push = PoolPush(graph, eps=1e-11, dtype=torch.float64).run(edges, k=10)
-    assert torch.equal(push.node_ids, power.node_ids)
-    assert torch.allclose(push.scores, power.scores, atol=1e-8)
-    assert push.linked.tolist() == [True, True, True, False]
-    assert push.converged.all() and push.iterations[3] == 0
+    result = push(graph, eps=1e-11, dtype=torch.float64).run(edges, k=10)
+    assert torch.equal(result.node_ids, power.node_ids)
+    assert torch.allclose(result.scores, power.scores, atol=1e-8)
+    assert result.linked.tolist() == [True, True, True, False]
+    assert result.converged.all() and result.iterations[3] == 0
 
 
+@pytest.mark.parametrize("push", [PoolPush, FrontierPush])
 @pytest.mark.parametrize("eps", [1e-3, 1e-5])
-def test_push_error_within_its_bound(eps):
+def test_push_error_within_its_bound(push, eps):
     graph, edges = weighted_graph(seed=1)
     exact = PoolPageRank(graph, dtype=torch.float64, tol=1e-12, max_iter=1000).all_scores(edges)
-    ranker = PoolPush(graph, eps=eps, dtype=torch.float64)
-    state, _, done = ranker.push(edges)
-    assert done
-    stride = graph.num_nodes + 1
-    estimate = dict(zip(state.key.tolist(), state.estimate.tolist(), strict=True))
+    result = push(graph, eps=eps, dtype=torch.float64).run(edges, k=graph.num_nodes)
+    rows = zip(result.node_ids.tolist(), result.scores.tolist(), strict=True)
+    estimate = {
+        (query, node): score
+        for query, (nodes, scores) in enumerate(rows)
+        for node, score in zip(nodes, scores, strict=True)
+        if node >= 0
+    }
+    degree = scatter(graph.edge_weight, graph.edge_index[0], dim_size=graph.num_nodes, reduce="sum")
     extra = {
         (q, v): w
         for q, v, w in zip(edges.query.tolist(), edges.node.tolist(), edges.weight.tolist(), strict=True)
@@ -62,14 +70,27 @@ def test_push_error_within_its_bound(eps):
     for query, node, score in zip(
         exact.query.tolist(), exact.node.tolist(), exact.score.tolist(), strict=True
     ):
-        degree = float(ranker.degree[node]) + extra.get((query, node), 0.0)
-        if degree == 0:
+        node_degree = float(degree[node]) + extra.get((query, node), 0.0)
+        if node_degree == 0:
             continue
-        gaps.append(score - estimate.get(query * stride + node, 0.0))
-        bounds.append(eps * degree)
+        gaps.append(score - estimate.get((query, node), 0.0))
+        bounds.append(eps * node_degree)
     gaps, bounds = torch.tensor(gaps), torch.tensor(bounds)
     assert (gaps >= -1e-10).all() and (gaps <= bounds + 1e-10).all()
     assert gaps.max() > 0.01 * bounds.max()  # the bound is not vacuous for this eps
+
+
+def test_push_batches_equal_one_query_at_a_time():
+    graph, edges = weighted_graph(seed=2)
+    ranker = PoolPush(graph, eps=1e-4, dtype=torch.float64)
+    with pinned_threads(2, "cpu"):
+        batch = ranker.run(edges, k=8)
+    for query in range(edges.num_queries):
+        pick = edges.query == query
+        one = QueryEdges(edges.query[pick] * 0, edges.node[pick], edges.weight[pick], 1)
+        alone = ranker.run(one, k=8)
+        assert torch.equal(alone.node_ids[0], batch.node_ids[query])
+        assert torch.equal(alone.scores[0], batch.scores[query])
 
 
 def test_knn_graph_with_enough_neighbours_is_the_exact_graph():

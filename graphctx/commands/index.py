@@ -1,20 +1,87 @@
 """Embed the pool (training questions) and build its question graph, cached for `graphctx retrieve`; say
-how the evaluated split's questions link to it (no edge above T, topped up by cosine)."""
+how the evaluated split's questions link to it (no edge above T, topped up by cosine). With ``--add``,
+extend the cached index by new questions instead of rebuilding it; with ``--shards``, embed the pool in
+cached shards (``--worker``: only this process's, for the ranks of a job or the tasks of a SLURM array)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from typing import TextIO
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from graphctx.retrieval.settings import RetrievalSettings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="YAML config (sections data, model, retrieval)")
     parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's cache_dir)")
+    parser.add_argument(
+        "--add",
+        metavar="PATH",
+        help="a .jsonl/.json/.csv/.parquet table of new questions (columns id, question): embed only them "
+        "and add them to the cached index of the pool (the index a rebuild of the pool with these rows "
+        "appended gives)",
+    )
+    parser.add_argument(
+        "--shards",
+        type=int,
+        metavar="N",
+        help="embed the pool in N cached shards (a rerun embeds only the missing ones), then merge them",
+    )
+    parser.add_argument(
+        "--worker",
+        action="store_true",
+        help="with --shards: embed only this process's shards (worker number and count from "
+        "SLURM_ARRAY_TASK_ID/COUNT, RANK/WORLD_SIZE or SLURM_PROCID/NTASKS) and stop",
+    )
+
+
+def added_questions(path: str) -> tuple[list[int], list[str]]:
+    """Ids and texts of the ``--add`` table; a missing column or a bad id is a one-line ``DataError``."""
+    from graphctx.data.records import load_table
+    from graphctx.errors import DataError
+
+    table = load_table(path, "train")
+    missing = [column for column in ("id", "question") if column not in table.column_names]
+    if missing:
+        raise DataError(f"--add {path}: missing column(s) {', '.join(missing)}")
+    ids, texts = [], []
+    for row, (qid, text) in enumerate(zip(table["id"], table["question"], strict=True), start=1):
+        if not isinstance(qid, int) or not isinstance(text, str) or not text.strip():
+            raise DataError(f"--add {path}: row {row}: needs an integer id and a non-empty question")
+        ids.append(qid)
+        texts.append(text)
+    return ids, texts
+
+
+def embed_pool_shards(
+    train: Iterable[Mapping[str, Any]],
+    settings: RetrievalSettings,
+    cache_dir: str | None,
+    shards: int,
+    worker: bool,
+) -> dict[str, object]:
+    """Embed the pool's ``shards`` (all of them, merged into the pool's embeddings, or with ``worker`` only
+    this process's); what was embedded and what was found cached."""
+    from graphctx.errors import ConfigError
+    from graphctx.retrieval.shards import embed_shards, merge_shards, worker_shards
+
+    if shards < 1:
+        raise ConfigError(f"--shards: must be at least 1, got {shards}")
+    texts = [row["question"] for row in {int(row["id"]): row for row in train}.values()]
+    if worker:
+        mine = worker_shards(shards)
+        embedded = embed_shards(texts, settings, cache_dir, shards, mine)
+        return {"shards": shards, "worker_shards": mine, "embedded": embedded}
+    _, embedded = merge_shards(texts, settings, cache_dir, shards)
+    return {"shards": shards, "embedded": embedded, "merged": len(texts)}
 
 
 def run(args: argparse.Namespace, out: TextIO) -> int:
+    from graphctx.errors import ConfigError
     from graphctx.pipeline.config_file import load_config
     from graphctx.pipeline.pool import pool_index
     from graphctx.retrieval.builders import build_embeddings, build_query_edges
@@ -25,6 +92,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         graph_fallbacks,
         linkage_stats,
     )
+    from graphctx.retrieval.incremental import extend_index
     from graphctx.retrieval.knn import describe_build
     from graphctx.retrieval.numerics import pinned_threads
 
@@ -32,12 +100,25 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     cache_dir = config.cache_dir
     dataset = config.load_dataset()
     train, split = dataset["train"], config.evaluation.split
+    if args.worker and args.shards is None:
+        raise ConfigError("--worker: needs --shards N")
+    added = None if args.add is None else added_questions(args.add)
+    if args.shards is not None:
+        sharded = embed_pool_shards(train, config.retrieval, cache_dir, args.shards, args.worker)
+        print(json.dumps(sharded), file=sys.stderr if not args.worker else out)
+        if args.worker:
+            return 0
     index = pool_index(train, config.retrieval, cache_dir)
+    if added is not None:
+        texts = [row["question"] for row in {int(row["id"]): row for row in train}.values()]
+        index = extend_index(index.ids.tolist(), texts, *added, config.retrieval, cache_dir)
     print(f"question graph: {describe_degrees(index.stats)}; {describe_build(index.stats)}", file=sys.stderr)
     warning = density_warning(index.stats, config.retrieval.threshold)
     if warning:
         print(warning, file=sys.stderr)
     report = {"pool": len(index.ids), "dim": index.embeddings.shape[1], **index.stats}
+    if added is not None:
+        report["added"] = len(added[0])
     if split in dataset and split != "train":
         queries = build_embeddings(dataset[split]["question"], config.retrieval, cache_dir=cache_dir)
         with pinned_threads(config.retrieval.cpu_threads, "cpu"):

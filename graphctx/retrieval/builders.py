@@ -24,6 +24,7 @@ from graphctx.retrieval.knn import build_knn_graph, edge_recall
 from graphctx.retrieval.numerics import embedding_dtype, numerics, resolve_device
 from graphctx.retrieval.pagerank import PoolPageRank, QueryEdges
 from graphctx.retrieval.push import PoolPush
+from graphctx.retrieval.push_frontier import FrontierPush
 from graphctx.retrieval.settings import RetrievalSettings
 
 
@@ -98,7 +99,11 @@ def build_graph(embeddings: Tensor, settings: RetrievalSettings) -> Data:
     """
     if settings.graph_build == "knn":
         return build_knn_graph(
-            embeddings, settings.threshold, settings.knn_k, max_neighbors=settings.max_neighbors
+            embeddings,
+            settings.threshold,
+            settings.knn_k,
+            nprobe=settings.knn_nprobe,
+            max_neighbors=settings.max_neighbors,
         )
     return build_question_graph(
         embeddings,
@@ -120,7 +125,12 @@ def build_stats_extra(graph: Data, embeddings: Tensor, settings: RetrievalSettin
     if settings.graph_build != "knn":
         return {"graph_build": "exact"}
     recall = edge_recall(graph, embeddings, settings.threshold, settings.knn_recall_sample)
-    return {"graph_build": "knn", "knn_k": settings.knn_k, "edge_recall": recall}
+    return {
+        "graph_build": "knn",
+        "knn_k": settings.knn_k,
+        "knn_nprobe": settings.knn_nprobe,
+        "edge_recall": recall,
+    }
 
 
 def build_query_edges(queries: Tensor, pool: Tensor, settings: RetrievalSettings) -> QueryEdges:
@@ -142,11 +152,12 @@ def build_query_edges(queries: Tensor, pool: Tensor, settings: RetrievalSettings
     )
 
 
-def build_pagerank(graph: Data, settings: RetrievalSettings) -> PoolPageRank | PoolPush:
+def build_pagerank(graph: Data, settings: RetrievalSettings) -> PoolPageRank | PoolPush | FrontierPush:
     """:class:`~graphctx.retrieval.pagerank.PoolPageRank` of ``graph`` with the settings' damping,
     convergence, dtype and tie rule, batches bounded by ``max_batch_slots``, ``shared_component_nodes`` and
     ``query_batch_size`` columns; with ``ppr: push``, :class:`~graphctx.retrieval.push.PoolPush` at
-    ``ppr_eps`` with the same damping, dtype and tie rule.
+    ``ppr_eps`` with the same damping, dtype and tie rule (on a CUDA graph its torch twin
+    :class:`~graphctx.retrieval.push_frontier.FrontierPush`).
 
     Examples:
         >>> from torch_geometric.data import Data
@@ -155,7 +166,8 @@ def build_pagerank(graph: Data, settings: RetrievalSettings) -> PoolPageRank | P
         0.5
     """
     if settings.ppr == "push":
-        return PoolPush(
+        push = FrontierPush if graph.edge_index.is_cuda else PoolPush
+        return push(
             graph,
             alpha=settings.alpha,
             eps=settings.ppr_eps,

@@ -67,6 +67,7 @@ def similarity_edges(
     chunk_size: int = 4096,
     dtype: str | torch.dtype = "auto",
     upper_triangle: bool = False,
+    rescore: bool = False,
 ) -> tuple[Tensor, Tensor, Tensor]:
     r"""All pairs ``(i, j)`` with :math:`\cos(l_i, r_j) > T` (``threshold``), as (rows, cols, cosines).
 
@@ -74,7 +75,9 @@ def similarity_edges(
     ``chunk_size`` rows at a time (fewer if a block would pass 2**31 entries) in ``dtype`` (``auto``:
     bfloat16 on CUDA). When that is less precise than the inputs, they only propose candidates (cosine
     above ``T - LOW_PRECISION_MARGIN``), re-scored in the inputs' precision (:func:`exact_pairs_above`),
-    so edges and weights equal a full-precision build's.
+    so edges and weights equal a full-precision build's. ``rescore`` does that in every precision: each
+    pair's cosine is then :func:`exact_dot`'s, the same bits whatever block it was found in (the pool
+    graph's weights thus equal across builds of different pools, :mod:`~graphctx.retrieval.incremental`).
 
     Examples:
         >>> unit = torch.tensor([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]])
@@ -84,7 +87,7 @@ def similarity_edges(
     """
     dtype = similarity_dtype(dtype, left.device)
     left_cast, right_cast = left.to(dtype), right.to(dtype)
-    refine = dtype.itemsize < left.dtype.itemsize
+    refine = rescore or dtype.itemsize < left.dtype.itemsize
     margin = LOW_PRECISION_MARGIN if refine else 0.0
     candidate = strict_threshold(threshold - margin, dtype).to(left.device)
     # Keep each block under 2**31 entries (the limit of 32-bit indexing in some CUDA kernels, e.g. nonzero).
@@ -183,8 +186,9 @@ def build_question_graph(
     dtype: str | torch.dtype = "auto",
 ) -> Data:
     r"""The pool's question graph: an undirected edge :math:`\{i, j\}` of weight :math:`\cos(e_i, e_j)`
-    wherever that exceeds ``threshold`` (:func:`similarity_edges`), capped at ``max_neighbors``
-    (:func:`cap_neighbors`) when that is set; a ``torch_geometric`` ``Data`` with both directions stored.
+    wherever that exceeds ``threshold`` (:func:`similarity_edges`, re-scored by :func:`exact_dot`), capped
+    at ``max_neighbors`` (:func:`cap_neighbors`) when that is set; a ``torch_geometric`` ``Data`` with both
+    directions stored.
 
     Examples:
         >>> unit = torch.tensor([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]])
@@ -193,7 +197,13 @@ def build_question_graph(
     """
     cap = check_max_neighbors(max_neighbors)
     rows, cols, weights = similarity_edges(
-        embeddings, embeddings, threshold, chunk_size=chunk_size, dtype=dtype, upper_triangle=True
+        embeddings,
+        embeddings,
+        threshold,
+        chunk_size=chunk_size,
+        dtype=dtype,
+        upper_triangle=True,
+        rescore=True,
     )
     if cap is not None:
         rows, cols, weights = cap_neighbors(rows, cols, weights, cap)

@@ -70,6 +70,11 @@ class RetrievalIndex:
         return index
 
 
+GRAPH_WEIGHTS = "exact_dot"
+"""How graph weights are computed (in the index key: entries of the earlier block-product weights, equal
+up to the last bit, are not reused, so an added-to index and a rebuild agree bit for bit)."""
+
+
 def index_key(ids: Sequence[int], texts: Sequence[str], settings: RetrievalSettings) -> str:
     """Hash of everything the index depends on: pool ids and texts, model, instruction, length limit, graph
     settings (threshold, neighbour cap, product dtype; a knn build adds its k and recall sample, so it never
@@ -86,7 +91,12 @@ def index_key(ids: Sequence[int], texts: Sequence[str], settings: RetrievalSetti
         settings.threshold,
         settings.max_neighbors,
         similarity,
-        *([] if settings.graph_build == "exact" else ["knn", settings.knn_k, settings.knn_recall_sample]),
+        GRAPH_WEIGHTS,
+        *(
+            []
+            if settings.graph_build == "exact"
+            else ["knn", settings.knn_k, settings.knn_nprobe, settings.knn_recall_sample]
+        ),
         retrieval_numerics(settings, device),
     )
 

@@ -1,5 +1,7 @@
 r"""Approximate personalized PageRank by forward push (Andersen, Chung & Lang 2006; as PPRGo and
-``torch_geometric.utils.get_ppr``), batched over queries, on the CPU or the GPU (torch only).
+``torch_geometric.utils.get_ppr``), batched over queries, on the CPU (numba loops,
+:mod:`~graphctx.retrieval.push_kernel`); :class:`~graphctx.retrieval.push_frontier.FrontierPush` is the
+torch version for the GPU.
 
 The graph is the one :mod:`~graphctx.retrieval.pagerank` iterates on: the pool graph plus the query node
 :math:`q` (index ``N``) linked to its pool neighbours by :class:`QueryEdges`, weighted degrees
@@ -8,48 +10,39 @@ iteration converges to, :math:`\pi = (1-\alpha) e_q + \alpha \pi P` on :math:`q`
 those is dangling, so networkx's dangling rule never fires; untouched components get no mass).
 
 Push keeps an estimate :math:`p` and a residual :math:`r` (start :math:`p = 0`, :math:`r = e_q`) and, while
-some node has :math:`r_u > \varepsilon d_u`, pushes every such node at once: :math:`p_u \mathrel{+}=
-(1-\alpha) r_u`, each neighbour gets :math:`\alpha r_u w_{uv} / d_u`, :math:`r_u = 0`. The invariant
-:math:`\pi = p + \sum_u r_u \pi_u` and the symmetry :math:`d_u \pi_u(v) = d_v \pi_v(u)` of undirected
-graphs give, at the end, the guaranteed per-node bound
+some node has :math:`r_u > \varepsilon d_u` (the tolerance relative to the weighted degree, as PPRGo),
+pushes it: :math:`p_u \mathrel{+}= (1-\alpha) r_u`, each neighbour gets :math:`\alpha r_u w_{uv} / d_u`,
+:math:`r_u = 0`. The invariant :math:`\pi = p + \sum_u r_u \pi_u` and the symmetry
+:math:`d_u \pi_u(v) = d_v \pi_v(u)` of undirected graphs give, at the end, the guaranteed per-node bound
 
 .. math:: 0 \le \pi_v - p_v \le \varepsilon\, d_v \quad\text{for every node } v
 
-(threshold degree-normalised by the weighted degree, error one-sided; summed, :math:`\lVert \pi - p
-\rVert_1 \le \varepsilon \sum_v d_v` over the nodes reached). Work is :math:`O(1/(\varepsilon(1-\alpha)))`
-edge visits per query whatever the pool size.
+(one-sided: push never overestimates; summed, :math:`\lVert \pi - p \rVert_1 \le \varepsilon \sum_v d_v`
+over the nodes reached). Each push adds at least :math:`(1-\alpha)\varepsilon d_u` to :math:`\sum p \le 1`
+and costs :math:`\deg(u)` edge visits, so a query visits at most :math:`1/((1-\alpha)\varepsilon\, \bar w)`
+edges (:math:`\bar w` the least edge weight, above the threshold T): a bound free of the pool size.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import torch
-from torch import Tensor
 from torch_geometric.data import Data
 from torch_geometric.utils import coalesce, scatter
 
 from graphctx.retrieval.layout import QueryEdges
 from graphctx.retrieval.pagerank import PageRankResult
-from graphctx.retrieval.ranking import rank_in_group, tie_order
-
-
-@dataclass
-class PushState:
-    """The touched (query, node) pairs of a batch, sorted by ``key = query * (N + 1) + node``."""
-
-    key: Tensor
-    """[M] long, sorted, unique."""
-    estimate: Tensor
-    """[M]: :math:`p`."""
-    residual: Tensor
-    """[M]: :math:`r`."""
+from graphctx.retrieval.push_kernel import push_strided
 
 
 class PoolPush:
-    r"""Forward-push personalized PageRank on the pool graph for any number of queries (see the module):
-    damping ``alpha``, residual tolerance ``eps`` (push while :math:`r_u > \varepsilon d_u`), at most
-    ``max_rounds`` rounds, in ``dtype``, on the device of ``graph.edge_index``.
+    r"""Forward-push personalized PageRank on the pool graph (CPU) for any number of queries (see the
+    module): damping ``alpha``, residual tolerance ``eps`` (push while :math:`r_u > \varepsilon d_u`),
+    computed in float64, scores returned in ``dtype``; top-``k`` by the ranking rule with
+    ``tie_tolerance``. Queries run on ``torch.get_num_threads()`` threads, each owning a workspace of
+    about 41 bytes per pool node, allocated on first use.
 
     Examples:
         >>> path = Data(edge_index=torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]), edge_weight=torch.ones(4),
@@ -65,133 +58,62 @@ class PoolPush:
         *,
         alpha: float = 0.85,
         eps: float = 1e-4,
-        max_rounds: int = 10_000,
         dtype: torch.dtype = torch.float32,
         tie_tolerance: float = 1e-6,
     ) -> None:
-        self.alpha, self.eps, self.max_rounds, self.dtype = alpha, eps, max_rounds, dtype
-        self.tie_tolerance = tie_tolerance
-        self.num_nodes = int(graph.num_nodes)
-        self.device = graph.edge_index.device
-        edge_index, weight = coalesce(graph.edge_index, graph.edge_weight.to(dtype), self.num_nodes)
-        self.col, self.weight = edge_index[1], weight
-        counts = torch.bincount(edge_index[0], minlength=self.num_nodes)
-        self.rowptr = torch.zeros(self.num_nodes + 1, dtype=torch.long, device=self.device)
-        self.rowptr[1:] = torch.cumsum(counts, 0)
-        self.degree = scatter(weight, edge_index[0], dim_size=self.num_nodes, reduce="sum")
+        self.alpha, self.eps, self.dtype, self.tie_tolerance = alpha, eps, dtype, tie_tolerance
+        self.num_nodes = n = int(graph.num_nodes)
+        edge_index, weight = coalesce(graph.edge_index.cpu(), graph.edge_weight.cpu().double(), n)
+        self.col, self.weight = edge_index[1].numpy(), weight.numpy()
+        self.rowptr = np.zeros(n + 1, dtype=np.int64)
+        self.rowptr[1:] = np.cumsum(np.bincount(edge_index[0].numpy(), minlength=n))
+        self.degree = scatter(weight, edge_index[0], dim_size=n, reduce="sum").numpy()
+        self.work = np.zeros((0, 3, n + 1))
+        self.index = np.zeros((0, 2, n + 1), dtype=np.int64)
+        self.flags = np.zeros((0, n + 1), dtype=np.uint8)
 
     def run(self, edges: QueryEdges, k: int) -> PageRankResult:
-        """Top-``k`` pool nodes per query by the pushed estimate; ``iterations`` counts push rounds and
-        ``converged`` says the residual test held at the end (else ``max_rounds`` ran out)."""
-        state, rounds, done = self.push(edges)
-        stride = self.num_nodes + 1
-        query, node = state.key // stride, state.key % stride
-        pool = node < self.num_nodes
-        ids, best = self._top_k(query[pool], node[pool], state.estimate[pool], edges.num_queries, k)
-        linked = torch.bincount(edges.query, minlength=edges.num_queries) > 0
-        iterations = torch.where(linked, rounds, torch.zeros_like(rounds))
-        converged = torch.full_like(linked, done)
-        return PageRankResult(ids, best, iterations, converged, linked)
+        """Top-``k`` pool nodes per query by the pushed estimate (-1 / 0 padded past the touched nodes);
+        ``iterations`` counts pushes; push always terminates, so ``converged`` is true."""
+        batch = edges.num_queries
+        order = torch.argsort(edges.query.cpu(), stable=True)
+        q_node = edges.node.cpu()[order].numpy().astype(np.int64)
+        q_weight = edges.weight.cpu()[order].double().numpy()
+        counts = np.bincount(edges.query.cpu().numpy(), minlength=batch)
+        q_ptr = np.zeros(batch + 1, dtype=np.int64)
+        q_ptr[1:] = np.cumsum(counts)
+        threads = self._workspaces(max(1, min(batch, torch.get_num_threads())))
+        ids = np.full((batch, k), -1, dtype=np.int64)
+        scores, pushes = np.zeros((batch, k)), np.zeros(batch, dtype=np.int64)
+        arrays = (self.rowptr, self.col, self.weight, self.degree, q_ptr, q_node, q_weight)
+        settings = (self.alpha, self.eps, k, self.tie_tolerance)
 
-    def push(self, edges: QueryEdges) -> tuple[PushState, Tensor, bool]:
-        """The push state after convergence, push rounds per query [B] and whether all converged."""
-        stride, num_queries = self.num_nodes + 1, edges.num_queries
-        q_key = edges.query * stride + edges.node
-        order = torch.argsort(q_key)
-        q_key, q_weight = q_key[order], edges.weight.to(self.dtype)[order]
-        q_query, q_node = edges.query[order], edges.node[order]
-        q_degree = torch.zeros(num_queries, dtype=self.dtype, device=self.device)
-        q_degree.index_add_(0, edges.query, edges.weight.to(self.dtype))
-        linked = (q_degree > 0).nonzero()[:, 0]
-        key = linked * stride + self.num_nodes
-        one = torch.ones(len(key), dtype=self.dtype, device=self.device)
-        state = PushState(key, torch.zeros_like(one), one)
-        rounds = torch.zeros(num_queries, dtype=torch.long, device=self.device)
-        for _ in range(self.max_rounds):
-            degree, extra = self._degrees(state.key, q_key, q_weight, q_degree)
-            active = state.residual > self.eps * degree
-            if not bool(active.any()):
-                return state, rounds, True
-            rounds[torch.unique(state.key[active] // stride)] += 1
-            mass = torch.where(active, state.residual, torch.zeros_like(state.residual))
-            spread = self.alpha * mass[active] / degree[active]
-            new_key, new_value = self._targets(
-                state.key[active], spread, extra[active], (q_query, q_node, q_weight), num_queries
-            )
-            state.estimate = state.estimate + (1 - self.alpha) * mass
-            state.residual = state.residual - mass
-            state = self._merge(state, new_key, new_value)
-        return state, rounds, False
+        def stride(first: int) -> None:
+            push_strided(
+                *arrays, *settings, first, threads, self.work[first], self.index[first],
+                self.flags[first], ids, scores, pushes,
+            )  # fmt: skip
 
-    def _degrees(
-        self, key: Tensor, q_key: Tensor, q_weight: Tensor, q_degree: Tensor
-    ) -> tuple[Tensor, Tensor]:
-        """Weighted degree in the query's graph of each state entry, and the weight of its edge to the
-        query node (0 when none)."""
-        stride = self.num_nodes + 1
-        query, node = key // stride, key % stride
-        is_query = node == self.num_nodes
-        degree = torch.where(is_query, q_degree[query], self.degree[node.clamp(max=self.num_nodes - 1)])
-        if len(q_key) == 0:  # no query has an edge: the state is empty
-            return degree, torch.zeros_like(degree)
-        slot = torch.searchsorted(q_key, key).clamp(max=len(q_key) - 1)
-        extra = torch.where(q_key[slot] == key, q_weight[slot], torch.zeros_like(degree))
-        return degree + extra, extra
-
-    def _targets(
-        self,
-        key: Tensor,
-        spread: Tensor,
-        extra: Tensor,
-        query_edges: tuple[Tensor, Tensor, Tensor],
-        num_queries: int,
-    ) -> tuple[Tensor, Tensor]:
-        """Keys and residual increments of the neighbours of the pushed entries: pool edges (CSR), the
-        edge back to the query node, and the query node's own edges."""
-        stride, q_query, q_node, q_weight = self.num_nodes + 1, *query_edges
-        query, node = key // stride, key % stride
-        is_query = node == self.num_nodes
-        pool_node = node[~is_query]
-        start, count = self.rowptr[pool_node], self.rowptr[pool_node + 1] - self.rowptr[pool_node]
-        source = torch.repeat_interleave(torch.arange(len(pool_node), device=self.device), count)
-        offset = torch.arange(len(source), device=self.device) - torch.repeat_interleave(
-            torch.cumsum(count, 0) - count, count
+        if threads == 1:
+            stride(0)
+        else:
+            with ThreadPoolExecutor(threads) as pool:
+                list(pool.map(stride, range(threads)))
+        linked = torch.from_numpy(counts > 0)
+        return PageRankResult(
+            torch.from_numpy(ids),
+            torch.from_numpy(scores).to(self.dtype),
+            torch.from_numpy(pushes),
+            torch.ones(batch, dtype=torch.bool),
+            linked,
         )
-        edge = start[source] + offset
-        pool_spread, pool_query = spread[~is_query], query[~is_query]
-        keys = [pool_query[source] * stride + self.col[edge]]
-        values = [pool_spread[source] * self.weight[edge]]
-        back = extra[~is_query] > 0
-        keys.append(pool_query[back] * stride + self.num_nodes)
-        values.append(pool_spread[back] * extra[~is_query][back])
-        from_query = torch.zeros(num_queries, dtype=self.dtype, device=self.device)
-        from_query[query[is_query]] = spread[is_query]
-        pick = from_query[q_query] > 0
-        keys.append(q_query[pick] * stride + q_node[pick])
-        values.append(from_query[q_query[pick]] * q_weight[pick])
-        return torch.cat(keys), torch.cat(values)
 
-    @staticmethod
-    def _merge(state: PushState, key: Tensor, value: Tensor) -> PushState:
-        """``state`` with ``value`` added to the residuals at ``key`` (new entries appear)."""
-        all_key, inverse = torch.unique(torch.cat([state.key, key]), return_inverse=True)
-        old = inverse[: len(state.key)]
-        estimate = torch.zeros(len(all_key), dtype=state.estimate.dtype, device=all_key.device)
-        estimate[old] = state.estimate
-        residual = torch.zeros_like(estimate).index_add_(0, old, state.residual)
-        residual.index_add_(0, inverse[len(state.key) :], value)
-        return PushState(all_key, estimate, residual)
-
-    def _top_k(
-        self, query: Tensor, node: Tensor, score: Tensor, num_queries: int, k: int
-    ) -> tuple[Tensor, Tensor]:
-        """Best ``k`` pool nodes per query (padded -1 / 0), near-ties in pool order."""
-        ids = torch.full((num_queries, k), -1, dtype=torch.long, device=self.device)
-        best = torch.zeros(num_queries, k, dtype=self.dtype, device=self.device)
-        order = tie_order(query, score, node, self.tie_tolerance)
-        owner = query[order]
-        rank = rank_in_group(owner)
-        keep = rank < k
-        ids[owner[keep], rank[keep]] = node[order[keep]]
-        best[owner[keep], rank[keep]] = score[order[keep]]
-        return ids, best
+    def _workspaces(self, threads: int) -> int:
+        """Make sure ``threads`` workspaces exist; return ``threads``."""
+        have = len(self.work)
+        if have < threads:
+            size = self.num_nodes + 1
+            self.work = np.concatenate([self.work, np.zeros((threads - have, 3, size))])
+            self.index = np.concatenate([self.index, np.zeros((threads - have, 2, size), dtype=np.int64)])
+            self.flags = np.concatenate([self.flags, np.zeros((threads - have, size), dtype=np.uint8)])
+        return threads
