@@ -142,3 +142,19 @@ def test_the_pool_retriever_of_graphctx_retrieve_takes_any_registered_method(poo
     rows = [{"id": i, "question": text} for i, text in zip(ids, POOL, strict=True)]
     hits = pool_retriever(rows, dataclasses.replace(settings, method="bm25"), cache).retrieve(QUERIES[:1])
     assert hits[0][0].id == 12 and torch.tensor([hit.score for hit in hits[0]]).diff().le(0).all()
+
+
+def test_a_setting_of_a_mode_that_is_off_never_re_answers():
+    from graphctx.prompts import VARIANTS
+
+    def fingerprint(*overrides: str) -> str:
+        return ResumeGuard(load_config(TINY, list(overrides)), None, None).fingerprint(
+            VARIANTS["Base-GraphGen"]
+        )
+
+    power = fingerprint()
+    assert fingerprint("--retrieval.ppr_eps", "0.001") == power  # read by push only
+    assert fingerprint("--retrieval.knn_nprobe", "32") == power  # read by the k-NN build only
+    assert fingerprint("--retrieval.knn_recall_sample", "10") == power  # measures recall, changes no edge
+    push = fingerprint("--retrieval.ppr", "push")
+    assert push != power and fingerprint("--retrieval.ppr", "push", "--retrieval.ppr_eps", "0.001") != push

@@ -57,12 +57,32 @@ SPEED_ONLY: dict[str, set[str]] = {
         "similarity_chunk_size",
         "max_batch_slots",
         "shared_component_nodes",
+        "knn_recall_sample",  # measures the k-NN graph's recall, changes no edge
         "extra",  # the plug-in retrievers: a variant answering with one adds that one's fingerprint
     },
     "knowledge": {"batch_size", "device", "cache_dir", "extra"},  # a plug-in source: its own fingerprint
 }
 """Settings that change how fast answers are made (or only training), not which answers: left out of the
 fingerprint that guards a resumed run."""
+
+
+IDLE_MODES: dict[tuple[str, str], set[str]] = {
+    ("graph_build", "exact"): {"knn_k", "knn_nprobe"},
+    ("ppr", "power"): {"ppr_eps"},
+}
+"""Retrieval settings read only in another mode (the k-NN build's, forward push's): out of the fingerprint
+while their mode is off, so changing one never re-answers a run that does not use it."""
+
+
+def idle_modes(config: RunConfig) -> set[str]:
+    """The retrieval settings :data:`IDLE_MODES` leaves out for this config."""
+    retrieval = config.retrieval
+    return {
+        name
+        for (key, value), names in IDLE_MODES.items()
+        if getattr(retrieval, key) == value
+        for name in names
+    }
 
 
 def _settings(settings: Any, leave_out: set[str]) -> dict[str, Any]:
@@ -143,7 +163,7 @@ class ResumeGuard:
             plugin = config.retriever_entries[variant.retrieval].fingerprint()
             if plugin:  # a plug-in retriever: its code and arguments
                 parts["retriever"] = plugin
-            parts["retrieval"] = _settings(config.retrieval, SPEED_ONLY["retrieval"])
+            parts["retrieval"] = _settings(config.retrieval, SPEED_ONLY["retrieval"] | idle_modes(config))
             parts["retrieval"]["numerics"] = retrieval_numerics(config.retrieval)  # auto resolved
             parts["knowledge"] = _settings(config.knowledge, SPEED_ONLY["knowledge"])
             source = knowledge_source(config.knowledge).fingerprint()
