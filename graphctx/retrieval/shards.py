@@ -37,7 +37,7 @@ def shard_slices(count: int, shards: int) -> list[slice]:
 
     Examples:
         >>> shard_slices(7, 3)
-        [slice(0, 3, None), slice(3, 5, None), slice(5, 7, None)]
+        [slice(0, 2, None), slice(2, 4, None), slice(4, 7, None)]
     """
     if shards < 1:
         raise ValueError(f"shards must be at least 1, got {shards}")
