@@ -3,7 +3,7 @@ and the retrieval results, of a rebuild on the grown pool."""
 
 import io
 import json
-from argparse import Namespace
+from argparse import ArgumentParser, Namespace
 from pathlib import Path
 
 import pytest
@@ -114,14 +114,24 @@ def test_bad_additions_are_one_line_errors(tmp_path):
 def test_index_command_adds_questions_to_the_cached_pool(tmp_path, capsys):
     cache = str(tmp_path / "cache")
     out = io.StringIO()
-    assert index_command.run(Namespace(config=str(TINY), cache_dir=cache, add=None), out) == 0
+    assert index_command.run(index_args("--config", str(TINY), "--cache-dir", cache), out) == 0
     before = json.loads(out.getvalue())
     table = tmp_path / "new.jsonl"
     rows = [{"id": 10**9 + n, "question": text} for n, text in enumerate(ADDED)]
     table.write_text("".join(json.dumps(row) + "\n" for row in rows))
     out = io.StringIO()
-    assert index_command.run(Namespace(config=str(TINY), cache_dir=cache, add=str(table)), out) == 0
+    assert (
+        index_command.run(index_args("--config", str(TINY), "--cache-dir", cache, "--add", str(table)), out)
+        == 0
+    )
     after = json.loads(out.getvalue())
     assert after["pool"] == before["pool"] + 2 and after["added"] == 2
     assert after["edges"] >= before["edges"]
     assert "exact build" in capsys.readouterr().err
+
+
+def index_args(*argv: str) -> Namespace:
+    """``graphctx index``'s arguments as its own parser reads them."""
+    parser = ArgumentParser()
+    index_command.add_arguments(parser)
+    return parser.parse_args(list(argv))
