@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from graphctx.metrics.choice import ScorerChoice, choose_entity_scorer
+from graphctx.metrics.entries.facts_section import FactsSectionEntry
 from graphctx.metrics.registry import (
     ByteCounter,
     GoldScored,
-    MetricEntry,
     RowScorer,
     device_of,
     library_versions,
@@ -30,7 +30,7 @@ UNINER_PAPER = f"UniversalNER ({UNINER.name})"
 SPACY_KEY = "evaluation.metrics.facts.spacy_model"
 
 
-class EntityJaccardEntry(MetricEntry):
+class EntityJaccardEntry(FactsSectionEntry):
     """|E(answer) ∩ E(gold)| / |E(answer) ∪ E(gold)| of the entity sets."""
 
     name = "entity_jaccard"
@@ -38,27 +38,14 @@ class EntityJaccardEntry(MetricEntry):
     column_rank = 50
     plan_rank = 50
     title = "Entity Jaccard"
-    sections = ("facts",)
-    paper_metric = True
+    method_fields = METHOD_FIELDS
 
-    @cached_property
-    def choice(self) -> ScorerChoice:
+    def choose(self) -> ScorerChoice:
         return choose_entity_scorer(self.settings.facts)
-
-    @property
-    def method(self) -> str:
-        return self.choice.method
-
-    @property
-    def label(self) -> str:
-        return self.choice.label
 
     @cached_property
     def use(self) -> ModelUse:
         return model_use("evaluation.metrics.facts.uniner_model", self.settings.facts.uniner_model, UNINER)
-
-    def settings_parts(self) -> dict[str, Any]:
-        return {"facts": {name: getattr(self.settings.facts, name) for name in METHOD_FIELDS[self.method]}}
 
     def fingerprint(self) -> dict[str, Any]:
         facts = self.settings.facts

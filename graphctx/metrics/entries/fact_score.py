@@ -8,10 +8,10 @@ from functools import cached_property
 from typing import Any, ClassVar
 
 from graphctx.metrics.choice import ScorerChoice, choose_fact_scorer
+from graphctx.metrics.entries.facts_section import FactsSectionEntry
 from graphctx.metrics.registry import (
     ByteCounter,
     GoldScored,
-    MetricEntry,
     RowScorer,
     device_of,
     stand_in_tag,
@@ -30,7 +30,7 @@ EXTRACTOR_PREFIXES = ("rebel_", "llm_")
 FACTSUMM_PAPER = f"FactSumm {FACTSUMM_VERSION} ({FACTSUMM_NER.name} + {FACTSUMM_RELATION.name})"
 
 
-class FactScoreEntry(MetricEntry):
+class FactScoreEntry(FactsSectionEntry):
     """Share of an answer's facts found among its gold answer's (FactSumm's formula)."""
 
     name = "fact_score"
@@ -38,21 +38,11 @@ class FactScoreEntry(MetricEntry):
     column_rank = 30
     plan_rank = 40
     title = "Fact score"
-    sections = ("facts",)
-    paper_metric = True
+    method_fields = METHOD_FIELDS
     paper_columns: ClassVar[dict[str, tuple[str, str]]] = {"fact_score": ("factsumm", "FactSumm")}
 
-    @cached_property
-    def choice(self) -> ScorerChoice:
+    def choose(self) -> ScorerChoice:
         return choose_fact_scorer(self.settings.facts, self.context.knowledge.extractors)
-
-    @property
-    def method(self) -> str:
-        return self.choice.method
-
-    @property
-    def label(self) -> str:
-        return self.choice.label
 
     @cached_property
     def uses(self) -> list[ModelUse]:
@@ -62,9 +52,6 @@ class FactScoreEntry(MetricEntry):
             model_use("evaluation.metrics.facts.ner_model", facts.ner_model, FACTSUMM_NER),
             model_use("evaluation.metrics.facts.relation_model", facts.relation_model, FACTSUMM_RELATION),
         ]
-
-    def settings_parts(self) -> dict[str, Any]:
-        return {"facts": {name: getattr(self.settings.facts, name) for name in METHOD_FIELDS[self.method]}}
 
     def fingerprint(self) -> dict[str, Any]:
         facts = self.settings.facts
