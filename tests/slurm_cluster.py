@@ -71,6 +71,14 @@ class SlurmCluster:
             f"--- {p.name}:\n{p.read_text()[-chars:]}" for p in sorted(self.folder.glob("*.log"))
         )
 
+    def release(self, job_id: str) -> None:
+        """Start a requeued job now (SLURM holds one for about two minutes, as an admin could release it).
+        The requeue revokes the old run's job credential with a one-second time stamp, and a credential made
+        within that second is refused ("Killing non-startable batch job: Job credential revoked"), so the
+        release waits into a later whole second first."""
+        time.sleep(2.0 - time.time() % 1.0)
+        self.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
+
     def wait_for(self, job_id: str, predicate, timeout_s: float, what: str) -> None:
         """Poll ``scontrol show job`` until ``predicate(self, job_id)`` holds; a failure carries the daemon
         logs (a job that vanishes from the controller is otherwise unexplained)."""

@@ -262,7 +262,7 @@ def test_evaluate_sbatch_on_two_tasks_is_requeued_by_sigusr1_and_ends_with_the_f
         # SLURM holds a requeued batch job for about two minutes (BeginTime): release it at once
         cluster.wait_for(job, lambda c, j: c.job_field(j, "Restarts") == "1", 120, "the requeue")
         cluster.wait_for(job, lambda c, j: c.job_field(j, "JobState") == "PENDING", 60, "the old run to end")
-        cluster.run("scontrol", "update", f"JobId={job}", "StartTime=now")
+        cluster.release(job)
         cluster.wait_for(job, lambda c, j: c.job_field(j, "JobState") == "COMPLETED", 300, "completion")
     finally:
         if cluster.job_field(job, "JobState") not in ("COMPLETED", ""):

@@ -158,7 +158,7 @@ def test_sigusr1_requeues_and_the_job_resumes_without_losing_or_repeating_a_step
         # about two minutes (BeginTime); release it at once, as an admin could, to keep the test short.
         cluster.wait_for(job, lambda c, j: c.job_field(j, "Restarts") == "1", 300, "the requeue")
         cluster.wait_for(job, lambda c, j: c.job_field(j, "JobState") == "PENDING", 300, "the old run to end")
-        cluster.run("scontrol", "update", f"JobId={job}", "StartTime=now")
+        cluster.release(job)
         cluster.wait_for(job, lambda c, j: c.job_field(j, "JobState") == "COMPLETED", 900, "completion")
     finally:
         if cluster.job_field(job, "JobState") not in ("COMPLETED", ""):
