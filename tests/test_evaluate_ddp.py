@@ -26,7 +26,7 @@ from graphctx.errors import ConfigError
 from graphctx.evaluation.jsonl import read_records
 from graphctx.evaluation.matrix.runner import EvaluationRun
 from graphctx.evaluation.matrix.shards import Unit, balance, shard_path, shards_of
-from graphctx.metrics.registry import built_in_names
+from graphctx.metrics.registry import built_in_classes
 from graphctx.pipeline.config_file import load_config
 from graphctx.pipeline.contexts import ContextBuilder
 from graphctx.pipeline.processes import Processes, launch_processes
@@ -108,7 +108,11 @@ def finish(processes: list[subprocess.Popen], output: Path, timeout_s: float = 6
 def output_files(folder: Path) -> list[Path]:
     return [
         *(folder / kind / f"{name}.jsonl" for name in VARIANTS for kind in ("predictions", "scores")),
-        *(folder / "scores" / name / f"{metric}.jsonl" for name in VARIANTS for metric in built_in_names()),
+        *(
+            folder / "scores" / name / f"{metric}.jsonl"
+            for name in VARIANTS
+            for metric in (cls.name for cls in built_in_classes())
+        ),
         folder / "results.csv",
         folder / "results.md",
     ]

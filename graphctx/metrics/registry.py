@@ -23,7 +23,7 @@ import dataclasses
 import importlib
 import importlib.metadata
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -326,11 +326,6 @@ def built_in_classes() -> list[type[MetricEntry]]:
     return [import_class(path, "graphctx") for path in BUILT_IN]
 
 
-def built_in_names() -> tuple[str, ...]:
-    """The built-in metrics' names, in scoring order."""
-    return tuple(cls.name for cls in built_in_classes())
-
-
 EXTENSIONS: dict[str, str] = {"minicheck": "graphctx.metrics.entries.minicheck:MiniCheckEntry"}
 """Short names of the metrics graphctx ships beyond the paper (``class_path: minicheck``)."""
 
@@ -373,7 +368,3 @@ def paper_columns(entries: Sequence[MetricEntry | type[MetricEntry]]) -> dict[st
 def built_in_columns() -> dict[str, str]:
     """The built-in metrics' columns, in table order."""
     return column_order(built_in_classes())
-
-
-def by_name(entries: Sequence[MetricEntry]) -> Mapping[str, MetricEntry]:
-    return {entry.name: entry for entry in entries}
