@@ -56,6 +56,17 @@ def build_encoder(settings: RetrievalSettings, device: torch.device | None = Non
     )
 
 
+def embedding_identity(settings: RetrievalSettings) -> dict[str, object]:
+    """The settings that decide the embeddings of a text (and so their cache entry), besides the model."""
+    return {
+        "instruction": settings.instruction,
+        "max_seq_length": settings.max_seq_length,
+        "device": settings.device,
+        "dtype": settings.embedding_dtype,
+        "cpu_threads": settings.cpu_threads,
+    }
+
+
 def build_embeddings(
     texts: Sequence[str],
     settings: RetrievalSettings,
@@ -75,14 +86,10 @@ def build_embeddings(
     return embed_texts(
         texts,
         settings.embedding_model,
-        instruction=settings.instruction,
-        max_seq_length=settings.max_seq_length,
         batch_size=settings.embedding_batch_size,
-        device=settings.device,
-        dtype=settings.embedding_dtype,
-        cpu_threads=settings.cpu_threads,
         cache_dir=cache_dir,
         model=model,
+        **embedding_identity(settings),
     )
 
 

@@ -19,7 +19,7 @@ from torch import Tensor
 
 from graphctx.cache import atomic_path
 from graphctx.errors import ConfigError
-from graphctx.retrieval.builders import build_embeddings
+from graphctx.retrieval.builders import build_embeddings, embedding_identity
 from graphctx.retrieval.embeddings import embedding_cache_path
 from graphctx.retrieval.settings import RetrievalSettings
 
@@ -70,14 +70,7 @@ def cache_entry(texts: Sequence[str], settings: RetrievalSettings, cache_dir: st
     """The embedding cache file of ``texts`` under the settings
     (:func:`~graphctx.retrieval.embeddings.embedding_cache_path`)."""
     return embedding_cache_path(
-        texts,
-        settings.embedding_model,
-        instruction=settings.instruction,
-        max_seq_length=settings.max_seq_length,
-        device=settings.device,
-        dtype=settings.embedding_dtype,
-        cpu_threads=settings.cpu_threads,
-        cache_dir=cache_dir,
+        texts, settings.embedding_model, cache_dir=cache_dir, **embedding_identity(settings)
     )
 
 
