@@ -70,6 +70,15 @@ def smollm2_tokenizer():
     return load_tokenizer(ModelSpec(source="smollm2-gguf"))
 
 
+@pytest.fixture(scope="session")
+def smollm2_folder() -> Path:
+    """The packaged SmolLM2 GGUF converted to a model folder (once, in the default graphctx cache): a config
+    naming it as ``model.spec.source`` builds its dataset in a fresh cache without converting again."""
+    from graphctx.model import ModelSpec, resolve_source
+
+    return Path(resolve_source(ModelSpec(source="smollm2-gguf")))
+
+
 @pytest.fixture(scope="module")
 def one_torch_thread():
     """Tiny tensors: one intra-op thread avoids OpenMP hand-offs that dominate on a busy 2-core runner."""

@@ -4,10 +4,10 @@ and the retrieval results, of a rebuild on the grown pool."""
 import io
 import json
 from argparse import ArgumentParser, Namespace
-from pathlib import Path
 
 import pytest
 import torch
+from tiny_config import recent_pool_config
 
 from graphctx.commands import index as index_command
 from graphctx.errors import DataError
@@ -17,8 +17,6 @@ from graphctx.retrieval.index import build_index
 from graphctx.retrieval.knn import build_knn_graph
 from graphctx.retrieval.retriever import build_retriever
 from graphctx.retrieval.settings import RetrievalSettings
-
-TINY = Path(__file__).resolve().parent.parent / "configs" / "tiny.yaml"
 
 
 def clustered(count: int, seed: int) -> torch.Tensor:
@@ -111,18 +109,17 @@ def test_bad_additions_are_one_line_errors(tmp_path):
         index_command.added_questions(str(table))
 
 
-def test_index_command_adds_questions_to_the_cached_pool(tmp_path, capsys):
-    cache = str(tmp_path / "cache")
+def test_index_command_adds_questions_to_the_cached_pool(tmp_path, capsys, smollm2_folder):
+    cache, config = str(tmp_path / "cache"), str(recent_pool_config(tmp_path, smollm2_folder))
     out = io.StringIO()
-    assert index_command.run(index_args("--config", str(TINY), "--cache-dir", cache), out) == 0
+    assert index_command.run(index_args("--config", config, "--cache-dir", cache), out) == 0
     before = json.loads(out.getvalue())
     table = tmp_path / "new.jsonl"
     rows = [{"id": 10**9 + n, "question": text} for n, text in enumerate(ADDED)]
     table.write_text("".join(json.dumps(row) + "\n" for row in rows))
     out = io.StringIO()
     assert (
-        index_command.run(index_args("--config", str(TINY), "--cache-dir", cache, "--add", str(table)), out)
-        == 0
+        index_command.run(index_args("--config", config, "--cache-dir", cache, "--add", str(table)), out) == 0
     )
     after = json.loads(out.getvalue())
     assert after["pool"] == before["pool"] + 2 and after["added"] == 2

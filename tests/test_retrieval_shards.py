@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_config import recent_pool_config
 
 from graphctx.commands import index as index_command
 from graphctx.errors import ConfigError
@@ -19,10 +20,9 @@ from graphctx.retrieval.settings import RetrievalSettings
 from graphctx.retrieval.shards import embed_shards, merge_shards, shard_slices, worker_shards
 
 REPO = Path(__file__).resolve().parent.parent
-TINY = REPO / "configs" / "tiny.yaml"
 
 
-def worker(cache: Path, shards: int, env: dict[str, str]) -> subprocess.Popen:
+def worker(config: Path, cache: Path, shards: int, env: dict[str, str]) -> subprocess.Popen:
     """``graphctx index --shards N --worker`` in its own process with the worker variables ``env``."""
     return subprocess.Popen(
         [
@@ -32,7 +32,7 @@ def worker(cache: Path, shards: int, env: dict[str, str]) -> subprocess.Popen:
                 "graphctx.cli",
                 "index",
                 "--config",
-                str(TINY),
+                str(config),
                 "--cache-dir",
                 str(cache),
             ),
@@ -53,12 +53,12 @@ def finished(process: subprocess.Popen) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def index_report(cache: Path, capsys, **options) -> tuple[dict, str]:
+def index_report(config: Path, cache: Path, capsys, **options) -> tuple[dict, str]:
     """``graphctx index`` in this process: its JSON report and what it wrote to stderr."""
     out = io.StringIO()
     args = Namespace(
         **{
-            "config": str(TINY),
+            "config": str(config),
             "cache_dir": str(cache),
             "add": None,
             "shards": None,
@@ -70,22 +70,24 @@ def index_report(cache: Path, capsys, **options) -> tuple[dict, str]:
     return json.loads(out.getvalue()), capsys.readouterr().err
 
 
-def test_two_ranks_embed_their_shards_and_the_merge_equals_one_pass(tmp_path, capsys):
+def test_two_ranks_embed_their_shards_and_the_merge_equals_one_pass(tmp_path, capsys, smollm2_folder):
     sharded, single = tmp_path / "sharded", tmp_path / "single"
-    ranks = [worker(sharded, 4, {"RANK": str(rank), "WORLD_SIZE": "2"}) for rank in (0, 1)]
+    config = recent_pool_config(tmp_path, smollm2_folder)
+    ranks = [worker(config, sharded, 4, {"RANK": str(rank), "WORLD_SIZE": "2"}) for rank in (0, 1)]
     reports = [finished(process) for process in ranks]
     assert [report["embedded"] for report in reports] == [[0, 2], [1, 3]]
-    assert finished(worker(sharded, 4, {"RANK": "1", "WORLD_SIZE": "2"}))["embedded"] == []  # resumed
-    merged, err = index_report(sharded, capsys, shards=4)
+    resumed = worker(config, sharded, 4, {"RANK": "1", "WORLD_SIZE": "2"})
+    assert finished(resumed)["embedded"] == []
+    merged, err = index_report(config, sharded, capsys, shards=4)
     assert json.loads(err.splitlines()[0]) == {"shards": 4, "embedded": [], "merged": merged["pool"]}
-    whole, _ = index_report(single, capsys)
+    whole, _ = index_report(config, single, capsys)
     assert {key: merged[key] for key in ("pool", "edges")} == {key: whole[key] for key in ("pool", "edges")}
     from graphctx.pipeline.config_file import load_config
     from graphctx.pipeline.pool import pool_index
 
-    config = load_config(str(TINY))
-    train = config.load_dataset()["train"]
-    one, two = (pool_index(train, config.retrieval, str(cache)) for cache in (single, sharded))
+    run_config = load_config(str(config))
+    train = run_config.load_dataset()["train"]
+    one, two = (pool_index(train, run_config.retrieval, str(cache)) for cache in (single, sharded))
     assert torch.allclose(one.embeddings, two.embeddings, atol=1e-6)
     assert torch.equal(one.graph.edge_index, two.graph.edge_index)
 

@@ -11,10 +11,9 @@ from argparse import Namespace
 from pathlib import Path
 
 from slurm_cluster import REPO_ROOT, SlurmCluster, slurm_cluster  # noqa: F401 -- fixture
+from tiny_config import recent_pool_config
 
 from graphctx.commands import index as index_command
-
-TINY = REPO_ROOT / "configs" / "tiny.yaml"
 
 
 def json_line(log: str) -> dict:
@@ -26,8 +25,9 @@ def test_an_array_job_embeds_the_shards_and_the_merge_only_reads_them(
     slurm_cluster: SlurmCluster,  # noqa: F811
     tmp_path: Path,
     capsys,
+    smollm2_folder: Path,
 ) -> None:
-    cache = tmp_path / "cache"
+    cache, config = tmp_path / "cache", recent_pool_config(tmp_path, smollm2_folder)
     env = {
         **slurm_cluster.env,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
@@ -35,7 +35,7 @@ def test_an_array_job_embeds_the_shards_and_the_merge_only_reads_them(
     }
     cluster = SlurmCluster(slurm_cluster.folder, env)
     command = (
-        f"{sys.executable} -m graphctx.cli index --config {TINY} --cache-dir {cache} --shards 2 --worker"
+        f"{sys.executable} -m graphctx.cli index --config {config} --cache-dir {cache} --shards 2 --worker"
     )
     cluster.run(
         "sbatch",
@@ -50,7 +50,7 @@ def test_an_array_job_embeds_the_shards_and_the_merge_only_reads_them(
     reports = [json_line((tmp_path / f"task-{task}.out").read_text()) for task in (0, 1)]
     assert [report["embedded"] for report in reports] == [[0], [1]]
     out = io.StringIO()
-    args = Namespace(config=str(TINY), cache_dir=str(cache), add=None, shards=2, worker=False)
+    args = Namespace(config=str(config), cache_dir=str(cache), add=None, shards=2, worker=False)
     assert index_command.run(args, out) == 0
     assert json.loads(capsys.readouterr().err.splitlines()[0])["embedded"] == []
     assert json.loads(out.getvalue())["pool"] > 0
