@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from tiny_config import recent_pool_config
 
 import evaluate
 import train
@@ -123,10 +124,11 @@ def test_data_imports_neither_peft_nor_bitsandbytes(tmp_path):
 
 
 @pytest.mark.slow
-def test_index_and_retrieve_import_no_training_library(tmp_path):
+def test_index_and_retrieve_import_no_training_library(tmp_path, smollm2_folder):
     """The sentence encoder runs on transformers alone: sentence-transformers' package imports its
     trainers, and through them peft and bitsandbytes."""
-    common = ["--config", str(TINY), "--cache-dir", str(tmp_path / "cache")]
+    config = recent_pool_config(tmp_path, smollm2_folder)
+    common = ["--config", str(config), "--cache-dir", str(tmp_path / "cache")]
     index, retrieve = ["index", *common], ["retrieve", *common, *QUESTION]
     assert statuses_and_imports(index, retrieve) == "[0, 0] []"
 
