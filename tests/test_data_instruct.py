@@ -9,7 +9,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from graphctx.data import DataModuleSettings, DatasetSettings, FilterSettings
 from graphctx.data.datamodule import InstructionDataModule
 from graphctx.data.instruct import IGNORE_INDEX, TEMPLATES, encode_example, get_template, prompt_ids
-from graphctx.data.packing import collate_rows, layout_batches, pack_rows
+from graphctx.data.packing import collate_rows, epoch_batches, pack_rows
 
 QUESTION = "How do I restart nginx on Ubuntu 22.04?"
 ANSWER = "Run `sudo systemctl restart nginx`, then check `journalctl -u nginx` for errors."
@@ -152,12 +152,12 @@ def test_unpacked_batches_pad_with_a_mask_and_ignored_labels(llama_tokenizer):
 
 def test_plans_group_by_length_and_are_seeded():
     lengths = list(range(10, 110))
-    plan = layout_batches(lengths, batch_size=10, pack=False, capacity=0, seed=1)
+    plan = epoch_batches(lengths, batch_size=10, pack=False, capacity=0, seed=1)
     assert all(
         max(lengths[row[0]] for row in batch) - min(lengths[row[0]] for row in batch) == 9 for batch in plan
     )
-    assert plan == layout_batches(lengths, batch_size=10, pack=False, capacity=0, seed=1)
-    assert plan != layout_batches(lengths, batch_size=10, pack=False, capacity=0, seed=2)
+    assert plan == epoch_batches(lengths, batch_size=10, pack=False, capacity=0, seed=1)
+    assert plan != epoch_batches(lengths, batch_size=10, pack=False, capacity=0, seed=2)
 
 
 def test_datamodule_serves_packed_batches_from_the_real_dump(cardano_dir, cache_dir, llama_tokenizer):
@@ -170,7 +170,7 @@ def test_datamodule_serves_packed_batches_from_the_real_dump(cardano_dir, cache_
     module.attach_tokenizer(llama_tokenizer)
     module.setup("fit")
     train = module.splits["train"]
-    n_examples = sum(len(row) for batch in train.layout for row in batch)
+    n_examples = sum(len(row) for batch in train.batches for row in batch)
     assert n_examples == len(train.examples) > 200
     loader = module.train_dataloader()
     batch = next(iter(loader))

@@ -11,7 +11,7 @@ from transformers import PreTrainedTokenizerBase
 
 from graphctx.data.build import load_qa_dataset
 from graphctx.data.instruct import encode_example, get_template
-from graphctx.data.packing import BatchLayout, collate_rows, layout_batches
+from graphctx.data.packing import EpochBatches, collate_rows, epoch_batches
 from graphctx.data.settings import DataModuleSettings
 
 
@@ -22,15 +22,15 @@ class BatchDataset(Dataset):
     record how far an epoch got, so a resumed run continues at the same data position.
     """
 
-    def __init__(self, examples: list[dict[str, list[int]]], layout: BatchLayout) -> None:
+    def __init__(self, examples: list[dict[str, list[int]]], batches: EpochBatches) -> None:
         self.examples = examples
-        self.layout = layout
+        self.batches = batches
 
     def __len__(self) -> int:
-        return len(self.layout)
+        return len(self.batches)
 
     def __getitem__(self, index: int) -> list[list[dict[str, list[int]]]]:
-        return [[self.examples[i] for i in row] for row in self.layout[index]]
+        return [[self.examples[i] for i in row] for row in self.batches[index]]
 
 
 class InstructionDataModule(L.LightningDataModule):
@@ -66,10 +66,10 @@ class InstructionDataModule(L.LightningDataModule):
             examples = [self._encode(row) for row in qa[split]]
             lengths = [len(example["input_ids"]) for example in examples]
             settings = self.settings
-            layout = layout_batches(
+            batches = epoch_batches(
                 lengths, settings.batch_size, settings.pack, settings.max_length, settings.seed
             )
-            self.splits[split] = BatchDataset(examples, layout)
+            self.splits[split] = BatchDataset(examples, batches)
 
     def _encode(self, row: dict[str, Any]) -> dict[str, list[int]]:
         return encode_example(

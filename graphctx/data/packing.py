@@ -1,6 +1,7 @@
-"""Batch layouts: length-grouped batches, or examples packed into rows without attention across them.
+"""The batches of one training pass: length-grouped, or examples packed into rows without attention
+across them.
 
-A *batch layout* is a list of batches; a batch is a list of rows; a row is a list of example indices.
+:data:`EpochBatches` is a list of batches; a batch is a list of rows; a row is a list of example indices.
 Unpacked, each row holds one example and a batch groups examples of similar length (little padding).
 Packed, examples are placed into rows of at most ``capacity`` tokens by best-fit decreasing, and
 ``position_ids`` restart at 0 for each example, which is how attention kernels (SDPA/flex masks in
@@ -17,7 +18,7 @@ import torch
 
 from graphctx.data.instruct import IGNORE_INDEX
 
-BatchLayout = list[list[list[int]]]
+EpochBatches = list[list[list[int]]]
 
 
 def pack_rows(lengths: Sequence[int], capacity: int) -> list[list[int]]:
@@ -43,9 +44,9 @@ def pack_rows(lengths: Sequence[int], capacity: int) -> list[list[int]]:
     return rows
 
 
-def layout_batches(
+def epoch_batches(
     lengths: Sequence[int], batch_size: int, pack: bool, capacity: int, seed: int
-) -> BatchLayout:
+) -> EpochBatches:
     """Batches for one pass over the examples; the order of batches is shuffled with ``seed``.
 
     Unpacked: examples sorted by length and cut into batches of ``batch_size``. Packed: rows from
