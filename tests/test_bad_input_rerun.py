@@ -14,8 +14,8 @@ from test_bad_input import settings_for
 from test_retrieval_eval import TINY, write_site
 
 from graphctx.errors import ConfigError
-from graphctx.evaluation.matrix.layout import RunLayout
 from graphctx.evaluation.matrix.resume_guard import ResumeGuard
+from graphctx.evaluation.matrix.run_files import RunFiles
 from graphctx.evaluation.matrix.stale import StaleArea
 from graphctx.pipeline.config_file import load_config
 from graphctx.prompts import VARIANTS
@@ -30,14 +30,14 @@ def guard_for(tmp_path: Path, site: Path) -> ResumeGuard:
     path.write_text(yaml.safe_dump(config))
     out, run_config = tmp_path / "eval", load_config(path)
     metrics = tuple(entry.name for entry in run_config.metric_entries)
-    return ResumeGuard(run_config, RunLayout(out, metrics), StaleArea(out))
+    return ResumeGuard(run_config, RunFiles(out, metrics), StaleArea(out))
 
 
 def test_a_dump_changed_in_place_is_refused_naming_the_source(tmp_path):
     site = write_site(tmp_path / "site")
     variant = VARIANTS["ZeroShot"]
     before = guard_for(tmp_path, site)
-    predictions = before.layout.predictions_file(variant)
+    predictions = before.run_files.predictions_file(variant)
     predictions.parent.mkdir(parents=True)
     predictions.write_text(json.dumps({"id": 30, "prediction": "old"}) + "\n")
     parts = before.prediction_fingerprint(variant)
@@ -60,7 +60,7 @@ def test_a_folder_two_runs_wrote_into_names_its_way_out_and_overwrite_takes_it(t
     site = write_site(tmp_path / "site")
     variant = VARIANTS["ZeroShot"]
     guard = guard_for(tmp_path, site)
-    predictions = guard.layout.predictions_file(variant)
+    predictions = guard.run_files.predictions_file(variant)
     predictions.parent.mkdir(parents=True)
     row = json.dumps({"id": 30, "prediction": "twice"}) + "\n"
     predictions.write_text(row + row)  # each of two runs answered every row
@@ -70,6 +70,6 @@ def test_a_folder_two_runs_wrote_into_names_its_way_out_and_overwrite_takes_it(t
 
     guard.check_settings(variant, overwrite=True)  # the way out the error names
     assert not predictions.exists()
-    (moved,) = (guard.layout.output_dir / "stale").rglob("ZeroShot.jsonl")
+    (moved,) = (guard.run_files.output_dir / "stale").rglob("ZeroShot.jsonl")
     assert moved.read_text() == row + row
-    assert (guard.layout.output_dir / ".graphctx-evaluation").is_file()  # --overwrite may act here again
+    assert (guard.run_files.output_dir / ".graphctx-evaluation").is_file()  # --overwrite may act here again

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from graphctx.baselines import FALLBACKS
-from graphctx.evaluation.matrix.layout import VariantFiles
+from graphctx.evaluation.matrix.run_files import VariantFiles
 from graphctx.evaluation.matrix.shards import Unit
 from graphctx.generation.decoder import Answer
 from graphctx.pipeline.answerer import Answerer

@@ -21,8 +21,8 @@ from graphctx.cache import cache_root, file_digest, fingerprint, write_json_atom
 from graphctx.data.sources import source_digests
 from graphctx.errors import ConfigError
 from graphctx.evaluation.jsonl import RecordFile, read_records
-from graphctx.evaluation.matrix.layout import RunLayout
 from graphctx.evaluation.matrix.metric_fingerprints import changed, metric_parts
+from graphctx.evaluation.matrix.run_files import RunFiles
 from graphctx.evaluation.matrix.stale import StaleArea
 from graphctx.folder_lock import LOCK_FILE
 from graphctx.knowledge.backends import knowledge_source
@@ -130,9 +130,9 @@ def _as_json(parts: dict[str, Any]) -> Any:
 class ResumeGuard:
     """The fingerprints of one evaluation's answers and scores, and the check of the files on disk."""
 
-    def __init__(self, config: RunConfig, layout: RunLayout, stale: StaleArea) -> None:
+    def __init__(self, config: RunConfig, run_files: RunFiles, stale: StaleArea) -> None:
         self.config = config
-        self.layout = layout
+        self.run_files = run_files
         self.stale = stale
         self._fingerprints: dict[str, str] = {}
         self._metric_parts: dict[str, dict[str, Any]] | None = None
@@ -218,11 +218,11 @@ class ResumeGuard:
 
         A meta file without a single row (a run that failed before its first answer, e.g. loading the
         adapter) binds nothing: it is replaced."""
-        mark_folder(self.layout.output_dir)
+        mark_folder(self.run_files.output_dir)
         self._check_repeated(variant, overwrite)
         parts = self.prediction_fingerprint(variant)
         meta = {"fingerprint": fingerprint(parts), "settings": parts}
-        predictions = self.layout.predictions_file(variant)
+        predictions = self.run_files.predictions_file(variant)
         meta_file = predictions.with_suffix(".meta.json")
         if meta_file.is_file() and RecordFile(predictions).records:
             previous = json.loads(meta_file.read_text())
@@ -234,20 +234,20 @@ class ResumeGuard:
                         f"({differ} changed); use another evaluation.output_dir or pass --overwrite (the "
                         "old answers are then moved into stale/)"
                     )
-                for path in self.layout.variant_files(variant):
+                for path in self.run_files.variant_files(variant):
                     self.stale.move_file(path, f"--overwrite: answers made with other settings ({differ})")
-        legacy = self.layout.scores_file(variant)
+        legacy = self.run_files.scores_file(variant)
         if legacy.is_file() and not legacy.with_suffix("").is_dir():
             self.stale.move_file(legacy, "scores without per-metric fingerprints (an older graphctx)")
         write_json_atomic(meta_file, meta)
-        for metric in self.layout.metrics:
+        for metric in self.run_files.metrics:
             self._check_metric(variant, metric)
 
     def _check_repeated(self, variant: Variant, overwrite: bool) -> None:
         """A file of ``variant`` with an id on two rows (two runs that wrote into one folder before the
         folder lock, or a hand edit) is refused naming the way out; ``overwrite`` moves every file of the
         variant into ``stale/``, so it is answered and scored again."""
-        files = [path for path in self.layout.variant_files(variant) if path.suffix == ".jsonl"]
+        files = [path for path in self.run_files.variant_files(variant) if path.suffix == ".jsonl"]
         for path in files:
             counts = Counter(int(row["id"]) for row in read_records(path))
             repeated = sorted(i for i, n in counts.items() if n > 1)
@@ -259,13 +259,13 @@ class ResumeGuard:
                     "repeat: two runs wrote into this folder?); rerun with --overwrite to move "
                     f"{variant.name}'s files into stale/ and answer it again"
                 )
-            for file in self.layout.variant_files(variant):
+            for file in self.run_files.variant_files(variant):
                 self.stale.move_file(file, f"--overwrite: {path.name} repeats ids (two runs in one folder?)")
             return
 
     def _check_metric(self, variant: Variant, metric: str) -> None:
         """Move aside ``metric``'s scores of ``variant`` made with other settings; record this run's."""
-        path = self.layout.metric_file(variant, metric)
+        path = self.run_files.metric_file(variant, metric)
         parts = self.metric_fingerprint_parts(variant, metric)
         meta = {"fingerprint": self.metric_fingerprint(variant, metric), "settings": parts}
         meta_file = path.with_suffix(".meta.json")

@@ -1,6 +1,6 @@
 """The evaluation run behind ``evaluate.py``: contexts → answers → scores → results table, all resumable.
 
-Layout of ``evaluation.output_dir`` (:mod:`graphctx.evaluation.matrix.layout`)::
+Files of ``evaluation.output_dir`` (:mod:`graphctx.evaluation.matrix.run_files`)::
 
     predictions/<variant>.jsonl   one line per answered question (prompt, context, answer, gold, hits)
     predictions/<variant>.meta.json   the settings the answers depend on (a rerun with others is refused)
@@ -42,9 +42,9 @@ from graphctx.errors import ConfigError
 from graphctx.evaluation.jsonl import check_unique_ids
 from graphctx.evaluation.matrix.answering import AnswerStage
 from graphctx.evaluation.matrix.beside_paper import paper_section
-from graphctx.evaluation.matrix.layout import RunLayout, VariantFiles
 from graphctx.evaluation.matrix.merging import merge, tidy
 from graphctx.evaluation.matrix.resume_guard import ResumeGuard
+from graphctx.evaluation.matrix.run_files import RunFiles, VariantFiles
 from graphctx.evaluation.matrix.score_stage import ScoreStage, collect
 from graphctx.evaluation.matrix.shards import Unit, balance
 from graphctx.evaluation.matrix.stale import StaleArea
@@ -99,11 +99,11 @@ class EvaluationRun:
         self.processes = processes or Processes()
         self.log = log or stderr_logger(self.processes)
         self.stop = stop or StopRequest()
-        self.layout = RunLayout(self.output_dir, tuple(entry.name for entry in config.metric_entries))
+        self.run_files = RunFiles(self.output_dir, tuple(entry.name for entry in config.metric_entries))
         self.stale = StaleArea(self.output_dir, self.log)
         """Where this run moves rows and files that no longer match (``stale/<time>/``)."""
         self.plan = ModelStack(config)
-        self.guard = ResumeGuard(config, self.layout, self.stale)
+        self.guard = ResumeGuard(config, self.run_files, self.stale)
         self.files: dict[str, VariantFiles] = {}
         self.split_ids: set[int] = set()
         """Every id of the evaluated split (before ``limit``): a row with another id is foreign."""
@@ -173,7 +173,7 @@ class EvaluationRun:
         self.tidy(rows, encoded)
         settings = self.settings
         table = build_table(
-            collect(self.variants, self.layout, rows),
+            collect(self.variants, self.run_files, rows),
             settings.bootstrap_samples,
             settings.seed,
             model_descriptions(self.plan, [variant.name for variant in self.variants]),
@@ -190,8 +190,8 @@ class EvaluationRun:
         paths = write_table(table, self.output_dir, appendix=beside)
         write_json_atomic(self.output_dir / "timings.json", {"stage_seconds": timings})
         self.log(f"results: {paths['markdown']} and {paths['csv']}")
-        layout = self.layout
-        files = {v.name: (layout.predictions_file(v), layout.scores_file(v)) for v in self.variants}
+        run_files = self.run_files
+        files = {v.name: (run_files.predictions_file(v), run_files.scores_file(v)) for v in self.variants}
         log_results(settings, self.config.path, table, files, self.output_dir, plan_json(self.plan))
         return table
 
@@ -298,7 +298,7 @@ class EvaluationRun:
         why = f"ids not in split {self.settings.split!r} of {self.config.data.dataset.source}"
         for variant in self.variants:
             order = [int(rows[i]["id"]) for batch in self.batches(encoded[variant.name]) for i in batch]
-            tidy(variant, self.layout, self.stale, order, self.split_ids, why)
+            tidy(variant, self.run_files, self.stale, order, self.split_ids, why)
         if self.stale.moved:
             self.log(self.stale.summary())
 
@@ -307,10 +307,10 @@ class EvaluationRun:
         guard, rank, world = self.guard, self.processes.rank, self.processes.world_size
         self.files = {
             v.name: VariantFiles.open(
-                (self.layout.predictions_file(v), v.name, guard.fingerprint(v)),
+                (self.run_files.predictions_file(v), v.name, guard.fingerprint(v)),
                 [
                     (path, name, guard.metric_fingerprint(v, name))
-                    for path, name in self.layout.metric_files(v)
+                    for path, name in self.run_files.metric_files(v)
                 ],
                 rank,
                 world,

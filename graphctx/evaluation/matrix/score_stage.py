@@ -16,7 +16,7 @@ import numpy as np
 
 from graphctx.evaluation.jsonl import RecordFile
 from graphctx.evaluation.matrix.answering import FALLBACK
-from graphctx.evaluation.matrix.layout import RunLayout, VariantFiles
+from graphctx.evaluation.matrix.run_files import RunFiles, VariantFiles
 from graphctx.evaluation.matrix.scorer import Scorer
 from graphctx.evaluation.matrix.shards import Unit
 from graphctx.evaluation.matrix.table import VariantScores
@@ -97,17 +97,17 @@ class ScoreStage:
 
 
 def collect(
-    variants: Sequence[Variant], layout: RunLayout, rows: Sequence[dict[str, Any]]
+    variants: Sequence[Variant], run_files: RunFiles, rows: Sequence[dict[str, Any]]
 ) -> list[VariantScores]:
     """Every variant's scores of the requested ``rows`` (rows outside them stay in the files, left out of
     the table), read from its (merged) metric files, rows in id order."""
     ids = [int(row["id"]) for row in rows]
-    return [_variant_scores(variant, layout, ids) for variant in variants]
+    return [_variant_scores(variant, run_files, ids) for variant in variants]
 
 
-def _variant_scores(variant: Variant, layout: RunLayout, ids: list[int]) -> VariantScores:
-    predictions = RecordFile(layout.predictions_file(variant)).records
-    by_metric = [RecordFile(path).records for path, _ in layout.metric_files(variant)]
+def _variant_scores(variant: Variant, run_files: RunFiles, ids: list[int]) -> VariantScores:
+    predictions = RecordFile(run_files.predictions_file(variant)).records
+    by_metric = [RecordFile(path).records for path, _ in run_files.metric_files(variant)]
     scored = [i for i in ids if i in predictions and all(i in s for s in by_metric)]
     scores = {i: {k: v for s in by_metric for k, v in s[i].items()} for i in scored}
     keys = sorted({key for i in scored for key in scores[i] if key != "id"})

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from graphctx.evaluation.matrix.layout import VariantFiles
+from graphctx.evaluation.matrix.run_files import VariantFiles
 from graphctx.evaluation.matrix.shards import Unit
 from graphctx.generation.decoder import length_sorted_batches
 from graphctx.prompts import EncodedPrompt, Variant

@@ -20,7 +20,7 @@ from graphctx.prompts import Variant
 
 
 @dataclass(frozen=True)
-class RunLayout:
+class RunFiles:
     """The paths of one evaluation's files."""
 
     output_dir: Path
