@@ -63,10 +63,10 @@ from graphctx.pipeline.contexts import RetrievedContext
 from graphctx.pipeline.processes import Preempted, Processes, StopRequest
 from graphctx.pipeline.run_config import RunConfig
 from graphctx.prompts import EncodedPrompt, Variant, get_variants, retriever_twin
+from graphctx.stack.descriptions import model_descriptions
 from graphctx.stack.memory import check_memory
 from graphctx.stack.model_stack import ModelStack, check_models
-from graphctx.stack.report_json import plan_json
-from graphctx.stack.report_text import model_descriptions, plan_text
+from graphctx.stack.report import plan_json, plan_text
 
 Rows = Sequence[dict[str, Any]]
 Contexts = dict[str, list[RetrievedContext]]
