@@ -17,7 +17,7 @@ Answers are decoded, and scored, in a fixed order of length-sorted batches over 
 resumed run computes exactly what an uninterrupted one would, and so does a run on any number of processes.
 The contexts are built once, shared by the ranks (:class:`~graphctx.pipeline.answerer.Answerer`): rank 0
 builds or reads the pool index and the KG store first, then each rank retrieves its share of the questions
-(through ``predict_hits``) and enhances its share (or reads it from the knowledge cache), and the shares are
+(whole query batches) and enhances its share (or reads it from the knowledge cache), and the shares are
 gathered so that every rank has every context. The pending batches are dealt over the ranks, each answers
 (:mod:`~graphctx.evaluation.matrix.answering`) and scores (:mod:`~graphctx.evaluation.matrix.score_stage`)
 its own into its shards, and rank 0 merges them into the files a single process writes, rows in decoding order
