@@ -51,8 +51,7 @@ from graphctx.quiet import quiet_third_party
 from graphctx.settings_docs import field_docstrings
 from graphctx.stack.memory import check_memory
 from graphctx.stack.model_stack import ModelStack, check_models
-from graphctx.stack.report_json import plan_json
-from graphctx.stack.report_text import plan_text
+from graphctx.stack.report import plan_json, plan_text
 
 DUMP_HINT = (
     "hint: Stack Exchange dumps (askubuntu.com.7z, unix.stackexchange.com.7z, serverfault.com.7z) are at "

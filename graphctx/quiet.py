@@ -19,7 +19,7 @@ HARMLESS_WARNINGS: tuple[tuple[str, type[Warning]], ...] = (
     ("`is_gradient_checkpointing` is deprecated", FutureWarning),
     # torch marks every sparse CSR tensor as beta; PageRank's matrix-vector products are covered by tests
     ("Sparse CSR tensor support is in beta state", UserWarning),
-    # Lightning's predict loop builds torch's LeafSpec, which current torch deprecates (predict_hits)
+    # Lightning's CombinedLoader (every loop's batches) builds torch's LeafSpec, deprecated in current torch
     ("`isinstance(treespec, LeafSpec)` is deprecated", FutureWarning),
     # Lightning, on a machine that has SLURM installed, when a run is not started with srun
     ("The `srun` command is available on your system but is not used", Warning),

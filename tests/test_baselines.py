@@ -219,8 +219,7 @@ def test_plan_lists_every_baseline_with_its_retriever_and_stand_ins():
 
     from graphctx.pipeline.config_file import load_config
     from graphctx.stack.model_stack import ModelStack
-    from graphctx.stack.report_json import plan_json
-    from graphctx.stack.report_text import plan_text
+    from graphctx.stack.report import plan_json, plan_text
 
     plan = ModelStack(load_config(TINY))
     listed = plan_json(plan)["baselines"]

@@ -83,7 +83,7 @@ def test_evaluate_with_genqa_but_no_trained_model_fails_before_anything(tmp_path
     from graphctx.pipeline.config_file import load_config
     from graphctx.prompts import get_variants
     from graphctx.stack.model_stack import ModelStack, check_models
-    from graphctx.stack.report_json import plan_json
+    from graphctx.stack.report import plan_json
 
     config = load_config(TINY, ["--evaluation.genqa_model", str(tmp_path / "absent")])
     assert plan_json(ModelStack(config))["baselines"]["GenQA"]["model_available"] == "missing"

@@ -29,7 +29,7 @@ from graphctx.evaluation.matrix.shards import Unit, balance, shard_path, shards_
 from graphctx.metrics.registry import built_in_classes
 from graphctx.pipeline.config_file import load_config
 from graphctx.pipeline.contexts import ContextBuilder
-from graphctx.pipeline.processes import Processes, launch_processes
+from graphctx.pipeline.processes import Processes, launch_processes, share_of
 from graphctx.prompts import get_variants
 from tests.forked_ranks import run_forked_ranks
 
@@ -191,7 +191,7 @@ def test_two_processes_share_out_the_contexts_and_each_gets_those_of_one(workspa
     methods = 2  # dense and graph: a query is ranked once by each, and enhanced once for each
     assert sum(retrieved) == methods * count and sum(enhanced) == methods * count
     if count == 1:
-        assert retrieved == [methods, 0]  # predict_hits needs a batch per process: rank 0 ranks it
+        assert retrieved == [methods, 0]  # one batch for two processes: rank 0 ranks it
     else:
         assert min(retrieved) > 0 and min(enhanced) > 0
     assert results[0][2].startswith("; KG: ")  # the summary of every rank's requests
@@ -306,3 +306,19 @@ def test_balance_deals_every_unit_once_and_evens_the_load(world_size):
     assert shares == balance(units, world_size)
     if world_size == 2:
         assert loads == [210, 200]
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3, 5])
+@pytest.mark.parametrize(("count", "unit"), [(0, 2), (1, 2), (9, 2), (10, 3), (7, 1)])
+def test_shares_cover_every_position_once_in_whole_runs(count, unit, world_size):
+    """The ranks' shares (retrieval's whole query batches, enhancement's queries) cover every position once,
+    in rank order; each starts on a run boundary; run counts differ by at most one, lower ranks first."""
+    shares = [share_of(count, unit, rank, world_size) for rank in range(world_size)]
+    assert [position for share in shares for position in share] == list(range(count))
+    assert all(share.start % unit == 0 for share in shares if share)
+    runs = [-(-len(share) // unit) for share in shares]
+    assert max(runs) - min(runs) <= 1 and runs == sorted(runs, reverse=True)
+    if (count, unit, world_size) == (9, 2, 2):
+        assert shares == [range(0, 6), range(6, 9)]
+    if (count, unit, world_size) == (1, 2, 2):
+        assert shares == [range(0, 1), range(1, 1)]  # fewer batches than ranks: rank 0 ranks them

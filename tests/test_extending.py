@@ -18,8 +18,7 @@ from graphctx.errors import ConfigError
 from graphctx.evaluation.jsonl import read_records
 from graphctx.pipeline.config_file import load_config
 from graphctx.stack.model_stack import ModelStack
-from graphctx.stack.report_json import plan_json
-from graphctx.stack.report_text import plan_text
+from graphctx.stack.report import plan_json, plan_text
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TINY = REPO_ROOT / "configs" / "tiny.yaml"

@@ -217,7 +217,7 @@ def test_a_plugin_knowledge_source_is_selected_by_name_and_fingerprinted(
     from graphctx.pipeline.config_file import load_config
     from graphctx.prompts import VARIANTS
     from graphctx.stack.model_stack import ModelStack
-    from graphctx.stack.report_text import plan_text
+    from graphctx.stack.report import plan_text
 
     (tmp_path / "ownkg.py").write_text(PLUGIN)
     monkeypatch.syspath_prepend(str(tmp_path))

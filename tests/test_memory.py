@@ -23,7 +23,7 @@ from graphctx.stack.memory import (
 )
 from graphctx.stack.model_shapes import KNOWN_CONFIGS, model_config, shape_of
 from graphctx.stack.model_stack import ModelStack
-from graphctx.stack.report_json import plan_json
+from graphctx.stack.report import plan_json
 from graphctx.stack.shape_table import KNOWN_SHAPES, source_shape
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"

@@ -212,7 +212,7 @@ def test_minicheck_runs_through_the_registry_as_a_named_extension(t5_folder):
     from graphctx.metrics.registry import entries_named
     from graphctx.pipeline.config_file import load_config
     from graphctx.stack.model_stack import ModelStack
-    from graphctx.stack.report_json import plan_json
+    from graphctx.stack.report import plan_json
 
     tiny = Path(__file__).resolve().parents[1] / "configs" / "tiny.yaml"
     extra = f'[{{"class_path": "minicheck", "init_args": {{"model": "{t5_folder}", "chunk_size": 12}}}}]'

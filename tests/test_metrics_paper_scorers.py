@@ -36,7 +36,7 @@ from graphctx.model import ModelSpec
 from graphctx.model.loading import packaged_llama_sentencepiece
 from graphctx.pipeline.config_file import load_config
 from graphctx.stack.model_stack import ModelStack
-from graphctx.stack.report_json import plan_json
+from graphctx.stack.report import plan_json
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "configs" / "tiny.yaml"

@@ -28,8 +28,9 @@ from graphctx.metrics.tuned_layers import MODEL2LAYERS
 from graphctx.pipeline.config_file import load_config
 from graphctx.retrieval.index import build_index
 from graphctx.retrieval.settings import RetrievalSettings
+from graphctx.stack import report
+from graphctx.stack.descriptions import model_descriptions
 from graphctx.stack.model_stack import ModelStack, check_models
-from graphctx.stack.report_text import model_descriptions
 from train import main as train_main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -113,6 +114,27 @@ def test_the_offline_default_names_every_stand_in(capsys):
     assert cli_main(["plan", "--config", str(TINY)]) == 0
     text = capsys.readouterr().out
     assert text.count("STAND-IN") == 8 and "stand-ins    8" in text
+
+
+def test_the_text_is_rendered_from_the_json_sections_and_a_new_section_shows_in_both(monkeypatch):
+    """One table of sections drives both renderings: each line reads its section's JSON value (a changed
+    value changes the line; a stand-in dropped from ``stand_ins`` loses its mark), and a section added to
+    the table appears in the JSON and, at its screen place, in the text."""
+    stack = ModelStack(load_config(TINY, devices=False))
+    document = report.plan_json(stack)
+    document["retrieval"]["embedding_model"] = "an-edited-embedder"
+    document["stand_ins"] = [item for item in document["stand_ins"] if item["key"] != "knowledge.backend"]
+    lines = report.plan_text(stack, document).splitlines()
+    assert "on an-edited-embedder [packaged]" in lines[3] and lines[3].startswith("  retrieval    ")
+    assert lines[5].startswith("  knowledge    ") and "STAND-IN" not in lines[5]
+    assert any(line.startswith("  stand-ins    7: ") for line in lines)
+    extra = report.Section(
+        "extra", lambda stack: {"n": 3}, lambda value, screen: [f"  extra {value['n']}"], 0
+    )
+    monkeypatch.setattr(report, "SECTIONS", (*report.SECTIONS, extra))
+    assert report.plan_json(stack)["extra"] == {"n": 3}
+    lines = report.plan_text(stack).splitlines()
+    assert lines[:2] == ["graphctx plan: " + str(TINY), "  extra 3"]
 
 
 def _roberta_folder(folder: Path, layers: int, width: int, weights: bool) -> Path:

@@ -1,35 +1,37 @@
 """Retrievers on real cardano questions with the packaged MiniLM: embeddings cache, graph vs networkx,
-fallback, dense/FAISS, the LightningModule's predict, and the index/retrieve commands."""
+fallback, dense/FAISS, hits shared out over two processes, and the index/retrieve commands."""
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
 from dataclasses import replace
 from pathlib import Path
 
-import lightning as L
 import networkx as nx
 import pytest
 import torch
 from lightning.fabric.plugins.environments.lightning import find_free_network_port
 from torch import Tensor
-from torch.utils.data import DataLoader
-from torch.utils.data.distributed import DistributedSampler
 
 import graphctx.retrieval.embeddings as embeddings_module
 from graphctx.data import DatasetSettings, load_qa_dataset
+from graphctx.knowledge.settings import KnowledgeSettings
+from graphctx.pipeline.contexts import ContextBuilder
+from graphctx.pipeline.processes import launch_processes
 from graphctx.retrieval.builders import build_embeddings, build_encoder, build_graph, build_query_edges
 from graphctx.retrieval.embeddings import embedding_cache_path
 from graphctx.retrieval.graph import degree_stats, graph_fallbacks, linkage_stats
 from graphctx.retrieval.index import RetrievalIndex, build_index, index_key
-from graphctx.retrieval.module import GatherPredictions, RetrievalModule, predict_hits, query_loader
 from graphctx.retrieval.retriever import DenseRetriever, GraphRetriever, Hit, build_retriever
 from graphctx.retrieval.settings import RetrievalSettings
 from tests.forked_ranks import run_forked_ranks
 
 # MiniLM's cosines are lower than bge's: 0.5 gives this pool a real graph (0.8 links almost nothing).
 SETTINGS = RetrievalSettings(threshold=0.5, max_seq_length=128, device="cpu", top_k=3)
+BATCHES_OF_2 = replace(SETTINGS, query_batch_size=2)
+METHODS = ("graph", "dense", "bm25")
 POOL_SIZE = 80
 
 
@@ -217,92 +219,39 @@ def test_faiss_index_equals_torch(index, questions, encoder) -> None:
         assert [hit.score for hit in ours] == pytest.approx([hit.score for hit in theirs], abs=1e-5)
 
 
-def test_predict_step_matches_retrieve(index, questions, encoder) -> None:
-    queries = questions["test"]["question"][:10]
-    expected = GraphRetriever(index, SETTINGS, encoder=encoder).retrieve(queries)
-    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False)
-    batches = trainer.predict(
-        RetrievalModule(index, SETTINGS, encoder=encoder),
-        query_loader(queries, batch_size=4),
-    )
-    predicted = [ranked for batch in batches for ranked in batch]
-    assert len(batches) == 3 and all(isinstance(hit, Hit) for ranked in predicted for hit in ranked)
-    assert [[hit.id for hit in ranked] for ranked in predicted] == [
-        [hit.id for hit in ranked] for ranked in expected
-    ]
-    for ours, theirs in zip(predicted, expected, strict=True):
-        assert [hit.score for hit in ours] == pytest.approx([hit.score for hit in theirs], abs=1e-5)
-
-
-def _ddp_rank(rank: int, port: int, index: RetrievalIndex, encoder, queries: list[str], out: Path) -> None:
-    """One of two DDP processes launched the way torchrun or SLURM do (rank in the environment)."""
+def _hits_rank(
+    rank: int, port: int, rows: list[dict], queries: list[str], cache: Path, tokenizer, out: Path
+) -> None:
+    """One of two gloo processes, started the way torchrun or srun start them: each method's hits."""
     os.environ |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "NODE_RANK": "0"}
     os.environ["LOCAL_RANK"] = str(rank)
-    settings = replace(SETTINGS, query_batch_size=2)
-    trainer = L.Trainer(accelerator="cpu", devices=2, strategy="ddp", logger=False, enable_progress_bar=False)
-    hits = predict_hits(trainer, RetrievalModule(index, settings, encoder=encoder), queries)
-    # A loader with torch's padding DistributedSampler (Lightning keeps it): rank 1 also gets query 0.
-    padded = DataLoader(
-        queries, batch_size=2, collate_fn=list, sampler=DistributedSampler(queries, shuffle=False)
+    processes = launch_processes({"accelerator": "cpu", "devices": 2, "strategy": "ddp"})
+    builder = ContextBuilder(
+        rows, BATCHES_OF_2, KnowledgeSettings(), str(cache), tokenizer=tokenizer, processes=processes
     )
-    gather = GatherPredictions()
-    trainer = L.Trainer(
-        accelerator="cpu",
-        devices=2,
-        strategy="ddp",
-        logger=False,
-        enable_progress_bar=False,
-        callbacks=[gather],
-    )
-    local = trainer.predict(RetrievalModule(index, settings, encoder=encoder), padded)
-    result = {
-        "world_size": trainer.world_size,
-        "hits": hits,
-        "local_rows": sum(len(batch) for batch in local),
-        "padded": gather.predictions,
-    }
-    (out / f"rank{rank}.json").write_text(json.dumps(result))
+    hits = {method: builder.hits(queries, method) for method in METHODS}
+    (out / f"rank{rank}.pkl").write_bytes(pickle.dumps((hits, builder.queries_retrieved)))
 
 
-def test_predict_hits_under_two_process_ddp_equals_one_process(index, questions, encoder, tmp_path) -> None:
-    """Real DDP (gloo, 2 CPU processes): every rank gets every query's hits, in input order, no repeats;
-    predict_hits deals whole batches, so its hits are those of one process bit for bit."""
+def test_two_processes_rank_whole_batches_and_each_gets_the_hits_of_one(questions, llama_tokenizer, tmp_path):
+    """Real DDP (gloo, 2 CPU processes): 9 queries make 5 batches of 2 (the last one short); each rank ranks
+    whole batches (rank 0 three, rank 1 two; BM25, which does not shard, all on rank 0) and every rank ends
+    with every query's hits, in query order, those of one process bit for bit."""
+    rows = list(questions["train"].select(range(POOL_SIZE)))
     test_questions = questions["test"]["question"]
-    queries = [*test_questions[:8], test_questions[3]]  # odd (9): samplers pad or split unevenly
-    settings = replace(SETTINGS, query_batch_size=2)
-    one_process = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False)
-    expected = predict_hits(one_process, RetrievalModule(index, settings, encoder=encoder), queries)
-    assert expected == GraphRetriever(index, settings, encoder=encoder).retrieve(queries)
+    queries = [*test_questions[:8], test_questions[3]]
+    cache = tmp_path / "cache"  # the one-process run caches the pool indexes the ranks read
+    one = ContextBuilder(rows, BATCHES_OF_2, KnowledgeSettings(), str(cache), tokenizer=llama_tokenizer)
+    expected = {method: one.hits(queries, method) for method in METHODS}
+    assert all(len(hits) == len(queries) and hits[0] for hits in expected.values())
 
     port = find_free_network_port()
-    rank_args = [(rank, port, index, encoder, queries, tmp_path) for rank in (0, 1)]
-    assert run_forked_ranks(_ddp_rank, rank_args, timeout_s=120) == [0, 0]
-
-    for rank in (0, 1):
-        result = json.loads((tmp_path / f"rank{rank}.json").read_text())
-        assert result["world_size"] == 2
-        assert result["local_rows"] == 5  # 9 queries padded to 10, 5 per rank
-        assert [[Hit(*hit) for hit in ranked] for ranked in result["hits"]] == expected
-        for name in ("hits", "padded"):
-            gathered = [[Hit(*hit) for hit in ranked] for ranked in result[name]]
-            assert len(gathered) == len(queries), f"rank {rank}, {name}"
-            assert [[hit.id for hit in ranked] for ranked in gathered] == [
-                [hit.id for hit in ranked] for ranked in expected
-            ], f"rank {rank}, {name}"
-            assert [[hit.fallback for hit in ranked] for ranked in gathered] == [
-                [hit.fallback for hit in ranked] for ranked in expected
-            ]
-            for ours, theirs in zip(gathered, expected, strict=True):
-                assert [hit.score for hit in ours] == pytest.approx([hit.score for hit in theirs], abs=1e-6)
-
-
-def test_predict_hits_needs_a_batch_per_process(index, encoder) -> None:
-    trainer = L.Trainer(accelerator="cpu", devices=2, strategy="ddp", logger=False, enable_progress_bar=False)
-    settings = replace(SETTINGS, query_batch_size=4)
-    with pytest.raises(
-        ValueError, match=r"^3 queries make 1 batch\(es\) of retrieval.query_batch_size 4 for 2"
-    ):
-        predict_hits(trainer, RetrievalModule(index, settings, encoder=encoder), ["a", "b", "c"])
+    rank_args = [(rank, port, rows, queries, cache, llama_tokenizer, tmp_path) for rank in (0, 1)]
+    assert run_forked_ranks(_hits_rank, rank_args, timeout_s=180) == [0, 0]
+    results = [pickle.loads((tmp_path / f"rank{rank}.pkl").read_bytes()) for rank in (0, 1)]
+    for hits, _ in results:
+        assert hits == expected  # ids, fallbacks and float scores, compared exactly
+    assert [retrieved for _, retrieved in results] == [6 + 6 + 9, 3 + 3 + 0]
 
 
 def test_unknown_method_is_named() -> None:

@@ -10,7 +10,7 @@ import pytest
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 # Examples on tiny tensors; the others load the packaged MiniLM (a second or two each).
-TENSOR_ONLY = ["numerics", "ranking", "dense", "components", "layout", "pagerank", "graph", "module"]
+TENSOR_ONLY = ["numerics", "ranking", "dense", "components", "layout", "pagerank", "graph"]
 WITH_MODEL = ["encoder", "embeddings", "builders", "index", "retriever"]
 
 

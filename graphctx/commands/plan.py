@@ -32,11 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.pipeline.config_file import load_config
     from graphctx.stack.model_stack import ModelStack
-    from graphctx.stack.report_json import plan_json
-    from graphctx.stack.report_text import plan_text
+    from graphctx.stack.report import plan_json, plan_text
 
     plan = ModelStack(load_config(args.config, devices=False))
-    report, text = plan_json(plan), plan_text(plan)
+    report = plan_json(plan)
+    text = plan_text(plan, report)
     if args.cost:
         from graphctx.stack.cost import LAST_MEASURED, cost_json, cost_text, parse_counts, read_throughputs
 

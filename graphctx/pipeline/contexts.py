@@ -7,10 +7,10 @@ variant adds.
 
 On several processes (:class:`~graphctx.pipeline.processes.Processes`) the work is shared, never repeated:
 rank 0 first builds (or reads from the cache) each method's pool index and the knowledge stage's KG store
-while the others wait, then they read them from the caches. Retrieval goes through
-:func:`graphctx.retrieval.module.predict_hits` on a ``Trainer`` that joins the processes' group (each
-process ranks a contiguous run of the query batches a single process ranks, so the hits are the same bit
-for bit), and each process enhances a contiguous share of the queries (or reads it from the per-query
+while the others wait, then they read them from the caches. Retrieval and enhancement share the work the
+same way (:meth:`~graphctx.pipeline.processes.Processes.share`, then ``gather``): each process ranks a
+contiguous run of the very query batches a single process ranks, with the same retriever, so the hits are
+the same bit for bit, and enhances a contiguous share of the queries (or reads it from the per-query
 cache); the shares are gathered, so every process ends with every query's context, in query order.
 """
 
@@ -31,9 +31,8 @@ from graphctx.knowledge.verbalise import Sentence
 from graphctx.pipeline.pool import pool_index
 from graphctx.pipeline.processes import Processes
 from graphctx.prompts import Variant
-from graphctx.retrieval.encoder import SentenceEncoder
 from graphctx.retrieval.index import RetrievalIndex
-from graphctx.retrieval.module import RetrievalModule, WholeBatches, batch_count, predict_hits
+from graphctx.retrieval.numerics import resolve_device
 from graphctx.retrieval.registry import PoolView, entry_named, retriever_entries
 from graphctx.retrieval.retriever import Hit, Retriever
 from graphctx.retrieval.settings import RetrievalSettings
@@ -99,7 +98,6 @@ class ContextBuilder:
         self._retrievers: dict[str, Retriever] = {}
         self.retrievers = retriever_entries(retrieval)
         """Every retriever by name (:mod:`graphctx.retrieval.registry`)."""
-        self._encoder: SentenceEncoder | None = None
         self.count_tokens = build_token_counter(self.knowledge.tokenizer or tokenizer)
         self.queries_retrieved = 0
         """Queries this process ranked (summed over the methods)."""
@@ -122,10 +120,14 @@ class ContextBuilder:
         return self._indexes[method]
 
     def retriever(self, method: str) -> Retriever:
-        """The ``method`` retriever over the pool, in this process."""
+        """The ``method`` retriever over the pool, in this process (on its own GPU among several processes
+        when ``retrieval.device`` is CUDA)."""
         if method not in self._retrievers:
             entry = entry_named(self.retrievers, method, "retrieval")
-            pool = PoolView(list(self.pool), [row["question"] for row in self.pool.values()], self.index)
+            on_cuda = resolve_device(self.retrieval.device).type == "cuda"
+            device = self.processes.device if on_cuda else None
+            texts = [row["question"] for row in self.pool.values()]
+            pool = PoolView(list(self.pool), texts, self.index, device)
             self._retrievers[method] = entry.build(pool)
         return self._retrievers[method]
 
@@ -142,21 +144,17 @@ class ContextBuilder:
         self.processes.barrier()
 
     def hits(self, queries: Sequence[str], method: str) -> list[list[Hit]]:
-        """Every query's hits by ``method``, in query order, on every process; several processes each rank
-        whole batches of them through :func:`predict_hits` (fewer batches of ``retrieval.query_batch_size``
-        than processes, or a retriever that does not shard, such as BM25: rank 0 ranks them all)."""
+        """Every query's hits by ``method``, in query order, on every process: each ranks its share of
+        whole batches of ``retrieval.query_batch_size`` queries (fewer batches than processes: the first
+        processes rank one each); a retriever that does not shard, such as BM25, ranks them all on rank 0."""
         processes = self.processes
-        batches = batch_count(len(queries), self.retrieval.query_batch_size)
-        shards = entry_named(self.retrievers, method, "retrieval").shards
-        if processes.world_size == 1 or batches < processes.world_size or not shards:
-            mine = processes.is_zero
-            self.queries_retrieved += len(queries) if mine else 0
-            return processes.broadcast(self.retriever(method).retrieve(list(queries)) if mine else None)
-        module = RetrievalModule(self.index(method), self.settings(method), encoder=self._encoder)
-        hits = predict_hits(processes.predict_trainer(), module, queries)
-        self._encoder = module.retriever.encoder if module.retriever else None  # loaded once here
-        self.queries_retrieved += len(WholeBatches(len(queries), self.retrieval.query_batch_size))
-        return hits
+        if entry_named(self.retrievers, method, "retrieval").shards:
+            share = processes.share(len(queries), self.retrieval.query_batch_size)
+        else:
+            share = range(len(queries)) if processes.is_zero else range(0)
+        mine = self.retriever(method).retrieve([queries[i] for i in share]) if share else []
+        self.queries_retrieved += len(share)
+        return [hits for part in processes.gather(mine) for hits in part]
 
     def enhance(self, queries: Sequence[str], pairs: Sequence[list[QAPair]]) -> list[EnhancedContext]:
         """Every query's enhanced context, in query order, on every process; each process enhances (or

@@ -4,9 +4,10 @@
 train.py uses) and starts them with Lightning Fabric's launcher: ``python evaluate.py`` with
 ``trainer.devices: 2`` starts a second process itself; under ``srun`` (SLURM) or ``torchrun`` the processes
 already exist and only join the process group. Every collective the evaluation needs is here: broadcast
-from rank 0, gather from every rank, a barrier, and "did any rank ask to stop"; and a Lightning ``Trainer``
-that joins the same process group, for ``trainer.predict`` (retrieval through
-:func:`graphctx.retrieval.module.predict_hits`).
+from rank 0, gather from every rank, a barrier, and "did any rank ask to stop"; and the one way work is
+shared out (retrieval and the knowledge stage alike): each rank takes its :meth:`Processes.share` of the
+positions, in whole runs (query batches) when asked, and :meth:`Processes.gather` puts the results back
+together in position order on every rank.
 
 :class:`StopRequest` is the preemption half of ``scripts/slurm/evaluate.sbatch``: under SLURM a SIGUSR1 only
 raises a flag; each rank finishes the batch it is on, writes it, stops, and rank 0 requeues the job.
@@ -14,15 +15,11 @@ raises a flag; each rank finishes the batch it is on, writes it, stops, and rank
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import signal
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any, TypeVar
 
-import lightning as L
 import torch
 import torch.distributed as dist
 from lightning.fabric import Fabric
@@ -41,8 +38,6 @@ class Processes:
     """This process's place among the evaluation's processes; a single process without ``fabric``."""
 
     fabric: Fabric | None = None
-    trainer_settings: dict[str, Any] = field(default_factory=dict)
-    """The config's ``trainer`` section the processes were launched with."""
 
     @property
     def rank(self) -> int:
@@ -76,25 +71,10 @@ class Processes:
         dist.all_gather_object(values, value)
         return values
 
-    def share(self, count: int) -> range:
-        """This rank's contiguous share of ``count`` items (positions); the shares of all ranks cover every
-        position once, in rank order, and differ in size by at most one."""
-        return range(self.rank * count // self.world_size, (self.rank + 1) * count // self.world_size)
-
-    def predict_trainer(self) -> L.Trainer:
-        """A Lightning ``Trainer`` for ``trainer.predict`` over these (several) processes: it joins their
-        process group (the processes exist, so Lightning launches none and reuses the group)."""
-        with _quiet_lightning():
-            return L.Trainer(
-                accelerator=self.trainer_settings.get("accelerator", "auto"),
-                devices=self.trainer_settings.get("devices", "auto"),
-                num_nodes=self.trainer_settings.get("num_nodes", 1),
-                strategy="ddp",
-                logger=False,
-                enable_checkpointing=False,
-                enable_progress_bar=False,
-                enable_model_summary=False,
-            )
+    def share(self, count: int, unit: int = 1) -> range:
+        """This rank's contiguous share of ``count`` positions, in whole runs of ``unit`` (see
+        :func:`share_of`): the shares of all ranks cover every position once, in rank order."""
+        return share_of(count, unit, self.rank, self.world_size)
 
     def barrier(self) -> None:
         if self.world_size > 1:
@@ -106,6 +86,16 @@ class Processes:
             return flag
         count = torch.tensor(float(flag), device=self.fabric.device)  # NCCL reduces CUDA tensors only
         return bool(self.fabric.all_reduce(count, reduce_op="sum").item() > 0)
+
+
+def share_of(count: int, unit: int, rank: int, world_size: int) -> range:
+    """The positions of rank ``r`` of ``W``: of the ``R = ⌈count / unit⌉`` runs of ``unit`` positions (the
+    last one may be short), in order, ``⌊R / W⌋`` runs each and one more for the first ``R mod W`` ranks
+    (fewer runs than ranks: the first ranks take one each)."""
+    runs, extra = divmod(-(-count // unit), world_size)
+    first = rank * runs + min(rank, extra)
+    end = first + runs + (rank < extra)
+    return range(first * unit, min(end * unit, count))
 
 
 def launch_processes(trainer: dict[str, Any]) -> Processes:
@@ -125,19 +115,7 @@ def launch_processes(trainer: dict[str, Any]) -> Processes:
     if fabric.world_size == 1 and not SLURMEnvironment.detect():
         return Processes()
     fabric.launch()
-    return Processes(fabric, dict(trainer))
-
-
-@contextlib.contextmanager
-def _quiet_lightning() -> Iterator[None]:
-    """Lightning's rank-0 banner (devices, tips) at ``Trainer`` creation: not the evaluation's business."""
-    logger = logging.getLogger("lightning.pytorch.utilities.rank_zero")
-    level = logger.level
-    logger.setLevel(logging.WARNING)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
+    return Processes(fabric)
 
 
 class Preempted(Exception):

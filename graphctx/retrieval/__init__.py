@@ -1,7 +1,7 @@
 """Retrieval of past questions: embeddings, the question graph and batched personalized PageRank.
 
 The algorithms take plain arguments (``alpha``, ``tol``, ``max_iter``, ``k``, ``threshold``, ``dtype``,
-``device``, ...); settings objects stop at the builders (``builders``, ``index``, ``retriever``, ``module``),
+``device``, ...); settings objects stop at the builders (``builders``, ``index``, ``retriever``),
 which read the ``retrieval:`` section once. Modules (imported directly, so that reading the settings stays
 cheap):
 
@@ -18,8 +18,4 @@ cheap):
 - ``builders``: each algorithm's arguments read from :class:`RetrievalSettings`.
 - ``index``: :class:`RetrievalIndex` (ids, embeddings, graph) built once and cached.
 - ``retriever``: :class:`Hit`, the ``Retriever`` protocol, graph and dense retrievers.
-- ``module``: :class:`RetrievalModule`, a LightningModule so ``trainer.predict`` shards queries over DDP
-  processes (plain ``trainer.predict`` returns only this process's share), and ``predict_hits(trainer,
-  module, queries)``, which deals whole query batches to the processes and gathers the shares back: one hit
-  list per query, in query order, on every process, equal to a single-process run bit for bit.
 """

@@ -2,10 +2,9 @@
 
 The algorithms (:mod:`~graphctx.retrieval.embeddings`, :mod:`~graphctx.retrieval.graph`,
 :mod:`~graphctx.retrieval.pagerank`, :mod:`~graphctx.retrieval.dense`) take plain arguments; each function
-here reads the fields of the ``retrieval:`` section that one of them needs and calls it. The index, the
-retrievers and the Lightning module (:func:`~graphctx.retrieval.index.build_index`,
-:func:`~graphctx.retrieval.retriever.build_retriever`, :class:`~graphctx.retrieval.module.RetrievalModule`)
-build on these.
+here reads the fields of the ``retrieval:`` section that one of them needs and calls it. The index and the
+retrievers (:func:`~graphctx.retrieval.index.build_index`,
+:func:`~graphctx.retrieval.retriever.build_retriever`) build on these.
 """
 
 from __future__ import annotations

@@ -35,12 +35,14 @@ FUSION_DEPTH = 100
 
 @dataclass(frozen=True)
 class PoolView:
-    """What a retriever may read of the pool: ids and question texts in pool order, and the embedded index
-    of ``graph`` or ``dense`` (built once, then read from the cache)."""
+    """What a retriever may read of the pool: ids and question texts in pool order, the embedded index
+    of ``graph`` or ``dense`` (built once, then read from the cache), and the device this process embeds
+    and ranks on (None: ``retrieval.device``)."""
 
     ids: list[int]
     texts: list[str]
     index: Callable[[str], RetrievalIndex]
+    device: str | None = None
 
 
 class RetrieverEntry:
@@ -53,7 +55,8 @@ class RetrieverEntry:
     embeds: ClassVar[bool] = True
     """Reads the embedded pool (so the embedding model loads)."""
     shards: ClassVar[bool] = False
-    """Ranks whole query batches on every rank (Lightning predict over the embedded index)."""
+    """Built on every rank, each ranking its share of whole query batches; otherwise rank 0 ranks them
+    all."""
     paper: ClassVar[bool] = False
     """One of the paper's retrievers."""
 
@@ -80,7 +83,7 @@ class GraphEntry(RetrieverEntry):
         from graphctx.retrieval.retriever import build_retriever
 
         settings = dataclasses.replace(self.settings, method=self.name)
-        return build_retriever(pool.index(self.name), settings)
+        return build_retriever(pool.index(self.name), settings, device=pool.device)
 
 
 class DenseEntry(GraphEntry):
@@ -109,7 +112,7 @@ class HybridEntry(RetrieverEntry):
         from graphctx.retrieval.retriever import build_retriever
 
         deep = dataclasses.replace(self.settings, method="graph", top_k=FUSION_DEPTH)
-        graph = build_retriever(pool.index("graph"), deep)
+        graph = build_retriever(pool.index("graph"), deep, device=pool.device)
         lexical = BM25Retriever(pool.ids, pool.texts, FUSION_DEPTH)
         return HybridRetriever(graph, lexical, self.settings.top_k, FUSION_DEPTH)
 

@@ -5,8 +5,9 @@ resolved without loading any weights.
 - :mod:`~graphctx.stack.model_stack`: :class:`~graphctx.stack.model_stack.ModelStack` and
   :func:`~graphctx.stack.model_stack.check_models` (train.py and evaluate.py refuse to start when a model
   they need is missing: an error naming its key, never a silent fallback);
-- :mod:`~graphctx.stack.report_json`: ``graphctx plan --json``, section by section;
-- :mod:`~graphctx.stack.report_text`: the plan's screen of text and results.md's model lines;
+- :mod:`~graphctx.stack.report`: ``graphctx plan``'s JSON and text, from one table of sections
+  (values both state: :mod:`~graphctx.stack.report_values`);
+- :mod:`~graphctx.stack.descriptions`: results.md's model lines;
 - :mod:`~graphctx.stack.memory`: device memory per rank of training and of each evaluation stage, from
   :mod:`~graphctx.stack.model_shapes` and the counted :mod:`~graphctx.stack.shape_table`.
 """

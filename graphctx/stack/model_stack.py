@@ -1,6 +1,6 @@
 """The model stack of a config: which model each stage runs, which of them are the paper's, which a
 command needs and which cannot be found here, resolved without loading any weights
-(:class:`ModelStack`; rendered by :mod:`graphctx.stack.report_json`)."""
+(:class:`ModelStack`; rendered by :mod:`graphctx.stack.report`)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ Answers are decoded, and scored, in a fixed order of length-sorted batches over 
 resumed run computes exactly what an uninterrupted one would, and so does a run on any number of processes.
 The contexts are built once, shared by the ranks (:class:`~graphctx.pipeline.answerer.Answerer`): rank 0
 builds or reads the pool index and the KG store first, then each rank retrieves its share of the questions
-(through ``predict_hits``) and enhances its share (or reads it from the knowledge cache), and the shares are
+(whole query batches) and enhances its share (or reads it from the knowledge cache), and the shares are
 gathered so that every rank has every context. The pending batches are dealt over the ranks, each answers
 (:mod:`~graphctx.evaluation.matrix.answering`) and scores (:mod:`~graphctx.evaluation.matrix.score_stage`)
 its own into its shards, and rank 0 merges them into the files a single process writes, rows in decoding order
@@ -63,10 +63,10 @@ from graphctx.pipeline.contexts import RetrievedContext
 from graphctx.pipeline.processes import Preempted, Processes, StopRequest
 from graphctx.pipeline.run_config import RunConfig
 from graphctx.prompts import EncodedPrompt, Variant, get_variants, retriever_twin
+from graphctx.stack.descriptions import model_descriptions
 from graphctx.stack.memory import check_memory
 from graphctx.stack.model_stack import ModelStack, check_models
-from graphctx.stack.report_json import plan_json
-from graphctx.stack.report_text import model_descriptions, plan_text
+from graphctx.stack.report import plan_json, plan_text
 
 Rows = Sequence[dict[str, Any]]
 Contexts = dict[str, list[RetrievedContext]]
