@@ -300,8 +300,8 @@ class Enhancer:
         lost: set[str],
     ) -> EnhancedContext:
         """τ' = the facts with a tail in Ent(C), τ^f = τ' ∪ τ^init, and C ⊕ S under the token budget."""
-        kept_facts = filter_one_hop(facts, entities) if self.settings.enabled else []
-        kg_triplets = list(dict.fromkeys(fact_to_triplet(f, self.kg.name) for f in kept_facts))
+        one_hop_facts = filter_one_hop(facts, entities) if self.settings.enabled else []
+        kg_triplets = list(dict.fromkeys(fact_to_triplet(f, self.kg.name) for f in one_hop_facts))
         triplets = (
             combine(init, kg_triplets, self.settings.include_extracted) if self.settings.enabled else []
         )
@@ -315,7 +315,7 @@ class Enhancer:
             sentences,
             sorted(lost),
             init,
-            sourced_facts(kept_facts, self.kg.name),
+            sourced_facts(one_hop_facts, self.kg.name),
         )
 
     def _facts(
