@@ -4,10 +4,13 @@ a second export is byte-identical; bad input is one line and writes nothing."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import datasets
+import pyarrow.parquet as pq
 import pytest
 import yaml
 from evaluation_workspace import write_workspace
@@ -16,15 +19,36 @@ from graphctx.cli import main
 from graphctx.evaluation.jsonl import read_records
 from graphctx.evaluation.matrix.export import MARKER
 from graphctx.evaluation.matrix.runner import EvaluationRun
+from graphctx.knowledge.budget import KNOWLEDGE_HEADER, QAPair
+from graphctx.knowledge.triplets import Triplet
+from graphctx.knowledge.verbalise import readable_relation, verbalise
 from graphctx.pipeline.config_file import load_config
 
 VARIANTS = ["Base-GraphContextGen", "RetrievedAnswer"]
+NEW_FIELDS = {"retrieval_scores", "triplets", "kg_facts"}
+"""The prediction line's fields added with the export of triplets and KG facts."""
+FACT_FIELDS = ("head_id", "head_label", "relation_id", "relation_label", "tail_id", "tail_label")
+EXAMPLE = "http://example.org/kg/"
+WDT = "http://www.wikidata.org/prop/direct/"
+LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
+USER_TRIPLES = f"""<{EXAMPLE}cardano> <{WDT}P527> <{EXAMPLE}native-asset> .
+<{EXAMPLE}cardano> <{WDT}P2283> <{EXAMPLE}smart-contract> .
+<{EXAMPLE}cardano> <{WDT}P178> <{EXAMPLE}iog> .
+<{EXAMPLE}cardano> <{LABEL}> "Cardano"@en .
+<{EXAMPLE}native-asset> <{LABEL}> "native assets"@en .
+<{EXAMPLE}smart-contract> <{LABEL}> "smart contracts"@en .
+<{EXAMPLE}iog> <{LABEL}> "Input Output"@en .
+"""
+"""A user's N-Triples (``knowledge.ntriples``) beside the Debian KG: facts about Cardano, whose tails the
+retrieved pairs mention (but Input Output: the one-hop filter drops that one)."""
 
 
 @pytest.fixture(scope="module")
-def run_folder(tmp_path_factory, cardano_dir, tiny_bert) -> Path:
-    """An evaluate.py run folder: a KG-enhanced graph variant and a dense baseline, two questions."""
+def evaluation(tmp_path_factory, cardano_dir, tiny_bert) -> EvaluationRun:
+    """An evaluate.py run: a KG-enhanced graph variant and a dense baseline, two questions; one retrieved
+    pair each, so KG sentences fit ``token_budget`` for the question whose pair is short."""
     root = tmp_path_factory.mktemp("export")
+    (root / "cardano.nt").write_text(USER_TRIPLES)
     evaluation = {"variants": VARIANTS, "output_dir": str(root / "run"), "limit": 2, "bootstrap_samples": 20}
     config = write_workspace(
         root,
@@ -32,16 +56,32 @@ def run_folder(tmp_path_factory, cardano_dir, tiny_bert) -> Path:
         tiny_bert,
         "eval.yaml",
         evaluation,
-        generation={"max_new_tokens": 3, "batch_size": 2, "max_prompt_tokens": 256},
+        generation={"max_new_tokens": 3, "batch_size": 2, "max_prompt_tokens": 384},
+        retrieval={"top_k": 1},
+        knowledge={"token_budget": 200, "kg_dir": "", "ntriples": [str(root / "cardano.nt")]},
     )
-    EvaluationRun(load_config(config)).run()
-    return root / "run"
+    run = EvaluationRun(load_config(config))
+    run.run()
+    return run
+
+
+@pytest.fixture(scope="module")
+def run_folder(evaluation) -> Path:
+    """The run's folder (evaluate.py's --output-dir)."""
+    return evaluation.output_dir
 
 
 def export(capsys, *argv: str) -> tuple[int, str, str]:
     status = main(["export", *argv])
     captured = capsys.readouterr()
     return status, captured.out, captured.err
+
+
+def load(folder: Path, tmp_path: Path) -> datasets.Dataset:
+    """The export's split as ``datasets`` loads it, through the card's configs entry; its own cache
+    folder: offline, ``datasets`` would otherwise reuse the cached copy of an earlier folder of the same
+    name."""
+    return datasets.load_dataset(str(folder), cache_dir=str(tmp_path / "datasets-cache"))["test"]
 
 
 def files_of(folder: Path) -> dict[str, bytes]:
@@ -54,7 +94,7 @@ def test_the_dataset_holds_every_prediction_and_score_of_the_run(run_folder, tmp
     status, printed, err = export(capsys, "--run", str(run_folder), "--to", str(out))
     assert status == 0, err
     assert printed.strip() == str(out)
-    rows = datasets.load_dataset(str(out))["test"]  # the card's configs entry names the Parquet files
+    rows = load(out, tmp_path)  # the card's configs entry names the Parquet files
     predictions = {
         v: {r["id"]: r for r in read_records(run_folder / "predictions" / f"{v}.jsonl")} for v in VARIANTS
     }
@@ -170,3 +210,79 @@ def test_a_run_still_being_written_is_refused_in_one_line(run_folder, tmp_path, 
     assert line.startswith(f"error: {run_folder}: an evaluate.py run (or another export) is already using")
     assert f"(pid {process.pid})" in line
     assert export(capsys, "--run", str(run_folder), "--to", str(tmp_path / "out"))[0] == 0  # once it ended
+
+
+def knowledge_lines(context: str) -> set[str]:
+    """The KG sentences of a context as the model saw it (lower case): the lines after its header."""
+    _, _, knowledge = context.partition(KNOWLEDGE_HEADER + "\n")
+    return {line.lower() for line in knowledge.splitlines()}
+
+
+@pytest.mark.slow
+def test_the_retrieval_scores_triplets_and_kg_facts_are_the_stages_own(
+    evaluation, run_folder, tmp_path, capsys
+):
+    out = tmp_path / "dataset"
+    assert export(capsys, "--run", str(run_folder), "--to", str(out))[0] == 0
+    rows = load(out, tmp_path)
+    builder = evaluation.answerer.context_builder()
+    questions, pool, kg = rows["question"], evaluation.pool, VARIANTS[0]
+    for variant, method in ((kg, "graph"), ("RetrievedAnswer", "dense")):
+        hits = builder.hits(questions, method)  # ranked again
+        assert rows[f"{variant}/retrieved_ids"] == [[h.id for h in found] for found in hits]
+        for row, found in zip(rows, hits, strict=True):
+            assert row[f"{variant}/retrieval_scores"] == pytest.approx([h.score for h in found], abs=1e-6)
+    enhancer = builder.enhancer
+    enhancer.cache_dir = None  # enhanced again, not read from the run's cache
+    pairs = [
+        [QAPair(pool[i]["question"], pool[i]["answer"], i) for i in ids]
+        for ids in rows[f"{kg}/retrieved_ids"]
+    ]
+    in_context: list[bool] = []
+    for row, context in zip(rows, enhancer.enhance_batch(questions, pairs), strict=True):
+        shown = knowledge_lines(row[f"{kg}/context"])
+        assert context.extracted and all(t.source.startswith("spacy@pair=") for t in context.extracted)
+        assert row[f"{kg}/triplets/spacy"] == [
+            {
+                "head": t.head,
+                "relation": t.relation,
+                "tail": t.tail,
+                "pair": int(t.source.removeprefix("spacy@pair=")),
+                "in_context": verbalise([t])[0].text.lower() in shown,
+            }
+            for t in context.extracted
+        ]
+        facts = row[f"{kg}/kg_facts"]
+        assert [{k: f[k] for k in FACT_FIELDS} for f in facts] == [
+            dataclasses.asdict(f.fact) for f in context.facts
+        ]
+        for fact in facts:
+            relation = readable_relation(fact["relation_id"], fact["relation_label"])
+            sentence = verbalise([Triplet(fact["head_label"], relation, fact["tail_label"])])[0].text
+            assert fact["source"] == "kg:local" and fact["sentence"] == sentence
+            assert fact["in_context"] == (sentence.lower() in shown)
+            in_context.append(fact["in_context"])
+    found = {(f["head_id"], f["tail_id"]) for facts in rows[f"{kg}/kg_facts"] for f in facts}
+    assert (f"{EXAMPLE}cardano", f"{EXAMPLE}native-asset") in found
+    assert not any(tail == f"{EXAMPLE}iog" for _, tail in found)  # Input Output: not mentioned in C
+    assert True in in_context and False in in_context  # one fact shown, one cut by the token budget
+
+
+@pytest.mark.slow
+def test_lines_an_older_graphctx_wrote_give_nulls_in_the_new_columns(run_folder, tmp_path, capsys):
+    older = tmp_path / "run"
+    shutil.copytree(run_folder, older)
+    for variant in VARIANTS:
+        path = older / "predictions" / f"{variant}.jsonl"
+        lines = [{k: v for k, v in r.items() if k not in NEW_FIELDS} for r in read_records(path)]
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = tmp_path / "dataset"
+    assert export(capsys, "--run", str(older), "--to", str(out))[0] == 0
+    table = pq.read_table(out / "data" / "test-00000-of-00001.parquet")
+    for column in (
+        f"{VARIANTS[0]}/triplets/spacy",
+        f"{VARIANTS[0]}/kg_facts",
+        *(f"{v}/retrieval_scores" for v in VARIANTS),
+    ):
+        assert table.column(column).to_pylist() == [None, None], column
+    assert table.column(f"{VARIANTS[0]}/retrieved_ids").null_count == 0

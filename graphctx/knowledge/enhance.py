@@ -34,6 +34,7 @@ from graphctx.knowledge.entities import EntitySet, normalise_entity
 from graphctx.knowledge.extractors import build_extractor
 from graphctx.knowledge.kg import MAX_IDS_PER_SURFACE, Gazetteer, Lookup, SparqlKnowledgeGraph
 from graphctx.knowledge.mentions import MentionMatcher
+from graphctx.knowledge.provenance import SourcedFact, sourced_facts
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.knowledge.sparql import KGFact
 from graphctx.knowledge.triplets import ExtractorUnion, Triplet, TripletExtractor
@@ -42,13 +43,15 @@ from graphctx.knowledge.verbalise import Sentence, fact_to_triplet, verbalise
 if TYPE_CHECKING:
     from graphctx.knowledge.llm import GenerationModel
 
-CONTEXT_FORMAT = 2
-"""Bump when the enhanced context changes shape: part of the cache key."""
+CONTEXT_FORMAT = 3
+"""Bump when the enhanced context changes shape: part of the cache key. 3: τ^init and τ' kept
+(``extracted``, ``facts``)."""
 
 
 @dataclass(frozen=True)
 class EnhancedContext:
-    """C_enc for one query: the text, the pairs and sentences kept under the budget, and all of τ^f."""
+    """C_enc for one query: the text, the pairs and sentences kept under the budget, and all of τ^f; and
+    where it came from: τ^init per pair (``extracted``) and τ' with its KG ids (``facts``)."""
 
     text: str
     pairs: list[QAPair]
@@ -56,6 +59,11 @@ class EnhancedContext:
     sentences: list[Sentence]
     kg_lost_entities: list[str] = field(default_factory=list)
     """Entities (surface keys, KG ids) whose KG lookups failed: their facts are missing here."""
+    extracted: list[Triplet] = field(default_factory=list)
+    """τ^init: every extractor's triplets, ``source`` naming the extractors and the pair
+    (``spacy@pair=0``)."""
+    facts: list[SourcedFact] = field(default_factory=list)
+    """τ': the KG facts whose tail is in Ent(C), each with its backend and sentence."""
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -68,6 +76,8 @@ class EnhancedContext:
             triplets=[Triplet(**t) for t in payload["triplets"]],
             sentences=[Sentence(s["text"], Triplet(**s["triplet"])) for s in payload["sentences"]],
             kg_lost_entities=payload["kg_lost_entities"],
+            extracted=[Triplet(**t) for t in payload["extracted"]],
+            facts=[SourcedFact(KGFact(**f["fact"]), f["source"], f["sentence"]) for f in payload["facts"]],
         )
 
 
@@ -290,16 +300,23 @@ class Enhancer:
         lost: set[str],
     ) -> EnhancedContext:
         """τ' = the facts with a tail in Ent(C), τ^f = τ' ∪ τ^init, and C ⊕ S under the token budget."""
-        kg_triplets = list(
-            dict.fromkeys(fact_to_triplet(f, self.kg.name) for f in filter_one_hop(facts, entities))
-        )
+        one_hop_facts = filter_one_hop(facts, entities) if self.settings.enabled else []
+        kg_triplets = list(dict.fromkeys(fact_to_triplet(f, self.kg.name) for f in one_hop_facts))
         triplets = (
             combine(init, kg_triplets, self.settings.include_extracted) if self.settings.enabled else []
         )
         kept_pairs, sentences = fit_budget(
             pairs, verbalise(triplets), self.settings.token_budget, self.count_tokens
         )
-        return EnhancedContext(render(kept_pairs, sentences), kept_pairs, triplets, sentences, sorted(lost))
+        return EnhancedContext(
+            render(kept_pairs, sentences),
+            kept_pairs,
+            triplets,
+            sentences,
+            sorted(lost),
+            init,
+            sourced_facts(one_hop_facts, self.kg.name),
+        )
 
     def _facts(
         self, head_ids: list[list[str]], entity_sets: list[EntitySet], links: Lookup

