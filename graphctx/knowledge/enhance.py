@@ -31,7 +31,12 @@ from graphctx.cache import cache_root, fingerprint, read_entry, write_json_atomi
 from graphctx.knowledge.backends import build_gazetteer, build_knowledge_graph
 from graphctx.knowledge.budget import QAPair, TokenCounter, fit_budget, render
 from graphctx.knowledge.entities import EntitySet, normalise_entity
-from graphctx.knowledge.extractors import build_extractor
+from graphctx.knowledge.extractors import (
+    build_extractor,
+    plugin_fingerprints,
+    selected_extractors,
+    uses_generation_model,
+)
 from graphctx.knowledge.kg import MAX_IDS_PER_SURFACE, Gazetteer, Lookup, SparqlKnowledgeGraph
 from graphctx.knowledge.mentions import MentionMatcher
 from graphctx.knowledge.settings import KnowledgeSettings
@@ -94,6 +99,7 @@ _NOT_IN_CACHE_KEY = {
     "sparql_max_failure_share",
     "user_agent",
     "extra",  # the plug-in sources: the selected one is in the key by its name and fingerprint
+    "extractors_extra",  # the plug-in extractors: those named in ``extractors`` by their fingerprints
 }
 """Settings that change how the KG is asked, not what the context holds."""
 
@@ -127,6 +133,8 @@ class Enhancer:
         """The generation model's identity when it is the LLM extractor: part of the cache key."""
         self.gazetteer = gazetteer
         """The matcher's gazetteer, when it is read through the KG (its lost keys are reported)."""
+        self.extractor_plugins = plugin_fingerprints(settings)
+        """The fingerprints of the plug-in extractors: part of the cache key."""
 
     @classmethod
     def from_settings(
@@ -141,7 +149,7 @@ class Enhancer:
         from graphctx.knowledge.spacy_extractor import SpacyExtractor
 
         kg = build_knowledge_graph(settings)
-        needs_labels = settings.link_mentions or "spacy" in settings.extractors
+        needs_labels = settings.link_mentions or any(e.reads_labels for e in selected_extractors(settings))
         gazetteer = build_gazetteer(settings, kg) if needs_labels else None
         extractor = build_extractor(settings, generation_model, gazetteer)
         members = extractor.extractors if isinstance(extractor, ExtractorUnion) else [extractor]
@@ -164,7 +172,7 @@ class Enhancer:
             matcher,
             count_tokens,
             cache_root(settings.cache_dir or None) / "enhanced",
-            generation_model.identity if generation_model and settings.uses_generation_model else "",
+            generation_model.identity if generation_model and uses_generation_model(settings) else "",
             gazetteer,
         )
 
@@ -172,6 +180,8 @@ class Enhancer:
         if self.cache_dir is None:
             return None
         relevant = {k: v for k, v in dataclasses.asdict(self.settings).items() if k not in _NOT_IN_CACHE_KEY}
+        if self.extractor_plugins:  # a plug-in extractor's code and arguments (built-ins: their keys stay)
+            relevant["extractor_plugins"] = self.extractor_plugins
         kg_identity = str(getattr(self.kg, "path", getattr(getattr(self.kg, "client", None), "endpoint", "")))
         key = fingerprint(
             CONTEXT_FORMAT,

