@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import dataclasses
+from collections.abc import Collection
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar
 
 from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Range, check_own_fields
@@ -90,6 +92,15 @@ class KnowledgeSettings:
     ``wikidata`` (live SPARQL endpoint, the paper's), ``tagwiki`` (the site's tag wikis, synonyms and tag
     co-occurrence, from the site folder ``kg_dir``) or a plug-in's name (``extra``)."""
 
+    also: list[str] = field(default_factory=list)
+    """More knowledge sources beside ``backend`` (e.g. ``[tagwiki]`` beside ``wikidata`` or ``local``), each a
+    built-in's or plug-in's name: Ent(C) is linked in every source, and each KG fact names the source that
+    gave it (``kg:tagwiki``; ``kg:local+kg:wikidata`` where two give the same fact)."""
+
+    tagwiki_dir: str = ""
+    """Site folder of the ``tagwiki`` source (``""``: ``kg_dir``): set it when ``tagwiki`` is in ``also``
+    beside a backend that reads ``kg_dir``."""
+
     kg_dir: str = "../shared/data/kg"
     """Folder with ``software_entities.sql`` and ``debian_bookworm_packages.jsonl.gz`` for the local store
     (``""``: build it from ``ntriples`` alone)."""
@@ -156,6 +167,25 @@ class KnowledgeSettings:
     """Cache folder for the KG store, SPARQL responses and enhanced contexts (``""``: graphctx default). Not
     a config key: the run config sets it from the top-level ``cache_dir``."""
 
+    SET_ONLY: ClassVar[tuple[str, ...]] = ("also", "tagwiki_dir")
+    """Fields newer than the cache keys and answer fingerprints already written: part of them only when
+    set (:meth:`identity`), so that those keys stay valid."""
+
+    @property
+    def sources(self) -> list[str]:
+        """The knowledge sources asked for facts: ``backend``, then ``also``."""
+        return [self.backend, *self.also]
+
+    def identity(self, leave_out: Collection[str]) -> dict[str, Any]:
+        """The fields as cache keys and fingerprints hold them: less ``leave_out``, less each field of
+        :attr:`SET_ONLY` at its default."""
+        defaults = {f.name: f.default_factory() if f.default is MISSING else f.default for f in fields(self)}
+        return {
+            name: value
+            for name, value in dataclasses.asdict(self).items()
+            if name not in leave_out and not (name in self.SET_ONLY and value == defaults[name])
+        }
+
     @staticmethod
     def consistency(value: Any) -> list[tuple[str, str]]:
         """An unknown (with no plug-ins; theirs are checked once imported), repeated or missing extractor; an
@@ -168,6 +198,9 @@ class KnowledgeSettings:
             found.append(
                 ("extractors", f"{problem} in {names}; list one or more of {list(EXTRACTORS)}, each once")
             )
+        sources = [value.backend, *value.also]
+        if len(set(sources)) != len(sources):
+            found.append(("also", f"{value.also}: each source once, and not knowledge.backend again"))
         if value.kg_query not in KG_QUERIES:
             found.append(("kg_query", f"{value.kg_query!r} is not one of {list(KG_QUERIES)}"))
         if value.llm_gguf_file and not value.llm_model:

@@ -115,6 +115,10 @@ class ModelStack:
             {"key": f"{section}.{entry.name}", "what": f"{entry.class_path} (a plug-in, beyond the paper)"}
             for section, entry in plugins
         ]
+        if knowledge.also:
+            also = " + ".join(knowledge.also)
+            what = f"KG facts also from {also}, each naming its source (the paper: Wikidata alone)"
+            found.append({"key": "knowledge.also", "what": what})
         if not (knowledge.enabled and knowledge.link_mentions):
             return found
         linking = {

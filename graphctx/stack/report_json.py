@@ -9,7 +9,7 @@ from typing import Any
 
 from graphctx.baselines import STAND_INS
 from graphctx.generation.settings import GenerationSettings
-from graphctx.knowledge.backends import knowledge_source
+from graphctx.knowledge.backends import knowledge_source, selected_sources
 from graphctx.knowledge.extractors import ExtractorEntry
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics.registry import device_of
@@ -61,6 +61,11 @@ def stop_strings(kind: str) -> list[str]:
 def kg_source(knowledge: KnowledgeSettings) -> str:
     """The SPARQL endpoint of the ``wikidata`` backend, else the local KG folder."""
     return knowledge_source(knowledge).location()
+
+
+def kg_sources(knowledge: KnowledgeSettings) -> list[tuple[str, str]]:
+    """``(name, where it is read from)`` of ``knowledge.backend``, then of each of ``knowledge.also``."""
+    return [(source.name, source.location()) for source in selected_sources(knowledge)]
 
 
 def budget_unit(config: RunConfig) -> str:
@@ -135,6 +140,11 @@ def knowledge_json(stack: ModelStack) -> dict[str, Any]:
         "extractors": [extractor_json(stack, entry) for entry in stack.extractors],
         "backend": knowledge.backend,
         "source": kg_source(knowledge),
+        **(
+            {"also": [{"name": name, "source": where} for name, where in kg_sources(knowledge)[1:]]}
+            if knowledge.also
+            else {}
+        ),
         "link_mentions": knowledge.link_mentions,
         "token_budget": knowledge.token_budget,
         "budget_unit": budget_unit(stack.config),

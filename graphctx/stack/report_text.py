@@ -16,7 +16,7 @@ from graphctx.stack.model_stack import ModelStack
 from graphctx.stack.report_json import (
     budget_unit,
     evaluate_weights,
-    kg_source,
+    kg_sources,
     stop_strings,
     template_name,
 )
@@ -41,7 +41,7 @@ def plan_text(stack: ModelStack) -> str:
         stops_line(config),
         retrieval_line(stack) + mark("retrieval.embedding_model"),
         f"  extractors   {extractors_text(stack)}" + mark("knowledge.extractors"),
-        f"  knowledge    {config.knowledge.backend} {kg_source(config.knowledge)}; "
+        f"  knowledge    {' + '.join(f'{n} {where}' for n, where in kg_sources(config.knowledge))}; "
         f"budget {config.knowledge.token_budget} {budget_unit(config)}" + mark("knowledge.backend"),
         *metric_lines,
         callback_line(config),
@@ -173,6 +173,7 @@ def _stage_descriptions(stack: ModelStack) -> dict[str, str]:
     stages = {
         "Answers": f"{stack.generation.source}, {evaluate_weights(config)}" + stage("model.spec.source"),
         "Retrieval": f"{config.retrieval.embedding_model}" + stage("retrieval.embedding_model"),
-        "Knowledge": f"{knowledge.backend} ({kg_source(knowledge)})" + stage("knowledge.backend"),
+        "Knowledge": " + ".join(f"{n} ({where})" for n, where in kg_sources(knowledge))
+        + stage("knowledge.backend"),
     }
     return stages | {entry.title or entry.name: entry.description() for entry in stack.metrics}

@@ -25,7 +25,7 @@ from graphctx.evaluation.matrix.layout import RunLayout
 from graphctx.evaluation.matrix.metric_fingerprints import changed, metric_parts
 from graphctx.evaluation.matrix.stale import StaleArea
 from graphctx.folder_lock import LOCK_FILE
-from graphctx.knowledge.backends import knowledge_source
+from graphctx.knowledge.backends import also_fingerprints, knowledge_source
 from graphctx.knowledge.extractors import plugin_fingerprints
 from graphctx.model.loading import adapter_weights
 from graphctx.pipeline.answerer import decoded_weights
@@ -167,10 +167,13 @@ class ResumeGuard:
                 parts["retriever"] = plugin
             parts["retrieval"] = _settings(config.retrieval, SPEED_ONLY["retrieval"] | idle_modes(config))
             parts["retrieval"]["numerics"] = retrieval_numerics(config.retrieval)  # auto resolved
-            parts["knowledge"] = _settings(config.knowledge, SPEED_ONLY["knowledge"])
+            parts["knowledge"] = config.knowledge.identity(SPEED_ONLY["knowledge"])
             source = knowledge_source(config.knowledge).fingerprint()
             if source:  # a plug-in knowledge source: its code and arguments
                 parts["knowledge_source"] = source
+            also = also_fingerprints(config.knowledge)
+            if also:  # plug-in sources in knowledge.also: their code and arguments
+                parts["also_sources"] = also
             extractors = plugin_fingerprints(config.knowledge)
             if extractors:  # plug-in triplet extractors: their code and arguments
                 parts["extractor_plugins"] = extractors
