@@ -14,7 +14,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from graphctx.knowledge.extractors import build_extractor
+from graphctx.knowledge.extractors import build_extractor, uses_generation_model
 from graphctx.knowledge.llm import LLM_TRIPLET_PROMPT, GenerationModel, LLMExtractor
 from graphctx.knowledge.rebel import REBEL_MARKERS, RebelExtractor
 from graphctx.knowledge.settings import KnowledgeSettings
@@ -212,7 +212,7 @@ def test_build_extractor_lends_the_generation_model_to_the_llm_extractor(tmp_pat
         rebel_max_new_tokens=4,
         llm_max_new_tokens=4,
     )
-    assert settings.uses_generation_model
+    assert uses_generation_model(settings)
     union = build_extractor(settings, lent)
     assert isinstance(union, ExtractorUnion) and union.name == "rebel+llm"
     rebel, llm = union.extractors

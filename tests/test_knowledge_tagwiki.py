@@ -238,3 +238,54 @@ def test_a_plugin_knowledge_source_is_selected_by_name_and_fingerprinted(
         ConfigError, match=r"^[^\n]*knowledge.backend: unknown backend 'own'; choose from \['local'"
     ):
         load_config(tiny, ["--knowledge.backend", "own"])
+
+
+def test_sources_alongside_the_backend_each_name_their_facts(tagwiki_settings, tmp_path, monkeypatch):
+    """``knowledge.also``: a second source's facts join the backend's, each sentence naming the source that
+    gave it, with labels linked through both; the cache key, plan and fingerprint name every source."""
+    from graphctx.evaluation.matrix.resume_guard import ResumeGuard
+    from graphctx.knowledge.budget import TokenCounter
+    from graphctx.pipeline.config_file import load_config
+    from graphctx.prompts import VARIANTS
+    from graphctx.stack.model_stack import ModelStack
+    from graphctx.stack.report import plan_json, plan_text
+
+    questions = "".join(
+        f'<row Id="{i}" PostTypeId="1" Tags="|{tag}|haskell|" Title="q" Body="b" />'
+        for i, tag in enumerate(["plutus", "plutus", "zzlang", "zzlang"])
+    )
+    tags = "".join(f'<row Id="{i}" TagName="{t}" />' for i, t in enumerate(["plutus", "haskell", "zzlang"]))
+    other = _site(tmp_path / "plutus", tags, questions)
+    other_settings = KnowledgeSettings(backend="tagwiki", kg_dir=str(other), cache_dir=str(tmp_path / "c"))
+    (tmp_path / "ownkg.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    extra = [{"class_path": "ownkg.OwnTriples", "init_args": {"path": str(tagwiki_ntriples(other_settings))}}]
+    both = KnowledgeSettings(**{**vars(tagwiki_settings), "also": ["own_triples"], "extra": extra})
+    words = TokenCounter("words", str.split)
+    enhancer = build_enhancer(both, words)
+    pair = QAPair(
+        "Yoroi or Daedalus for Plutus?", "Yoroi is a light wallet; Plutus and Zzlang are Haskell.", 1
+    )
+    context = enhancer.enhance("Which wallet?", [pair])
+    sources = {s.text: s.triplet.source for s in context.sentences if s.triplet.source.startswith("kg:")}
+    assert sources["yoroi is often asked about together with wallet."] == "kg:tagwiki"
+    assert sources["zzlang is often asked about together with haskell."] == "kg:local"  # the plug-in's store
+    assert sources["plutus is often asked about together with haskell."] == "kg:tagwiki+kg:local"  # both
+    alone = build_enhancer(tagwiki_settings, words)
+    assert alone._cache_file("q", [pair]) != enhancer._cache_file("q", [pair])
+    assert not any("zzlang" in s.text for s in alone.enhance("Which wallet?", [pair]).sentences)
+
+    tiny = Path(__file__).resolve().parents[1] / "configs" / "tiny.yaml"
+    overrides = ["--knowledge.also", "[own_triples]", "--knowledge.extra", json.dumps(extra)]
+    config = load_config(tiny, [*overrides, "--cache_dir", str(tmp_path / "cache")])
+    text = plan_text(ModelStack(config))
+    assert f"  knowledge    local ../shared/data/kg + own_triples {extra[0]['init_args']['path']};" in text
+    assert "  extension    knowledge.also: KG facts also from own_triples, each naming its source" in text
+    assert plan_json(ModelStack(config))["knowledge"]["also"][0]["name"] == "own_triples"
+    parts = ResumeGuard(config, None, None).prediction_fingerprint(VARIANTS["Base-GraphContextGen"])
+    assert parts["knowledge"]["also"] == ["own_triples"] and "tagwiki_dir" not in parts["knowledge"]
+    assert parts["also_sources"]["own_triples"]["class_path"] == "ownkg.OwnTriples"
+    with pytest.raises(ConfigError, match=r"knowledge\.also: unknown backend \['nope'\]; choose from"):
+        load_config(tiny, ["--knowledge.also", "[nope]"])
+    with pytest.raises(ConfigError, match=r"knowledge\.also: \['local'\]: each source once"):
+        load_config(tiny, ["--knowledge.also", "[local]"])

@@ -1,5 +1,5 @@
-"""The retriever registry: BM25 and PPR+BM25 fusion answer with exactly the rankings retrieval-eval judges,
-a variant ``<variant>@<retriever>`` answers with any of them (a plug-in's too), and its answers are
+"""The retriever registry: retrieval-eval ranks with the answering retrievers (a plug-in's too) and gets their
+hits, a variant ``<variant>@<retriever>`` answers with any of them (a plug-in's too), and its answers are
 fingerprinted by what retrieved them."""
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ import torch
 
 from graphctx.errors import ConfigError
 from graphctx.evaluation.matrix.resume_guard import ResumeGuard
-from graphctx.evaluation.retrieval_eval.judge import Pool, Queries, bm25_ranking, fused_ranking, graph_ranking
+from graphctx.evaluation.retrieval_eval.judge import Pool, Queries, evaluate_retrieval, registry_rankings
+from graphctx.evaluation.retrieval_eval.report import write_report
 from graphctx.pipeline.config_file import load_config
 from graphctx.prompts import get_variants, retriever_twin
 from graphctx.retrieval.index import build_index
-from graphctx.retrieval.registry import FUSION_DEPTH, PoolView, retriever_entries
+from graphctx.retrieval.registry import PoolView, retriever_entries
 from graphctx.retrieval.settings import RetrievalSettings
 
 TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny.yaml"
@@ -39,6 +40,25 @@ def pool(tmp_path_factory) -> tuple[list[int], RetrievalSettings, str]:
     return [10 + i for i in range(len(POOL))], settings, str(tmp_path_factory.mktemp("cache"))
 
 
+def write_plugin(folder: Path) -> Path:
+    """``folder`` holding ``myretrievers.LastFirst``: the last ``count`` pool questions for any query."""
+    (folder / "myretrievers.py").write_text(
+        "from graphctx.retrieval.registry import PluginRetriever\n"
+        "from graphctx.retrieval.retriever import Hit\n\n"
+        "class LastFirst(PluginRetriever):\n"
+        "    name = 'last_first'\n\n"
+        "    def __init__(self, settings, count: int = 2):\n"
+        "        super().__init__(settings)\n"
+        "        self.count = count\n\n"
+        "    def build(self, pool):\n"
+        "        class Ranker:\n"
+        "            def retrieve(_, queries):\n"
+        "                return [[Hit(i, 1.0) for i in pool.ids[::-1][: self.count]] for _ in queries]\n"
+        "        return Ranker()\n"
+    )
+    return folder
+
+
 def view(ids, settings, cache) -> PoolView:
     def index(method: str):
         return build_index(ids, POOL, dataclasses.replace(settings, method=method), cache)
@@ -46,30 +66,47 @@ def view(ids, settings, cache) -> PoolView:
     return PoolView(ids, POOL, index)
 
 
-def test_bm25_and_hybrid_answer_with_the_rankings_retrieval_eval_judges(pool):
+def judged(ids, settings, cache) -> tuple[Pool, Queries]:
+    """The pool and QUERIES as retrieval-eval holds them: embedded once, by the answering encoder."""
+    graph = retriever_entries(settings)["graph"].build(view(ids, settings, cache))
+    relevance = [{12: 2}, {16: 2, 15: 1}, {14: 1}]
+    return Pool(ids, POOL, graph.index.embeddings), Queries(
+        [0, 1, 2], QUERIES, graph.embed(QUERIES), relevance
+    )
+
+
+def test_retrieval_eval_ranks_with_the_answering_retrievers_hits(pool):
     ids, settings, cache = pool
     entries = retriever_entries(settings)
     assert list(entries) == ["graph", "dense", "bm25", "hybrid"]
+    rankings = registry_rankings(*judged(ids, settings, cache), settings, settings.top_k)
+    assert list(rankings) == list(entries)
+    for name, entry in entries.items():  # the answering path embeds the queries itself
+        hits = entry.build(view(ids, settings, cache)).retrieve(QUERIES)
+        assert rankings[name][0] == [[hit.id for hit in row] for row in hits], name
     bm25 = entries["bm25"].build(view(ids, settings, cache)).retrieve(QUERIES)
-    hybrid = entries["hybrid"].build(view(ids, settings, cache)).retrieve(QUERIES)
-
-    graph_index = view(ids, settings, cache).index("graph")
-    queries = Queries(
-        [0, 1, 2], QUERIES, entries["graph"].build(view(ids, settings, cache)).embed(QUERIES), []
-    )
-    judged = Pool(ids, POOL, graph_index.embeddings)
-    judged_bm25 = bm25_ranking(judged, queries, FUSION_DEPTH)
-    judged_graph, _ = graph_ranking(judged, queries, settings, settings.threshold, FUSION_DEPTH)
-    judged_hybrid = fused_ranking([judged_graph, judged_bm25], FUSION_DEPTH)
-    top = settings.top_k
-    assert [[hit.id for hit in row] for row in bm25] == [
-        [i for i in row[:top] if i >= 0] for row in judged_bm25
-    ]
-    assert [[hit.id for hit in row] for row in hybrid] == [
-        [i for i in row[:top] if i >= 0] for row in judged_hybrid
-    ]
     assert bm25[1][0].id == 16  # "cardano-cli ... fee error" shares the rare terms
     assert all(hit.score > 0 for row in bm25 for hit in row)
+
+
+def test_a_plugin_retriever_is_judged_by_retrieval_eval(tmp_path, monkeypatch, pool):
+    ids, settings, cache = pool
+    monkeypatch.syspath_prepend(str(write_plugin(tmp_path)))
+    extra = [{"class_path": "myretrievers.LastFirst", "init_args": {"count": 2}}]
+    with_plugin = dataclasses.replace(settings, extra=extra)
+    evaluation = evaluate_retrieval(*judged(ids, settings, cache), with_plugin, [0.5], [1, 3], n_resamples=20)
+    last_first = evaluation.methods[-1]
+    assert last_first.method == "last_first" and last_first.threshold is None
+    assert last_first.ranking == [[17, 16]] * 3 and last_first.metrics["recall@3"].mean == pytest.approx(
+        0.5 / 3
+    )
+    assert set(last_first.versus_graph) == set(evaluation.metric_names)
+    document = write_report(evaluation, {"split": "test"}, tmp_path / "report")
+    assert "last_first" in document["methods"]
+    run = (tmp_path / "report" / "trec" / "run.last_first.txt").read_text().splitlines()
+    assert run[0].split()[:4] == ["0", "Q0", "17", "1"] and run[-1].endswith("graphctx.last_first")
+    markdown = (tmp_path / "report" / "results.md").read_text()
+    assert "| last_first |  |" in markdown and "| last_first − graph |" in markdown
 
 
 def test_a_retriever_variant_is_its_variants_prompt_with_other_pairs():
@@ -97,21 +134,7 @@ def test_an_unknown_retriever_in_a_variant_is_one_line_naming_the_setting():
 
 def test_a_plugin_retriever_answers_and_is_in_its_answers_fingerprint(tmp_path, monkeypatch, pool):
     ids, settings, cache = pool
-    (tmp_path / "myretrievers.py").write_text(
-        "from graphctx.retrieval.registry import PluginRetriever\n"
-        "from graphctx.retrieval.retriever import Hit\n\n"
-        "class LastFirst(PluginRetriever):\n"
-        "    name = 'last_first'\n\n"
-        "    def __init__(self, settings, count: int = 2):\n"
-        "        super().__init__(settings)\n"
-        "        self.count = count\n\n"
-        "    def build(self, pool):\n"
-        "        class Ranker:\n"
-        "            def retrieve(_, queries):\n"
-        "                return [[Hit(i, 1.0) for i in pool.ids[::-1][: self.count]] for _ in queries]\n"
-        "        return Ranker()\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(write_plugin(tmp_path)))
     extra = '[{"class_path": "myretrievers.LastFirst", "init_args": {"count": 2}}]'
     config = load_config(
         TINY, ["--retrieval.extra", extra, "--evaluation.variants", "[Base-TextGen, Base-TextGen@last_first]"]

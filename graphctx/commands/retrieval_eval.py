@@ -1,4 +1,5 @@
-"""Judge retrieval against the dump's own links: graph PPR, dense, BM25 and a hybrid, and a sweep of T.
+"""Judge retrieval against the dump's own links: every retriever of the registry (graph PPR, dense, BM25,
+the hybrid and the config's ``retrieval.extra`` plug-ins), and a sweep of T.
 
 Queries are the evaluated split's questions linked (PostLinks.xml: duplicate = 2, linked = 1) to older
 pool questions (see graphctx.evaluation.retrieval_eval.queries for what is counted and why). Writes

@@ -3,7 +3,8 @@ in or plugged in from a user's package, is a :class:`KnowledgeSource` that opens
 mention-linking gazetteer.
 
 Built in: ``local`` (the embedded pyoxigraph store), ``wikidata`` (live SPARQL; the paper's) and ``tagwiki``
-(the site's own tag wikis, synonyms and tag co-occurrence, :mod:`graphctx.knowledge.tagwiki`). A config
+(the site's own tag wikis, synonyms and tag co-occurrence, :mod:`graphctx.knowledge.tagwiki`). More
+sources may join the backend's facts (``knowledge.also: [tagwiki]``; each fact names its source). A config
 adds its own LightningCLI style and selects it by name::
 
     knowledge:
@@ -15,10 +16,11 @@ adds its own LightningCLI style and selects it by name::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from graphctx.errors import ConfigError
-from graphctx.knowledge.kg import Gazetteer, SparqlKnowledgeGraph
+from graphctx.knowledge.kg import Gazetteer, GazetteerUnion, SparqlKnowledgeGraph
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.plugins import load_plugins, source_fingerprint
 
@@ -78,6 +80,9 @@ class WikidataSource(KnowledgeSource):
 class TagWikiSource(KnowledgeSource):
     name = "tagwiki"
 
+    def location(self) -> str:
+        return self.settings.tagwiki_dir or self.settings.kg_dir
+
     def open(self) -> SparqlKnowledgeGraph:
         from graphctx.knowledge.tagwiki import TagWikiKnowledgeGraph
 
@@ -106,14 +111,20 @@ def knowledge_sources(settings: KnowledgeSettings) -> dict[str, KnowledgeSource]
     return sources | {source.name: source for source in plugins}
 
 
+def selected_sources(settings: KnowledgeSettings) -> list[KnowledgeSource]:
+    """The sources ``knowledge.backend`` and ``knowledge.also`` name, in that order."""
+    sources = knowledge_sources(settings)
+    for key, names in (("knowledge.backend", [settings.backend]), ("knowledge.also", settings.also)):
+        unknown = [name for name in names if name not in sources]
+        if unknown:
+            shown = repr(unknown[0]) if key == "knowledge.backend" else unknown
+            raise ConfigError(f"{key}: unknown backend {shown}; choose from {list(sources)}")
+    return [sources[name] for name in settings.sources]
+
+
 def knowledge_source(settings: KnowledgeSettings) -> KnowledgeSource:
     """The source ``knowledge.backend`` names."""
-    sources = knowledge_sources(settings)
-    if settings.backend not in sources:
-        raise ConfigError(
-            f"knowledge.backend: unknown backend {settings.backend!r}; choose from {list(sources)}"
-        )
-    return sources[settings.backend]
+    return selected_sources(settings)[0]
 
 
 def build_knowledge_graph(settings: KnowledgeSettings) -> SparqlKnowledgeGraph:
@@ -121,7 +132,22 @@ def build_knowledge_graph(settings: KnowledgeSettings) -> SparqlKnowledgeGraph:
     return knowledge_source(settings).open()
 
 
-def build_gazetteer(settings: KnowledgeSettings, kg: SparqlKnowledgeGraph | None = None) -> Gazetteer:
-    """The mention-linking gazetteer of ``knowledge.backend`` (read through ``kg`` where it has none of its
-    own)."""
-    return knowledge_source(settings).gazetteer(kg)
+def build_knowledge_graphs(settings: KnowledgeSettings) -> list[SparqlKnowledgeGraph]:
+    """The knowledge graphs of ``knowledge.backend`` and ``knowledge.also``, in that order."""
+    return [source.open() for source in selected_sources(settings)]
+
+
+def build_gazetteer(
+    settings: KnowledgeSettings, kg: SparqlKnowledgeGraph | Sequence[SparqlKnowledgeGraph] | None = None
+) -> Gazetteer:
+    """The mention-linking gazetteer of ``knowledge.backend`` and ``knowledge.also`` (united, the backend's
+    label first), each read through its opened graph in ``kg`` where it has none of its own."""
+    sources = selected_sources(settings)
+    graphs = [kg] if isinstance(kg, SparqlKnowledgeGraph) else list(kg or [None] * len(sources))
+    members = [source.gazetteer(graph) for source, graph in zip(sources, graphs, strict=True)]
+    return members[0] if len(members) == 1 else GazetteerUnion(members)
+
+
+def also_fingerprints(settings: KnowledgeSettings) -> dict[str, Any]:
+    """The fingerprints of the plug-in sources in ``knowledge.also`` (built-ins have none)."""
+    return {source.name: part for source in selected_sources(settings)[1:] if (part := source.fingerprint())}

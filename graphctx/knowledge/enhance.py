@@ -28,10 +28,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graphctx.cache import cache_root, fingerprint, read_entry, write_json_atomic
-from graphctx.knowledge.backends import build_gazetteer, build_knowledge_graph
+from graphctx.knowledge.backends import also_fingerprints, build_gazetteer, build_knowledge_graphs
 from graphctx.knowledge.budget import QAPair, TokenCounter, fit_budget, render
 from graphctx.knowledge.entities import EntitySet, normalise_entity
-from graphctx.knowledge.extractors import build_extractor
+from graphctx.knowledge.extractors import (
+    build_extractor,
+    plugin_fingerprints,
+    selected_extractors,
+    uses_generation_model,
+)
 from graphctx.knowledge.kg import MAX_IDS_PER_SURFACE, Gazetteer, Lookup, SparqlKnowledgeGraph
 from graphctx.knowledge.mentions import MentionMatcher
 from graphctx.knowledge.provenance import SourcedFact, sourced_facts
@@ -104,8 +109,15 @@ _NOT_IN_CACHE_KEY = {
     "sparql_max_failure_share",
     "user_agent",
     "extra",  # the plug-in sources: the selected one is in the key by its name and fingerprint
+    "extractors_extra",  # the plug-in extractors: those named in ``extractors`` by their fingerprints
 }
 """Settings that change how the KG is asked, not what the context holds."""
+
+
+def _kg_identity(kg: SparqlKnowledgeGraph) -> str:
+    """Which store or endpoint a KG reads: its store folder's name, or the endpoint URL."""
+    identity = str(getattr(kg, "path", getattr(getattr(kg, "client", None), "endpoint", "")))
+    return Path(identity).name or identity
 
 
 def _read_context(path: Path) -> EnhancedContext:
@@ -126,10 +138,13 @@ class Enhancer:
         cache_dir: Path | None = None,
         model_identity: str = "",
         gazetteer: Gazetteer | None = None,
+        also: Sequence[SparqlKnowledgeGraph] = (),
     ) -> None:
         self.settings = settings
         self.extractor = extractor
         self.kg = kg
+        self.kgs = [kg, *also]
+        """The knowledge graphs asked for facts: ``knowledge.backend``'s, then ``knowledge.also``'s."""
         self.matcher = matcher
         self.count_tokens = count_tokens
         self.cache_dir = cache_dir
@@ -137,6 +152,10 @@ class Enhancer:
         """The generation model's identity when it is the LLM extractor: part of the cache key."""
         self.gazetteer = gazetteer
         """The matcher's gazetteer, when it is read through the KG (its lost keys are reported)."""
+        self.extractor_plugins = plugin_fingerprints(settings)
+        """The fingerprints of the plug-in extractors: part of the cache key."""
+        self.also_plugins = also_fingerprints(settings) if also else {}
+        """The fingerprints of the plug-in sources of ``knowledge.also``: part of the cache key."""
 
     @classmethod
     def from_settings(
@@ -150,9 +169,9 @@ class Enhancer:
         from graphctx.knowledge.mentions import english_words
         from graphctx.knowledge.spacy_extractor import SpacyExtractor
 
-        kg = build_knowledge_graph(settings)
-        needs_labels = settings.link_mentions or "spacy" in settings.extractors
-        gazetteer = build_gazetteer(settings, kg) if needs_labels else None
+        kg, *also = build_knowledge_graphs(settings)
+        needs_labels = settings.link_mentions or any(e.reads_labels for e in selected_extractors(settings))
+        gazetteer = build_gazetteer(settings, [kg, *also]) if needs_labels else None
         extractor = build_extractor(settings, generation_model, gazetteer)
         members = extractor.extractors if isinstance(extractor, ExtractorUnion) else [extractor]
         matcher = None
@@ -174,20 +193,25 @@ class Enhancer:
             matcher,
             count_tokens,
             cache_root(settings.cache_dir or None) / "enhanced",
-            generation_model.identity if generation_model and settings.uses_generation_model else "",
+            generation_model.identity if generation_model and uses_generation_model(settings) else "",
             gazetteer,
+            also,
         )
 
     def _cache_file(self, query: str, pairs: Sequence[QAPair]) -> Path | None:
         if self.cache_dir is None:
             return None
-        relevant = {k: v for k, v in dataclasses.asdict(self.settings).items() if k not in _NOT_IN_CACHE_KEY}
-        kg_identity = str(getattr(self.kg, "path", getattr(getattr(self.kg, "client", None), "endpoint", "")))
+        relevant = self.settings.identity(_NOT_IN_CACHE_KEY)
+        if self.extractor_plugins:  # a plug-in extractor's code and arguments (built-ins: their keys stay)
+            relevant["extractor_plugins"] = self.extractor_plugins
+        if len(self.kgs) > 1:  # knowledge.also: each source's name, identity and plug-in fingerprint
+            relevant["also_sources"] = [[kg.name, _kg_identity(kg)] for kg in self.kgs[1:]]
+            relevant["also_plugins"] = self.also_plugins
         key = fingerprint(
             CONTEXT_FORMAT,
             relevant,
             self.kg.name,
-            Path(kg_identity).name or kg_identity,
+            _kg_identity(self.kg),
             self.model_identity,
             self.count_tokens.name,
             query,
@@ -235,12 +259,15 @@ class Enhancer:
         surfaces_per_query = [
             self._surfaces(texts, init) for texts, init in zip(texts_per_query, init_per_query, strict=True)
         ]
-        links = (
-            self.kg.link_all({s for surfaces in surfaces_per_query for s in surfaces})
-            if self.settings.enabled
-            else Lookup()
-        )
-        capped = {key: ids[:MAX_IDS_PER_SURFACE] for key, ids in links.found.items()}
+        asked = {s for surfaces in surfaces_per_query for s in surfaces}
+        links = [kg.link_all(asked) if self.settings.enabled else Lookup() for kg in self.kgs]
+        capped: dict[str, list[str]] = {}
+        for lookup in links:  # each source's ids (at most MAX_IDS_PER_SURFACE), the backend's first
+            for key, ids in lookup.found.items():
+                capped.setdefault(key, []).extend(
+                    i for i in ids[:MAX_IDS_PER_SURFACE] if i not in capped[key]
+                )
+        links_lost = set().union(*(lookup.lost for lookup in links))
         entity_sets = [EntitySet.from_surfaces(surfaces, capped) for surfaces in surfaces_per_query]
         head_ids = [
             sorted({i for e in entities.linked()[: self.settings.max_entities] for i in e.ids})
@@ -258,7 +285,7 @@ class Enhancer:
             candidates_per_query,
             strict=True,
         ):
-            lost = lost | (set(entities.entities) & links.lost)
+            lost = lost | (set(entities.entities) & links_lost)
             lost |= {key for key in map(normalise_entity, candidates) if key in gazetteer_lost}
             contexts.append(self._context(pairs, init, entities, facts, lost))
         return contexts
@@ -296,12 +323,23 @@ class Enhancer:
         pairs: Sequence[QAPair],
         init: list[Triplet],
         entities: EntitySet,
-        facts: list[KGFact],
+        facts: list[tuple[str, KGFact]],
         lost: set[str],
     ) -> EnhancedContext:
-        """τ' = the facts with a tail in Ent(C), τ^f = τ' ∪ τ^init, and C ⊕ S under the token budget."""
-        one_hop_facts = filter_one_hop(facts, entities) if self.settings.enabled else []
-        kg_triplets = list(dict.fromkeys(fact_to_triplet(f, self.kg.name) for f in one_hop_facts))
+        """τ' = the facts with a tail in Ent(C), τ^f = τ' ∪ τ^init, and C ⊕ S under the token budget; a
+        fact two sources give appears once, naming both (``kg:local+kg:wikidata``)."""
+        one_hop_facts = [
+            (source, fact)
+            for source, fact in (facts if self.settings.enabled else [])
+            if filter_one_hop([fact], entities)
+        ]
+        sources: dict[tuple[str, str, str], list[str]] = {}
+        for source, fact in one_hop_facts:
+            triplet = fact_to_triplet(fact, source)
+            names = sources.setdefault((triplet.head, triplet.relation, triplet.tail), [])
+            if source not in names:
+                names.append(source)
+        kg_triplets = [Triplet(*fact, "+".join(names)) for fact, names in sources.items()]
         triplets = (
             combine(init, kg_triplets, self.settings.include_extracted) if self.settings.enabled else []
         )
@@ -315,21 +353,37 @@ class Enhancer:
             sentences,
             sorted(lost),
             init,
-            sourced_facts(one_hop_facts, self.kg.name),
+            sourced_facts(one_hop_facts),
         )
 
     def _facts(
-        self, head_ids: list[list[str]], entity_sets: list[EntitySet], links: Lookup
+        self, head_ids: list[list[str]], entity_sets: list[EntitySet], links: list[Lookup]
+    ) -> tuple[list[list[tuple[str, KGFact]]], list[set[str]]]:
+        """Per query: candidate facts for τ' (filtered again by :func:`filter_one_hop`), each with the
+        name of the source that gave it, asking each source for the heads it linked; and heads lost."""
+        facts: list[list[tuple[str, KGFact]]] = [[] for _ in head_ids]
+        lost: list[set[str]] = [set() for _ in head_ids]
+        for kg, lookup in zip(self.kgs, links, strict=True):
+            own = {i for ids in lookup.found.values() for i in ids}
+            heads = [[i for i in ids if i in own] for ids in head_ids]
+            found, missed = self._facts_of(kg, heads, entity_sets, lookup)
+            for query, (query_facts, query_lost) in enumerate(zip(found, missed, strict=True)):
+                facts[query] += [(kg.name, fact) for fact in query_facts]
+                lost[query] |= query_lost
+        return facts, lost
+
+    def _facts_of(
+        self, kg: SparqlKnowledgeGraph, head_ids: list[list[str]], entity_sets: list[EntitySet], links: Lookup
     ) -> tuple[list[list[KGFact]], list[set[str]]]:
-        """Per query: candidate facts for τ' (filtered again by :func:`filter_one_hop`) and heads lost."""
+        """One source's facts per query (``kg_query``: between the heads and Ent(C)'s ids, or one hop)."""
         if self.settings.kg_query == "between":
             tails = [
                 sorted({i for key in entities.entities for i in links.found.get(key, ())})
                 for entities in entity_sets
             ]
             requests = [(heads, t) for heads, t in zip(head_ids, tails, strict=True)]
-            return self.kg.facts_between(requests)
-        result = self.kg.one_hop_all(sorted({i for ids in head_ids for i in ids}))
+            return kg.facts_between(requests)
+        result = kg.one_hop_all(sorted({i for ids in head_ids for i in ids}))
         facts = [[f for i in ids for f in result.found.get(i, [])] for ids in head_ids]
         return facts, [set(ids) & result.lost for ids in head_ids]
 

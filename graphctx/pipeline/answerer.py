@@ -12,7 +12,7 @@ and the benchmarks all answer through it. Models: the Answerer holds at most one
 the first time it is needed (:meth:`Answerer.model`) and kept until :meth:`Answerer.release` or until a
 model of the other kind is asked for, which is loaded only after the held one is freed. The base model is
 also the one lent to the LLM triplet extractor when ``knowledge.llm_model`` is ``""``
-(:attr:`~graphctx.knowledge.settings.KnowledgeSettings.uses_generation_model`). Where models come from is a
+(:func:`~graphctx.knowledge.extractors.uses_generation_model`). Where models come from is a
 :class:`ModelSource`: :class:`LoadedModels` loads them from a run config; the validation callback lends the
 training model itself.
 """
@@ -31,7 +31,7 @@ from graphctx.generation.decoder import Answer, Generated, Generator
 from graphctx.generation.loading import BaseWeights, load_generation_model
 from graphctx.generation.settings import GenerationSettings
 from graphctx.knowledge.enhance import EnhancedContext
-from graphctx.knowledge.extractors import build_extractor
+from graphctx.knowledge.extractors import build_extractor, uses_generation_model
 from graphctx.knowledge.llm import GenerationModel
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.model.loading import release_memory
@@ -177,7 +177,7 @@ class Answerer:
 
     def lent_base(self) -> GenerationModel | None:
         """The base model, when the LLM extractor is the generation model (else None, nothing loaded)."""
-        return self.model("base") if self.settings.knowledge.uses_generation_model else None
+        return self.model("base") if uses_generation_model(self.settings.knowledge) else None
 
     # ---- contexts ------------------------------------------------------------------------------------
     def context_builder(self) -> ContextBuilder:

@@ -28,6 +28,7 @@ from graphctx.errors import ConfigError
 from graphctx.evaluation_settings import EvaluationSettings
 from graphctx.generation.settings import GenerationSettings
 from graphctx.knowledge.backends import knowledge_source
+from graphctx.knowledge.extractors import selected_extractors
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.model.settings import TunerSettings
 from graphctx.pipeline.run_config import RunConfig
@@ -353,6 +354,7 @@ def load_config(
     try:  # plug-ins are imported and checked here, named by the file
         config.metric_entries  # noqa: B018
         knowledge_source(config.knowledge)
+        selected_extractors(config.knowledge)
         for variant in get_variants(config.evaluation.variants):
             if variant.retrieval != "none":
                 entry_named(config.retriever_entries, variant.retrieval, "evaluation.variants")

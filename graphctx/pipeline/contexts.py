@@ -130,7 +130,7 @@ class ContextBuilder:
             on_cuda = resolve_device(self.retrieval.device).type == "cuda"
             device = self.processes.device if on_cuda else None
             texts = [row["question"] for row in self.pool.values()]
-            pool = PoolView(list(self.pool), texts, self.index, device)
+            pool = PoolView(list(self.pool), texts, self.index, device=device)
             self._retrievers[method] = entry.build(pool)
         return self._retrievers[method]
 

@@ -27,7 +27,7 @@ from graphctx.retrieval.settings import RetrievalSettings
 
 if TYPE_CHECKING:  # the retrievers import torch: only when one is built
     from graphctx.retrieval.index import RetrievalIndex
-    from graphctx.retrieval.retriever import Retriever
+    from graphctx.retrieval.retriever import QueryEmbedder, Retriever
 
 FUSION_DEPTH = 100
 """How deep ``hybrid`` ranks with each of PageRank and BM25 before fusing (retrieval-eval's default)."""
@@ -36,13 +36,15 @@ FUSION_DEPTH = 100
 @dataclass(frozen=True)
 class PoolView:
     """What a retriever may read of the pool: ids and question texts in pool order, the embedded index
-    of ``graph`` or ``dense`` (built once, then read from the cache), and the device this process embeds
-    and ranks on (None: ``retrieval.device``)."""
+    of ``graph`` or ``dense`` (built once, then read from the cache), the device this process embeds and
+    ranks on (None: ``retrieval.device``), and, where the queries are embedded already (retrieval-eval),
+    their embeddings by text (None: the retriever embeds them)."""
 
     ids: list[int]
     texts: list[str]
     index: Callable[[str], RetrievalIndex]
     device: str | None = None
+    embedded: QueryEmbedder | None = None
 
 
 class RetrieverEntry:
@@ -59,6 +61,8 @@ class RetrieverEntry:
     all."""
     paper: ClassVar[bool] = False
     """One of the paper's retrievers."""
+    uses_threshold: ClassVar[bool] = False
+    """Ranks on the question graph built at ``retrieval.threshold`` (retrieval-eval shows its T)."""
 
     def __init__(self, settings: RetrievalSettings) -> None:
         self.settings = settings
@@ -77,18 +81,20 @@ class GraphEntry(RetrieverEntry):
     summary = "personalized PageRank on the question graph"
     shards = True
     paper = True
+    uses_threshold = True
 
     def build(self, pool: PoolView) -> Retriever:
         """The embedding retriever of this name (:func:`~graphctx.retrieval.retriever.build_retriever`)."""
         from graphctx.retrieval.retriever import build_retriever
 
         settings = dataclasses.replace(self.settings, method=self.name)
-        return build_retriever(pool.index(self.name), settings, device=pool.device)
+        return build_retriever(pool.index(self.name), settings, device=pool.device, embedded=pool.embedded)
 
 
 class DenseEntry(GraphEntry):
     name = "dense"
     summary = "cosine top-k over the pool"
+    uses_threshold = False
 
 
 class BM25Entry(RetrieverEntry):
@@ -105,6 +111,7 @@ class BM25Entry(RetrieverEntry):
 class HybridEntry(RetrieverEntry):
     name = "hybrid"
     summary = f"reciprocal rank fusion (c=60) of graph and bm25, each {FUSION_DEPTH} deep"
+    uses_threshold = True
 
     def build(self, pool: PoolView) -> Retriever:
         from graphctx.retrieval.bm25 import BM25Retriever
@@ -112,7 +119,7 @@ class HybridEntry(RetrieverEntry):
         from graphctx.retrieval.retriever import build_retriever
 
         deep = dataclasses.replace(self.settings, method="graph", top_k=FUSION_DEPTH)
-        graph = build_retriever(pool.index("graph"), deep, device=pool.device)
+        graph = build_retriever(pool.index("graph"), deep, device=pool.device, embedded=pool.embedded)
         lexical = BM25Retriever(pool.ids, pool.texts, FUSION_DEPTH)
         return HybridRetriever(graph, lexical, self.settings.top_k, FUSION_DEPTH)
 

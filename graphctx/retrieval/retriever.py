@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import NamedTuple, Protocol
 
@@ -19,6 +19,9 @@ from graphctx.retrieval.graph import density_warning
 from graphctx.retrieval.index import RetrievalIndex
 from graphctx.retrieval.numerics import pinned_threads, resolve_device
 from graphctx.retrieval.settings import RetrievalSettings
+
+QueryEmbedder = Callable[[Sequence[str]], Tensor]
+"""Query texts → their normalised embeddings, one row each."""
 
 
 class Hit(NamedTuple):
@@ -46,7 +49,8 @@ class EmbeddingRetriever(ABC):
 
     The settings are read here, once: the encoder's (loaded on first use unless ``encoder`` is given),
     the query batch size, ``top_k``, the tie rule and the CPU threads; ``device`` defaults to
-    ``settings.device``.
+    ``settings.device``. ``embedded``: the query embeddings of texts embedded already (retrieval-eval's
+    queries, embedded once as the pool is), in place of the encoder.
     """
 
     def __init__(
@@ -55,6 +59,7 @@ class EmbeddingRetriever(ABC):
         settings: RetrievalSettings,
         encoder: SentenceEncoder | None = None,
         device: str | torch.device | None = None,
+        embedded: QueryEmbedder | None = None,
     ) -> None:
         self.device = torch.device(device) if device is not None else resolve_device(settings.device)
         self.index = index.to(self.device)
@@ -64,6 +69,7 @@ class EmbeddingRetriever(ABC):
         self.instruction, self.embedding_batch_size = settings.instruction, settings.embedding_batch_size
         self._load_encoder = partial(build_encoder, settings, self.device)
         self._encoder = encoder
+        self._embedded = embedded
         self.faiss_index: FaissIndex | None = None
 
     @property
@@ -75,6 +81,8 @@ class EmbeddingRetriever(ABC):
 
     def embed(self, queries: Sequence[str]) -> Tensor:
         """Normalised query embeddings (embedded as pool questions are) on the retriever's device."""
+        if self._embedded is not None:
+            return self._embedded(queries).to(self.device)
         embeddings = encode(
             self.encoder,
             queries,
@@ -126,8 +134,9 @@ class DenseRetriever(EmbeddingRetriever):
         settings: RetrievalSettings,
         encoder: SentenceEncoder | None = None,
         device: str | torch.device | None = None,
+        embedded: QueryEmbedder | None = None,
     ) -> None:
-        super().__init__(index, settings, encoder, device)
+        super().__init__(index, settings, encoder, device, embedded)
         if settings.use_faiss:
             self.faiss_index = FaissIndex(self.index.embeddings)
 
@@ -149,8 +158,9 @@ class GraphRetriever(EmbeddingRetriever):
         settings: RetrievalSettings,
         encoder: SentenceEncoder | None = None,
         device: str | torch.device | None = None,
+        embedded: QueryEmbedder | None = None,
     ) -> None:
-        super().__init__(index, settings, encoder, device)
+        super().__init__(index, settings, encoder, device, embedded)
         warning = density_warning(self.index.stats, settings.threshold)
         if warning:
             print(warning, file=sys.stderr)
@@ -181,8 +191,9 @@ def build_retriever(
     settings: RetrievalSettings,
     encoder: SentenceEncoder | None = None,
     device: str | torch.device | None = None,
+    embedded: QueryEmbedder | None = None,
 ) -> EmbeddingRetriever:
-    """The retriever named by ``settings.method``.
+    """The retriever named by ``settings.method`` (``embedded``: see :class:`EmbeddingRetriever`).
 
     Examples:
         >>> import tempfile
@@ -197,4 +208,4 @@ def build_retriever(
     retrievers = {"graph": GraphRetriever, "dense": DenseRetriever}
     if settings.method not in retrievers:
         raise ValueError(f"retrieval.method must be one of {sorted(retrievers)}, got {settings.method!r}")
-    return retrievers[settings.method](index, settings, encoder, device)
+    return retrievers[settings.method](index, settings, encoder, device, embedded)

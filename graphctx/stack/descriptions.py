@@ -8,7 +8,7 @@ from collections.abc import Collection
 from graphctx.baselines import substitutions
 from graphctx.prompts import BASELINE_VARIANTS
 from graphctx.stack.model_stack import ModelStack
-from graphctx.stack.report_values import evaluate_weights, kg_source, stand_in_papers
+from graphctx.stack.report_values import evaluate_weights, kg_sources, stand_in_papers
 
 
 def model_descriptions(stack: ModelStack, variants: Collection[str] = ()) -> dict[str, str]:
@@ -34,6 +34,7 @@ def _stage_descriptions(stack: ModelStack) -> dict[str, str]:
     stages = {
         "Answers": f"{stack.generation.source}, {evaluate_weights(config)}" + stage("model.spec.source"),
         "Retrieval": f"{config.retrieval.embedding_model}" + stage("retrieval.embedding_model"),
-        "Knowledge": f"{knowledge.backend} ({kg_source(knowledge)})" + stage("knowledge.backend"),
+        "Knowledge": " + ".join(f"{n} ({where})" for n, where in kg_sources(knowledge))
+        + stage("knowledge.backend"),
     }
     return stages | {entry.title or entry.name: entry.description() for entry in stack.metrics}

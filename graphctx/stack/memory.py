@@ -36,6 +36,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from graphctx.errors import ConfigError
+from graphctx.knowledge.extractors import selected_extractors
 from graphctx.model.settings import TinyLlamaSettings
 from graphctx.pipeline.run_config import RunConfig
 from graphctx.stack.model_shapes import Shape
@@ -102,13 +103,8 @@ class MemoryEstimate:
 
     def extractor_bytes(self) -> float | None:
         """The knowledge stage's triplet extractors: REBEL in float32 and the LLM decoding."""
-        knowledge, spec = self.config.knowledge, self.config.model.spec
-        rebel = self.weight_bytes(knowledge.rebel_model, 4) if "rebel" in knowledge.extractors else 0.0
-        llm = 0.0
-        if "llm" in knowledge.extractors:
-            source = knowledge.llm_model or spec.source
-            llm = self.decoding_bytes(source, knowledge.llm_max_new_tokens, knowledge.batch_size)
-        return _total([rebel, llm])
+        source = self.config.model.spec.source
+        return _total([e.memory_bytes(self, source) for e in selected_extractors(self.config.knowledge)])
 
     # ---- evaluation ---------------------------------------------------------------------------------
     def evaluate_stages(self) -> dict[str, float | None]:

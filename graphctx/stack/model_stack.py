@@ -10,6 +10,7 @@ from typing import Any
 
 from graphctx.errors import ConfigError
 from graphctx.knowledge.backends import knowledge_sources
+from graphctx.knowledge.extractors import selected_extractors
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics.registry import MetricEntry
 from graphctx.model_use import ModelUse, model_use, spacy_available
@@ -38,13 +39,16 @@ class ModelStack:
         knowledge: KnowledgeSettings = config.knowledge
         self.generation = model_use("model.spec.source", spec.source, GENERATION, spec.revision)
         self.embedder = model_use("retrieval.embedding_model", config.retrieval.embedding_model, EMBEDDING)
-        self.rebel = model_use("knowledge.rebel_model", knowledge.rebel_model, REBEL)
-        self.llm_shared = not knowledge.llm_model  # "": the loaded generation model itself
-        self.llm = (
-            self.generation
-            if self.llm_shared
-            else model_use("knowledge.llm_model", knowledge.llm_model, GENERATION)
-        )
+        self.extractors = selected_extractors(knowledge)
+        """The triplet extractors of ``knowledge.extractors`` (:mod:`graphctx.knowledge.extractors`)."""
+        self.extractor_models = {
+            entry.name: self.generation
+            if entry.shares_generation_model
+            else model_use(model.key, model.source, model.reference)
+            for entry in self.extractors
+            if (model := entry.model()) is not None
+        }
+        """Each extractor's model by its name (the generation model itself where it shares it)."""
         self.metrics = config.metric_entries
         """Every metric the config scores with (:mod:`graphctx.metrics.registry`), in scoring order."""
         genqa = config.genqa_dir  # always a folder (graphctx genqa writes it), never a Hub id
@@ -66,8 +70,9 @@ class ModelStack:
     @property
     def extractors_are_papers(self) -> bool:
         """REBEL ∪ the answering LLM, both the paper's models."""
-        names = tuple(self.config.knowledge.extractors)
-        return set(names) == set(PAPER_EXTRACTORS) and self.rebel.is_paper and self.llm.is_paper
+        names = set(self.config.knowledge.extractors)
+        models = self.extractor_models.values()
+        return names == set(PAPER_EXTRACTORS) and all(use.is_paper for use in models)
 
     @property
     def plan_metrics(self) -> list[MetricEntry]:
@@ -93,19 +98,27 @@ class ModelStack:
             for entry in self.metrics
             if not entry.paper_metric
         ]
-        plugins = [
-            ("retrieval", entry)
-            for entry in self.config.retriever_entries.values()
-            if hasattr(entry, "class_path")
-        ] + [
-            ("knowledge", source)
-            for source in knowledge_sources(knowledge).values()
-            if hasattr(source, "class_path")
-        ]
+        plugins = (
+            [
+                ("retrieval", entry)
+                for entry in self.config.retriever_entries.values()
+                if hasattr(entry, "class_path")
+            ]
+            + [
+                ("knowledge", source)
+                for source in knowledge_sources(knowledge).values()
+                if hasattr(source, "class_path")
+            ]
+            + [("knowledge.extractors", entry) for entry in self.extractors if hasattr(entry, "class_path")]
+        )
         found += [
             {"key": f"{section}.{entry.name}", "what": f"{entry.class_path} (a plug-in, beyond the paper)"}
             for section, entry in plugins
         ]
+        if knowledge.also:
+            also = " + ".join(knowledge.also)
+            what = f"KG facts also from {also}, each naming its source (the paper: Wikidata alone)"
+            found.append({"key": "knowledge.also", "what": what})
         if not (knowledge.enabled and knowledge.link_mentions):
             return found
         linking = {
@@ -116,8 +129,8 @@ class ModelStack:
         return [linking, *found]
 
     def extractor_uses(self) -> list[ModelUse]:
-        names = self.config.knowledge.extractors
-        return [use for name, use in (("rebel", self.rebel), ("llm", self.llm)) if name in names]
+        """The models of the triplet extractors, in ``knowledge.extractors`` order."""
+        return list(self.extractor_models.values())
 
     def stand_ins(self) -> list[dict[str, Any]]:
         """Every stage that runs something other than the paper's model."""
@@ -219,9 +232,10 @@ class ModelStack:
         """The spaCy pipelines this config loads that are neither installed nor a folder."""
         knowledge = self.config.knowledge
         pipelines = [pipeline for entry in self.metrics for pipeline in entry.pipelines()]
-        # the spacy extractor, and mention linking (its English-word list), load knowledge.spacy_model
-        if "spacy" in knowledge.extractors or (knowledge.enabled and knowledge.link_mentions):
+        pipelines += [pipeline for entry in self.extractors for pipeline in entry.pipelines()]
+        if knowledge.enabled and knowledge.link_mentions:  # mention linking: its English-word list
             pipelines.append(("knowledge.spacy_model", knowledge.spacy_model))
+        pipelines = list(dict.fromkeys(pipelines))
         return [
             {
                 "key": key,

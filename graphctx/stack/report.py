@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from graphctx.baselines import STAND_INS, substitutions
+from graphctx.knowledge.extractors import ExtractorEntry
 from graphctx.metrics.registry import device_of
 from graphctx.model_use import spacy_available
 from graphctx.prompts import BASELINE_VARIANTS
@@ -20,6 +21,7 @@ from graphctx.stack.report_values import (
     decoding_dtype,
     evaluate_weights,
     kg_source,
+    kg_sources,
     stand_in_papers,
     stop_strings,
     weights,
@@ -142,56 +144,53 @@ def graph_modes(retrieval: Json) -> str:
 
 
 # ---- knowledge ------------------------------------------------------------------------------------------
-MODEL_EXTRACTORS = ("rebel", "llm")
-"""The extractors that run a model of their own (the others run ``knowledge.spacy_model``)."""
-
-
 def knowledge_value(stack: ModelStack) -> Json:
-    """The knowledge stage: its extractors, the KG it asks and the token budget."""
+    """The knowledge stage: its extractors, the KGs it asks (``knowledge.backend``, then
+    ``knowledge.also``) and the token budget."""
     knowledge = stack.config.knowledge
     return {
         "enabled": knowledge.enabled,
-        "extractors": [extractor_value(stack, name) for name in knowledge.extractors],
+        "extractors": [extractor_value(stack, entry) for entry in stack.extractors],
         "backend": knowledge.backend,
         "source": kg_source(knowledge),
+        **(
+            {"also": [{"name": name, "source": where} for name, where in kg_sources(knowledge)[1:]]}
+            if knowledge.also
+            else {}
+        ),
         "link_mentions": knowledge.link_mentions,
         "token_budget": knowledge.token_budget,
         "budget_unit": budget_unit(stack.config),
     }
 
 
-def extractor_value(stack: ModelStack, name: str) -> Json:
-    """One triplet extractor: REBEL, the LLM (maybe the generation model itself) or spaCy."""
-    knowledge = stack.config.knowledge
-    if name == "rebel":
-        return {"name": name, **stack.rebel.to_json(), "device": knowledge.device}
-    if name == "llm":
-        device = "the generation model's" if stack.llm_shared else knowledge.device
-        return {
-            "name": name,
-            **stack.llm.to_json(),
-            "shares_generation_model": stack.llm_shared,
-            "device": device,
-        }
-    return {
-        "name": name,
-        "model": knowledge.spacy_model,
-        "available": spacy_available(knowledge.spacy_model),
-        "paper": False,
-    }
+def extractor_value(stack: ModelStack, entry: ExtractorEntry) -> Json:
+    """One triplet extractor: its model (maybe the generation model itself) or spaCy pipeline, then what
+    it declares beside it (:meth:`~graphctx.knowledge.extractors.ExtractorEntry.plan_details`)."""
+    use = stack.extractor_models.get(entry.name)
+    if use is not None:
+        found = use.to_json()
+    else:
+        found = {"paper": False}
+        for _, pipeline in entry.pipelines()[:1]:
+            found = {"model": pipeline, "available": spacy_available(pipeline), "paper": False}
+    return {"name": entry.name, **found, **entry.plan_details()}
 
 
 def knowledge_lines(value: Json, screen: Screen) -> list[str]:
-    """The extractors (REBEL's and the LLM's model with where it is found), then the KG and the budget."""
+    """The extractors (those running a model of their own: it, with where it is found), then each KG and
+    the budget."""
     extractors = ", ".join(
-        item["name"]
-        + (f" ({item['model']} [{item['available']}])" if item["name"] in MODEL_EXTRACTORS else "")
+        item["name"] + (f" ({item['model']} [{item['available']}])" if "provenance" in item else "")
         for item in value["extractors"]
     )
+    sources = [(value["backend"], value["source"])] + [
+        (a["name"], a["source"]) for a in value.get("also", [])
+    ]
     return [
         f"  extractors   {extractors}" + screen.mark("knowledge.extractors"),
-        f"  knowledge    {value['backend']} {value['source']}; budget {value['token_budget']} "
-        f"{value['budget_unit']}" + screen.mark("knowledge.backend"),
+        f"  knowledge    {' + '.join(f'{name} {where}' for name, where in sources)}; budget "
+        f"{value['token_budget']} {value['budget_unit']}" + screen.mark("knowledge.backend"),
     ]
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from graphctx.generation.settings import GenerationSettings
-from graphctx.knowledge.backends import knowledge_source
+from graphctx.knowledge.backends import knowledge_source, selected_sources
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.pipeline.run_config import RunConfig
 from graphctx.prompts import VARIANTS
@@ -48,6 +48,11 @@ def stop_strings(kind: str) -> list[str]:
 def kg_source(knowledge: KnowledgeSettings) -> str:
     """The SPARQL endpoint of the ``wikidata`` backend, else the local KG folder."""
     return knowledge_source(knowledge).location()
+
+
+def kg_sources(knowledge: KnowledgeSettings) -> list[tuple[str, str]]:
+    """``(name, where it is read from)`` of ``knowledge.backend``, then of each of ``knowledge.also``."""
+    return [(source.name, source.location()) for source in selected_sources(knowledge)]
 
 
 def budget_unit(config: RunConfig) -> str:

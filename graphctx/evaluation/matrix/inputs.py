@@ -22,5 +22,5 @@ def check_inputs(run: EvaluationRun, output_key: str, overwrite: bool = False) -
         adapter_weights(run.config.adapter_dir)
     run.load_rows()  # the dataset and the split, with its questions
     knowledge = run.config.knowledge
-    if knowledge.enabled and knowledge.backend == "local" and any(v.knowledge for v in run.variants):
+    if knowledge.enabled and "local" in knowledge.sources and any(v.knowledge for v in run.variants):
         kg_sources(knowledge)

@@ -25,7 +25,8 @@ from graphctx.evaluation.matrix.metric_fingerprints import changed, metric_parts
 from graphctx.evaluation.matrix.run_files import RunFiles
 from graphctx.evaluation.matrix.stale import StaleArea
 from graphctx.folder_lock import LOCK_FILE
-from graphctx.knowledge.backends import knowledge_source
+from graphctx.knowledge.backends import also_fingerprints, knowledge_source
+from graphctx.knowledge.extractors import plugin_fingerprints
 from graphctx.model.loading import adapter_weights
 from graphctx.pipeline.answerer import decoded_weights
 from graphctx.pipeline.run_config import RunConfig
@@ -60,7 +61,8 @@ SPEED_ONLY: dict[str, set[str]] = {
         "knn_recall_sample",  # measures the k-NN graph's recall, changes no edge
         "extra",  # the plug-in retrievers: a variant answering with one adds that one's fingerprint
     },
-    "knowledge": {"batch_size", "device", "cache_dir", "extra"},  # a plug-in source: its own fingerprint
+    # plug-in sources and extractors: each its own fingerprint
+    "knowledge": {"batch_size", "device", "cache_dir", "extra", "extractors_extra"},
 }
 """Settings that change how fast answers are made (or only training), not which answers: left out of the
 fingerprint that guards a resumed run."""
@@ -165,10 +167,16 @@ class ResumeGuard:
                 parts["retriever"] = plugin
             parts["retrieval"] = _settings(config.retrieval, SPEED_ONLY["retrieval"] | idle_modes(config))
             parts["retrieval"]["numerics"] = retrieval_numerics(config.retrieval)  # auto resolved
-            parts["knowledge"] = _settings(config.knowledge, SPEED_ONLY["knowledge"])
+            parts["knowledge"] = config.knowledge.identity(SPEED_ONLY["knowledge"])
             source = knowledge_source(config.knowledge).fingerprint()
             if source:  # a plug-in knowledge source: its code and arguments
                 parts["knowledge_source"] = source
+            also = also_fingerprints(config.knowledge)
+            if also:  # plug-in sources in knowledge.also: their code and arguments
+                parts["also_sources"] = also
+            extractors = plugin_fingerprints(config.knowledge)
+            if extractors:  # plug-in triplet extractors: their code and arguments
+                parts["extractor_plugins"] = extractors
         return parts
 
     def source_digests(self) -> Any:

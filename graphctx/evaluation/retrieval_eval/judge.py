@@ -1,15 +1,19 @@
-"""Retrieval judged against the dump's links: four methods and a sweep of the graph threshold T.
+"""Retrieval judged against the dump's links: every retriever of the config and a sweep of the graph
+threshold T.
 
 Pool and queries are embedded once (:func:`evaluate_retrieval` takes the embeddings); each T of the sweep
-rebuilds only the question graph. Methods, each ranking ``depth`` pool questions per query:
+rebuilds only the question graph. Every entry of the retriever registry (:mod:`graphctx.retrieval.
+registry`: ``graph``, ``dense``, ``bm25``, ``hybrid`` and the config's ``retrieval.extra`` plug-ins) is
+built over the pool exactly as the answering path builds it and ranks ``depth`` pool questions per query:
 
-- ``graph``: the existing personalized-PageRank retriever at the config's T (cosine fallback included);
+- ``graph``: the personalized-PageRank retriever at the config's T (cosine fallback included), the
+  method every other one is compared with;
 - ``dense``: cosine top-k (the paper's TextGen retrieval);
 - ``bm25``: :class:`~graphctx.retrieval.lexical.BM25Index` over the pool texts;
-- ``hybrid``: reciprocal rank fusion of ``graph`` and ``bm25`` (:mod:`graphctx.retrieval.fusion`),
-  each ranked ``fusion_depth`` deep: the two disagree most (semantic neighbourhood against shared rare
-  terms, such as error strings and tool names), and fusing by rank needs no calibration of PageRank
-  probabilities against BM25 scores.
+- ``hybrid``: reciprocal rank fusion of ``graph`` and ``bm25`` (:mod:`graphctx.retrieval.fusion`), each
+  ranked :data:`~graphctx.retrieval.registry.FUSION_DEPTH` deep: the two disagree most (semantic
+  neighbourhood against shared rare terms, such as error strings and tool names), and fusing by rank needs
+  no calibration of PageRank probabilities against BM25 scores.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import io
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cache
 
 import numpy as np
 import torch
@@ -29,18 +34,16 @@ from graphctx.errors import ConfigError
 from graphctx.evaluation.retrieval_eval.measures import metric_names, per_query_scores, summarise
 from graphctx.metrics.stats import Interval, PairedComparison, paired_test
 from graphctx.retrieval.builders import build_graph, build_query_edges
-from graphctx.retrieval.fusion import reciprocal_rank_fusion
 from graphctx.retrieval.graph import (
     degree_stats,
     graph_fallbacks,
     linkage_stats,
 )
 from graphctx.retrieval.index import RetrievalIndex
-from graphctx.retrieval.lexical import BM25Index
-from graphctx.retrieval.retriever import DenseRetriever, GraphRetriever, Hit
+from graphctx.retrieval.registry import GraphEntry, PoolView, RetrieverEntry, retriever_entries
+from graphctx.retrieval.retriever import GraphRetriever, Hit
 from graphctx.retrieval.settings import RetrievalSettings
 
-METHODS = ("graph", "dense", "bm25", "hybrid")
 DEFAULT_THRESHOLDS = tuple(round(0.50 + 0.05 * i, 2) for i in range(9))
 """0.50, 0.55, ..., 0.90."""
 DENSITY_KEYS = (
@@ -149,37 +152,37 @@ def graph_ranking(
     return ranking, density
 
 
-def dense_ranking(pool: Pool, queries: Queries, settings: RetrievalSettings, depth: int) -> list[list[int]]:
-    """Cosine top-``depth`` pool ids per query."""
-    at_depth = replace(settings, top_k=depth, device="cpu", use_faiss=False)
-    retriever = DenseRetriever(_index(pool, None), at_depth, device="cpu")
-    return _hit_ids(retriever.rank(queries.embeddings), depth)
-
-
-def bm25_ranking(pool: Pool, queries: Queries, depth: int) -> list[list[int]]:
-    """BM25 top-``depth`` pool ids per query (-1 past the pool questions sharing a term)."""
-    _, nodes = BM25Index(pool.texts).search(queries.texts, depth)
-    ids = torch.tensor(pool.ids, dtype=torch.long)
-    return torch.where(nodes >= 0, ids[nodes.clamp_min(0)], -1).tolist()
-
-
-def fused_ranking(rankings: Sequence[Sequence[Sequence[int]]], depth: int) -> list[list[int]]:
-    """Reciprocal rank fusion (c = 60) of rankings of pool ids, ``depth`` per query."""
-    tensors = [_padded(ranking) for ranking in rankings]
-    return reciprocal_rank_fusion(tensors, depth)[1].tolist()
-
-
-def _padded(ranking: Sequence[Sequence[int]]) -> Tensor:
-    width = max((len(row) for row in ranking), default=0)
-    return torch.tensor([[*row, *[-1] * (width - len(row))] for row in ranking], dtype=torch.long).view(
-        len(ranking), width
-    )
-
-
 def _timed(run: Callable[[], object]) -> tuple[object, float]:
     start = time.perf_counter()
     result = run()
     return result, time.perf_counter() - start
+
+
+def registry_rankings(
+    pool: Pool, queries: Queries, settings: RetrievalSettings, depth: int
+) -> dict[str, tuple[list[list[int]], float]]:
+    """Per retriever of the registry (built-ins, then ``settings.extra``): its ``depth`` pool ids per query,
+    and the seconds it took to build over the pool and rank. All run on the CPU, every query in one batch,
+    with the queries' embeddings as given."""
+    at_depth = replace(settings, top_k=depth, device="cpu", use_faiss=False)
+    at_depth = replace(at_depth, query_batch_size=max(1, len(queries.texts)))
+    rows = {text: row for row, text in enumerate(queries.texts)}
+
+    def embedded(texts: Sequence[str]) -> Tensor:
+        return queries.embeddings[[rows[text] for text in texts]]
+
+    index = cache(lambda method: _index(pool, at_depth))  # the graph at T serves graph and hybrid alike
+    view = PoolView(list(pool.ids), list(pool.texts), index, embedded=embedded)
+    found = {}
+    for name, entry in retriever_entries(at_depth).items():
+
+        def ranked(entry: RetrieverEntry = entry) -> list[list[int]]:
+            with contextlib.redirect_stderr(io.StringIO()):  # the sweep reports the graph's density
+                retriever = entry.build(view)
+            return _hit_ids(retriever.retrieve(queries.texts), depth)
+
+        found[name] = _timed(ranked)
+    return found
 
 
 def evaluate_retrieval(
@@ -189,63 +192,45 @@ def evaluate_retrieval(
     thresholds: Sequence[float] = DEFAULT_THRESHOLDS,
     recall_ks: Sequence[int] = (2, 10),
     depth: int = 10,
-    fusion_depth: int = 100,
     n_resamples: int = 2000,
 ) -> RetrievalEvaluation:
-    """Score every method of :data:`METHODS` (graph at ``settings.threshold``) and the graph at each of
-    ``thresholds``: recall at each of ``recall_ks``, MRR and nDCG at ``depth``, with bootstrap intervals,
-    and each other method's paired difference from graph (:attr:`MethodResult.versus_graph`)."""
+    """Score every retriever of the registry (:func:`registry_rankings`; graph at ``settings.threshold``)
+    and the graph at each of ``thresholds``: recall at each of ``recall_ks``, MRR and nDCG at ``depth``,
+    with bootstrap intervals, and each other retriever's paired difference from graph
+    (:attr:`MethodResult.versus_graph`)."""
     names = metric_names(recall_ks, depth)
     deep = max(depth, *recall_ks)
 
     def per_query(ranking: list[list[int]]) -> dict[str, np.ndarray]:
         return per_query_scores(ranking, queries.relevance, recall_ks, depth)
 
-    def scored(ranking: list[list[int]]) -> dict[str, Interval]:
-        return summarise(per_query(ranking), n_resamples)
-
-    def kept(ranking: list[list[int]]) -> list[list[int]]:
-        return scored_rows(ranking, deep)
-
-    (graph, _), graph_seconds = _timed(
-        lambda: graph_ranking(pool, queries, settings, settings.threshold, fusion_depth)
-    )
-    dense, dense_seconds = _timed(lambda: dense_ranking(pool, queries, settings, deep))
-    bm25, bm25_seconds = _timed(lambda: bm25_ranking(pool, queries, fusion_depth))
-    hybrid, fuse_seconds = _timed(lambda: fused_ranking([graph, bm25], deep))
-    graph_scores = per_query(graph)
-
-    def versus_graph(ranking: list[list[int]]) -> dict[str, PairedComparison]:
+    rankings = registry_rankings(pool, queries, settings, deep)
+    entries = retriever_entries(settings)
+    graph_scores = per_query(rankings[GraphEntry.name][0])
+    methods = []
+    for name, (ranking, seconds) in rankings.items():
         scores = per_query(ranking)
-        return {
-            name: paired_test(scores[name], graph_scores[name], n_resamples=n_resamples) for name in names
-        }
-
-    methods = [
-        MethodResult("graph", settings.threshold, scored(graph), graph_seconds, ranking=kept(graph)),
-        MethodResult(
-            "dense", None, scored(dense), dense_seconds, versus_graph=versus_graph(dense), ranking=kept(dense)
-        ),
-        MethodResult(
-            "bm25", None, scored(bm25), bm25_seconds, versus_graph=versus_graph(bm25), ranking=kept(bm25)
-        ),
-        MethodResult(
-            "hybrid",
-            settings.threshold,
-            scored(hybrid),
-            graph_seconds + bm25_seconds + fuse_seconds,
-            versus_graph=versus_graph(hybrid),
-            ranking=kept(hybrid),
-        ),
-    ]
+        versus = None
+        if name != GraphEntry.name:
+            versus = {
+                metric: paired_test(scores[metric], graph_scores[metric], n_resamples=n_resamples)
+                for metric in names
+            }
+        threshold = settings.threshold if entries[name].uses_threshold else None
+        summary = summarise(scores, n_resamples)
+        ranked = scored_rows(ranking, deep)
+        methods.append(MethodResult(name, threshold, summary, seconds, versus_graph=versus, ranking=ranked))
     sweep = []
     for threshold in thresholds:
         (ranking, density), seconds = _timed(
             lambda t=threshold: graph_ranking(pool, queries, settings, t, deep)
         )
         shown = {key: float(density[key]) for key in DENSITY_KEYS}
+        summary = summarise(per_query(ranking), n_resamples)
         sweep.append(
-            MethodResult("graph", float(threshold), scored(ranking), seconds, shown, ranking=kept(ranking))
+            MethodResult(
+                "graph", float(threshold), summary, seconds, shown, ranking=scored_rows(ranking, deep)
+            )
         )
     return RetrievalEvaluation(
         methods,

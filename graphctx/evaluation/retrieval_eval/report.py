@@ -144,7 +144,8 @@ def csv_text(evaluation: RetrievalEvaluation) -> str:
 
 
 def plot(evaluation: RetrievalEvaluation, path: Path) -> None:
-    """sweep.png: the graph's metrics against T (with intervals; dense and BM25 as flat lines), and its
+    """sweep.png: the graph's metrics against T (with intervals; dense, BM25 and any retriever not on the
+    graph at T as flat lines), and its
     density (mean degree, linked and fallback shares) against T."""
     import matplotlib
 
@@ -161,7 +162,7 @@ def plot(evaluation: RetrievalEvaluation, path: Path) -> None:
         quality.fill_between(thresholds, lows, highs, color=line.get_color(), alpha=0.15)
     ndcg = evaluation.metric_names[-1]
     for r in evaluation.methods:
-        if r.method in ("dense", "bm25"):
+        if r.threshold is None:  # not on the graph at T: one flat line each (dense in gray)
             quality.axhline(
                 r.metrics[ndcg].mean, linestyle="--", color="gray" if r.method == "dense" else "k"
             )

@@ -7,6 +7,7 @@ import dataclasses
 from functools import cached_property
 from typing import Any, ClassVar
 
+from graphctx.knowledge.extractors import selected_extractors, uses_generation_model
 from graphctx.metrics.choice import ScorerChoice, choose_fact_scorer
 from graphctx.metrics.entries.facts_section import FactsSectionEntry
 from graphctx.metrics.registry import (
@@ -78,11 +79,16 @@ class FactScoreEntry(FactsSectionEntry):
             for k, v in dataclasses.asdict(knowledge).items()
             if k in EXTRACTOR_FIELDS or k.startswith(EXTRACTOR_PREFIXES)
         }
-        if "rebel" in knowledge.extractors:
-            parts["rebel_identity"] = model_identity(knowledge.rebel_model)
-        if "llm" in knowledge.extractors:
-            parts["llm_identity"] = model_identity(knowledge.llm_model or None)
-        if knowledge.uses_generation_model:
+        plugins = {}
+        for entry in selected_extractors(knowledge):
+            model = entry.model()
+            if model is not None:
+                parts[f"{entry.name}_identity"] = model_identity(model.source or None)
+            if entry.fingerprint():
+                plugins[entry.name] = entry.fingerprint()
+        if plugins:
+            parts["plugins"] = plugins
+        if uses_generation_model(knowledge):
             parts["generation_model"] = dataclasses.asdict(generation)
             parts["generation_identity"] = model_identity(generation.source)
         return parts
@@ -140,9 +146,9 @@ class FactScoreEntry(FactsSectionEntry):
         return None if any(part is None for part in parts) else float(sum(parts))  # type: ignore[arg-type]
 
     def callback_bytes(self, counter: ByteCounter, on_cuda: bool) -> list[float | None]:
-        """REBEL on the knowledge device, whatever the callback's device."""
-        knowledge = self.context.knowledge
-        return [counter.weight_bytes(knowledge.rebel_model, 4)] if "rebel" in knowledge.extractors else []
+        """The extractors' own weights (REBEL's) on the knowledge device, whatever the callback's device."""
+        entries = selected_extractors(self.context.knowledge)
+        return [part for entry in entries for part in entry.own_weight_bytes(counter)]
 
     def scorer(self, device, cache_dir, extractor, gold_store) -> RowScorer:
         if self.method == "factsumm":

@@ -1,0 +1,137 @@
+"""The triplet-extractor registry: the built-ins are its entries, a plug-in extractor from the user's own
+package is named in ``knowledge.extractors`` like a built-in and drives enhancement on the tiny data (its
+entities alone are linked to the site's tag wiki), with its own plan lines and fingerprints; an unknown
+name is one line naming the setting."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from graphctx.data.html import html_to_text
+from graphctx.errors import ConfigError
+from graphctx.knowledge.budget import QAPair, TokenCounter
+from graphctx.knowledge.enhance import build_enhancer
+from graphctx.knowledge.extractors import BUILT_IN, extractor_entries, selected_extractors
+from graphctx.knowledge.settings import EXTRACTORS, KnowledgeSettings
+from graphctx.pipeline.config_file import load_config
+
+TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny.yaml"
+
+PLUGIN = '''
+import re
+
+from graphctx.knowledge.extractors import PluginExtractor
+from graphctx.knowledge.triplets import Triplet
+
+
+class TagPairs:
+    """(A, "is mentioned with", B) for each two neighbouring tags, in name order, that a text names."""
+
+    def __init__(self, tags, name):
+        self.tags = set(tags)
+        self.name = name
+
+    def extract(self, texts):
+        found = [sorted(self.tags & set(re.findall(r"[a-z][a-z0-9-]+", text.lower()))) for text in texts]
+        return [[Triplet(a, "is mentioned with", b, self.name) for a, b in zip(f, f[1:])] for f in found]
+
+
+class TagPairsEntry(PluginExtractor):
+    name = "tag_pairs"
+
+    def __init__(self, settings, tags):
+        super().__init__(settings)
+        self.tags = tags
+
+    def build(self, lent):
+        return TagPairs(self.tags, self.name)
+'''
+
+TAGS = ["daedalus", "yoroi", "wallet"]
+WORDS = TokenCounter("words", str.split)
+
+
+def wallet_pairs(cardano_dir: Path) -> list[QAPair]:
+    """The first two answered questions of the cardano dump naming both Daedalus and Yoroi."""
+    posts = {row.get("Id"): row.attrib for row in ET.parse(cardano_dir / "Posts.xml").getroot()}
+    pairs = []
+    for post in posts.values():
+        answer = posts.get(post.get("AcceptedAnswerId", ""))
+        question = f"{post.get('Title')}\n\n{html_to_text(post['Body'])}"
+        if answer is not None and {"daedalus", "yoroi"} <= set(question.lower().split()):
+            pairs.append(QAPair(question, html_to_text(answer["Body"]), int(post["Id"])))
+    assert len(pairs) >= 2, "the cardano dump has answered questions naming both wallets"
+    return pairs[:2]
+
+
+@pytest.fixture
+def plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """``knowledge.extractors_extra`` naming ``ownext.TagPairsEntry``, written to a folder on sys.path."""
+    (tmp_path / "ownext.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return json.dumps([{"class_path": "ownext.TagPairsEntry", "init_args": {"tags": TAGS}}])
+
+
+def test_the_built_ins_are_the_registry_entries():
+    assert tuple(cls.name for cls in BUILT_IN) == EXTRACTORS
+    settings = KnowledgeSettings(extractors=["llm", "spacy"])
+    assert [entry.name for entry in selected_extractors(settings)] == ["llm", "spacy"]
+    assert list(extractor_entries(settings)) == list(EXTRACTORS)
+
+
+def test_a_plugin_extractor_drives_enhancement_on_the_tiny_data(plugin, tmp_path, cardano_dir):
+    from graphctx.evaluation.matrix.resume_guard import ResumeGuard
+    from graphctx.prompts import VARIANTS
+    from graphctx.stack.model_stack import ModelStack
+    from graphctx.stack.report import plan_json, plan_text
+
+    overrides = ["--knowledge.extractors", '["tag_pairs"]', "--knowledge.extractors_extra", plugin]
+    overrides += ["--knowledge.backend", "tagwiki", "--knowledge.kg_dir", str(cardano_dir)]
+    overrides += ["--knowledge.link_mentions", "false", "--knowledge.token_budget", "100000"]
+    overrides += ["--cache_dir", str(tmp_path / "cache")]
+    config = load_config(TINY, overrides)
+    enhancer = build_enhancer(config.knowledge, WORDS)
+    pairs = wallet_pairs(cardano_dir)
+    context = enhancer.enhance("Which wallet should I use?", pairs)
+    extracted = [t for t in context.triplets if t.source.startswith("tag_pairs@pair=")]
+    assert ("daedalus", "is mentioned with", "wallet") in {(t.head, t.relation, t.tail) for t in extracted}
+    kg = [s for s in context.sentences if s.triplet.source == "kg:tagwiki"]
+    entities = {name for t in extracted for name in (t.head, t.tail)}
+    assert kg and all({s.triplet.head, s.triplet.tail} <= entities for s in kg)  # linked from its triplets
+    assert "yoroi is often asked about together with daedalus." in {s.text for s in kg}
+
+    stack = ModelStack(config)
+    text = plan_text(stack)
+    assert "  extractors   tag_pairs   STAND-IN" in text
+    extension = "knowledge.extractors.tag_pairs: ownext.TagPairsEntry (a plug-in, beyond the paper)"
+    assert f"  extension    {extension}" in text
+    extractors = plan_json(stack)["knowledge"]["extractors"]
+    assert extractors == [{"name": "tag_pairs", "paper": False, "class_path": "ownext.TagPairsEntry"}]
+    parts = ResumeGuard(config, None, None).prediction_fingerprint(VARIANTS["Base-GraphContextGen"])
+    assert parts["extractor_plugins"]["tag_pairs"]["init_args"] == {"tags": TAGS}
+    assert "extractors_extra" not in parts["knowledge"]
+    other = load_config(TINY, [*overrides[:3], plugin.replace('"wallet"', '"ada"'), *overrides[4:]])
+    assert selected_extractors(other.knowledge)[0].tags == ["daedalus", "yoroi", "ada"]
+    again = build_enhancer(other.knowledge, WORDS)
+    assert again._cache_file("q", pairs) != enhancer._cache_file("q", pairs)  # its arguments are in the key
+
+
+def test_an_unknown_extractor_is_one_line_naming_the_setting(plugin, tmp_path):
+    with pytest.raises(ConfigError, match=r"knowledge\.extractors: unknown \['nope'\]") as error:
+        load_config(TINY, ["--knowledge.extractors", '["nope"]'])
+    assert "\n" not in str(error.value)
+    overrides = ["--knowledge.extractors", '["spacy", "nope"]', "--knowledge.extractors_extra", plugin]
+    expected = r"knowledge\.extractors: unknown extractor\(s\) \['nope'\]; choose from \['spacy', 'rebel', "
+    with pytest.raises(ConfigError, match=expected + r"'llm', 'tag_pairs'\]$") as error:
+        load_config(TINY, overrides)
+    assert str(error.value).startswith(f"{TINY}: ") and "\n" not in str(error.value)
+    (tmp_path / "ownext_taken.py").write_text(
+        "from ownext import TagPairsEntry\n\n\nclass Taken(TagPairsEntry):\n    name = 'spacy'\n"
+    )
+    taken = plugin.replace("ownext.TagPairsEntry", "ownext_taken.Taken")
+    with pytest.raises(ConfigError, match=r"knowledge\.extractors_extra\[0\]: name 'spacy' .* is taken"):
+        load_config(TINY, ["--knowledge.extractors_extra", taken])
