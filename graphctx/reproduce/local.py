@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from typing import TextIO
 
@@ -42,6 +43,7 @@ def run_local(stages: Sequence[Stage], state: State, done: dict[str, str], out: 
         print(f"run {stage.name}: {' '.join(stage.command)}", file=out, flush=True)
         state.plan(stage)
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        started = time.monotonic()
         if stage.stdout is None:
             code = subprocess.run(argv(stage), env=env, stdout=sys.stderr).returncode
         else:
@@ -49,7 +51,8 @@ def run_local(stages: Sequence[Stage], state: State, done: dict[str, str], out: 
                 code = subprocess.run(argv(stage), env=env, stdout=handle).returncode
                 check_status(stage, code)  # before the output is renamed into place
         check_status(stage, code)
-        print(f"done {stage.name}: {state.record(stage.name)}", file=out, flush=True)
+        seconds = time.monotonic() - started
+        print(f"done {stage.name}: {state.record(stage.name)} ({seconds:.1f} s)", file=out, flush=True)
 
 
 def check_status(stage: Stage, code: int) -> None:
