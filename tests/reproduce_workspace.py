@@ -1,5 +1,6 @@
 """The smallest real reproduction: configs/tiny.yaml on a tiny random Llama, one training step, two recent
-questions answered by one variant, for the ``graphctx reproduce`` tests (local and SLURM)."""
+questions answered by one variant, for the ``graphctx reproduce`` tests (local and SLURM). The tests share
+one cache folder (content-addressed: the dataset, the converted models), as runs of one user do."""
 
 from __future__ import annotations
 
@@ -7,18 +8,24 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
+import pytest
 import yaml
 from tiny_config import TINY, tiny_split
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-def reproduce_config(root: Path, cardano_dir: Path, tiny_bert: Path, name: str = "tiny.yaml", **site: Any) -> Path:
-    """The config ``root/name``: every output under ``root`` (``trainer.default_root_dir``, the cache), W&B
-    off, no validation, one optimiser step, evaluation of GraphContextGen on 2 questions with tiny scorers;
-    ``site`` goes into ``data.dataset``."""
+@pytest.fixture(scope="session")
+def reproduce_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The cache folder of every reproduce test."""
+    return tmp_path_factory.mktemp("reproduce-cache")
+
+
+def reproduce_config(root: Path, cardano_dir: Path, tiny_bert: Path, cache: Path) -> Path:
+    """The config ``root/tiny.yaml``: every output under ``root`` (``trainer.default_root_dir``), W&B off, no
+    validation, one optimiser step, the tiny BERT embedding a pool of 43 recent questions, GraphContextGen
+    evaluated on 2 questions with tiny scorers."""
     config = yaml.safe_load(TINY.read_text())
     trainer = config["trainer"]
     trainer.update(
@@ -29,14 +36,14 @@ def reproduce_config(root: Path, cardano_dir: Path, tiny_bert: Path, name: str =
         enable_progress_bar=False,
         logger=[{"class_path": "lightning.pytorch.loggers.CSVLogger"}],
     )
-    config["cache_dir"] = str(root / "cache")
+    config["cache_dir"] = str(cache)
     config["model"]["spec"].update(source="tiny-random", quantization="none")
     config["model"]["lora"].update(r=4, target_modules=["q_proj", "v_proj"])
     config["data"]["dataset"] = {
         "source": str(cardano_dir),
-        "split": tiny_split(train_start="2021-08-20"),  # a pool of recent questions: embedded on the CPU
-        **site,
+        "split": tiny_split(train_start="2021-08-20", test_end="2021-11-01"),  # 43 pool, 32 test questions
     }
+    config["retrieval"].update(embedding_model=str(tiny_bert), threshold=0.95)
     config["data"].update(max_length=256)
     config["knowledge"].update(kg_dir=str(cardano_dir.parents[1] / "kg"), token_budget=160)
     config["generation"]["max_new_tokens"] = 8
@@ -54,7 +61,7 @@ def reproduce_config(root: Path, cardano_dir: Path, tiny_bert: Path, name: str =
         "autoais": {"model": "tiny-random"},
         "facts": {"fact_method": "triplets", "entity_method": "spacy"},
     }
-    path = root / name
+    path = root / "tiny.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
 

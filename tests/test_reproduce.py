@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from reproduce_workspace import environment, reproduce, reproduce_config
+from reproduce_workspace import environment, reproduce, reproduce_cache, reproduce_config  # noqa: F401
 
 from graphctx.cli import main
 from graphctx.folder_lock import FolderLock
@@ -22,9 +22,14 @@ STAGES = ["data", "index", "train", "evaluate", "human"]
 
 
 @pytest.fixture
-def workspace(tmp_path: Path, cardano_dir: Path, tiny_bert: Path) -> tuple[Path, Path]:
+def workspace(
+    tmp_path: Path,
+    cardano_dir: Path,
+    tiny_bert: Path,
+    reproduce_cache: Path,  # noqa: F811 -- fixture
+) -> tuple[Path, Path]:
     """(config, state folder)."""
-    return reproduce_config(tmp_path, cardano_dir, tiny_bert), tmp_path / "state"
+    return reproduce_config(tmp_path, cardano_dir, tiny_bert, reproduce_cache), tmp_path / "state"
 
 
 def lines(text: str, word: str) -> list[str]:
@@ -46,7 +51,7 @@ def test_the_protocol_runs_end_to_end_then_skips_what_is_up_to_date(workspace: t
     assert summary["kept"] > 0 and json.loads((state / "cardano" / "index.json").read_text())["pool"] > 0
     key = json.loads((state / "cardano" / "human" / "key.json").read_text())
     assert len(key["items"]) == 2 * 2  # 2 questions × (GraphContextGen + gold)
-    assert "No \"Beside the paper\" section" in (state / "beside_the_paper.md").read_text()  # cardano
+    assert 'No "Beside the paper" section' in (state / "beside_the_paper.md").read_text()  # cardano
 
     again = reproduce("--config", str(config), "--state", str(state), "--human-questions", "2")
     assert again.returncode == 0, again.stderr[-3000:]
@@ -90,7 +95,10 @@ def test_dry_run_prints_the_graph_with_plan_cost_s_figures_and_writes_nothing(
     blocks = {block.split("\n", 1)[0]: block for block in printed.split("\ncardano/")[1:]}
     for stage, key in (("train", "train"), ("evaluate", "answers")):
         figures = cost["stages"][key]
-        assert f"cost       {figures['gpu_hours']:.4g} GPU-h, {figures['peak_gib']} GiB per rank" in blocks[stage]
+        assert (
+            f"cost       {figures['gpu_hours']:.4g} GPU-h, {figures['peak_gib']} GiB per rank"
+            in blocks[stage]
+        )
     assert f"total: {cost['gpu_hours']:.4g} GPU-h" in printed
     assert "needs      cardano/index, cardano/train" in blocks["evaluate"]
     assert "[scripts/slurm/train.sbatch]" in blocks["train"]
@@ -157,7 +165,9 @@ def test_slurm_without_sbatch_on_path_is_refused(workspace: tuple[Path, Path], t
     bare = tmp_path / "bin"
     bare.mkdir()
     (bare / "python").symlink_to(sys.executable)
-    done = reproduce("--config", str(config), "--state", str(state), "--slurm", env=environment(PATH=str(bare)))
+    done = reproduce(
+        "--config", str(config), "--state", str(state), "--slurm", env=environment(PATH=str(bare))
+    )
     assert done.returncode == 1 and done.stderr.strip().splitlines() == [
         "error: --slurm: sbatch/squeue are not on PATH; run on a SLURM login node, or leave out --slurm"
     ], done.stderr

@@ -31,12 +31,20 @@ if TYPE_CHECKING:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from graphctx.reproduce.stages import KINDS
+
     parser.description = __doc__
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.add_argument(
         "--config", action="append", required=True, help="YAML config of one site; repeat it for each site"
     )
     parser.add_argument("--sites", nargs="+", help="run only these sites (default: every --config's site)")
+    parser.add_argument(
+        "--stages",
+        nargs="+",
+        choices=KINDS,
+        help="run only these stages (and what they need), e.g. --stages train: data, train",
+    )
     parser.add_argument("--slurm", action="store_true", help="submit each stage as a SLURM job (sbatch)")
     parser.add_argument(
         "--dry-run", action="store_true", help="print the stage graph and its cost; submit and write nothing"
@@ -85,7 +93,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.evaluation.matrix.export import git_commit
     from graphctx.folder_lock import holding
     from graphctx.reproduce.sites import load_sites
-    from graphctx.reproduce.stages import Options, build_stages
+    from graphctx.reproduce.stages import Options, build_stages, only
     from graphctx.reproduce.state import State
 
     if args.human_questions < 1:
@@ -105,6 +113,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         digest_sources=not args.dry_run,
     )
     stages = build_stages(sites, options)  # a missing dump is named here, before anything is written
+    if args.stages:
+        stages = only(stages, args.stages)
     if args.dry_run:
         print(dry_run(stages, sites, args), file=out)
         return 0

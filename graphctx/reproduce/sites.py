@@ -15,7 +15,6 @@ from pathlib import Path
 
 from graphctx.data.dumpfiles import site_name
 from graphctx.errors import ConfigError
-from graphctx.model.module import exported_adapter_dir
 from graphctx.pipeline.config_file import load_config
 from graphctx.pipeline.run_config import RunConfig
 
@@ -71,7 +70,8 @@ def load_sites(paths: Sequence[str], chosen: Sequence[str] | None) -> list[Site]
 def check_adapter(site: Site) -> None:
     """Refuse an ``evaluation.adapter`` that is not where train.py exports this config's adapter."""
     config = site.config
-    exported = exported_adapter_dir(config.model.export, str(config.root_dir))
+    # where train.py exports it (graphctx.model.module.exported_adapter_dir, which imports Lightning)
+    exported = Path(config.model.export.adapter_dir or config.root_dir / "adapter")
     chosen = config.evaluation.adapter
     if chosen is not None and Path(chosen).resolve() != exported.resolve():
         raise ConfigError(

@@ -18,12 +18,12 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graphctx.cache import fingerprint
-from graphctx.data.sources import source_fingerprint
-from graphctx.prompts import get_variants
-from graphctx.reproduce.sites import Site
+
+if TYPE_CHECKING:
+    from graphctx.reproduce.sites import Site
 
 GRAPHCTX = ("python", "-m", "graphctx.cli")
 """The ``graphctx`` console script, as a module (the job's ``python`` is the one on its PATH)."""
@@ -119,6 +119,9 @@ def _settings(*sections: Any) -> list[Any]:
 
 def site_stages(site: Site, options: Options) -> list[Stage]:
     """The stages of one site, in the protocol's order."""
+    from graphctx.data.sources import source_fingerprint
+    from graphctx.prompts import get_variants
+
     config, path, name = site.config, str(site.path), site.name
     folder = options.state / name
     evaluated = [v.name for v in get_variants(config.evaluation.variants)]
@@ -201,6 +204,23 @@ def site_stages(site: Site, options: Options) -> list[Stage]:
         )
     )  # fmt: skip
     return stages
+
+
+KINDS = ("data", "index", "train", "genqa", "evaluate", "sweep", "human", "tables")
+"""Every kind of stage, in the protocol's order."""
+
+
+def only(stages: Sequence[Stage], kinds: Sequence[str]) -> list[Stage]:
+    """The stages of ``kinds`` and every stage they need, directly or not, in order."""
+    by_name = {stage.name: stage for stage in stages}
+    wanted = {stage.name for stage in stages if stage.kind in kinds}
+    pending = list(wanted)
+    while pending:
+        for need in by_name[pending.pop()].needs:
+            if need not in wanted:
+                wanted.add(need)
+                pending.append(need)
+    return [stage for stage in stages if stage.name in wanted]
 
 
 def build_stages(sites: Sequence[Site], options: Options) -> list[Stage]:
