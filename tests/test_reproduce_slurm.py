@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from reproduce_workspace import environment, reproduce, reproduce_cache, reproduce_config  # noqa: F401
 from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 -- fixture
 
@@ -67,3 +68,16 @@ def test_stages_run_as_dependent_jobs_and_a_rerun_submits_nothing(
     again = reproduce(*args, env=env)
     assert again.returncode == 0, again.stderr[-3000:]
     assert [line.split()[0] for line in again.stdout.splitlines()] == ["skip"] * 3, again.stdout
+
+    # Other training settings, and an HPC checkpoint of the earlier run in the root: the train job would
+    # resume from it, so nothing is submitted.
+    (tmp_path / "run" / "hpc_ckpt_1.ckpt").write_bytes(b"")
+    settings = yaml.safe_load(config.read_text())
+    settings["trainer"]["max_steps"] = 2
+    config.write_text(yaml.safe_dump(settings))
+    jobs = (state / "jobs.json").read_text()
+    stale = reproduce(*args, env=env)
+    assert stale.returncode == 1 and stale.stdout == "", stale.stdout
+    error = stale.stderr.strip().splitlines()
+    assert len(error) == 1 and "hpc_ckpt_1.ckpt: an HPC checkpoint" in error[0], stale.stderr
+    assert (state / "jobs.json").read_text() == jobs

@@ -91,6 +91,9 @@ def stage_args(stage: Stage, after: Sequence[str], log: Path) -> list[str]:
 def submit(stages: Sequence[Stage], state: State, done: dict[str, str], out: TextIO) -> dict[str, list[str]]:
     """Submit every stage not in ``done`` (each after its needs' record jobs) and its record job; print one
     line per stage; the job ids per stage (stage job, record job), also written to ``jobs.json``."""
+    for stage in stages:  # before anything is submitted
+        if stage.name not in done:
+            state.check_resumable(stage)
     logs = state.folder / "logs"
     record_job: dict[str, str] = {}
     jobs: dict[str, list[str]] = {}

@@ -70,6 +70,8 @@ class Stage:
     stdout: str | None = None
     """The file the command's stdout becomes (the stage's output), else None."""
     kind: str = ""
+    resumes_in: str | None = None
+    """The folder whose ``hpc_ckpt_*.ckpt`` a SLURM run of this stage resumes from (train.py under SLURM)."""
 
     @property
     def script(self) -> str:
@@ -164,7 +166,7 @@ def site_stages(site: Site, options: Options) -> list[Stage]:
         stage(
             "train", ["data"], ["python", "train.py", "--config", path],
             _settings(config.trainer, config.model, config.data, config.seed_everything),
-            resources=_job(config),
+            resources=_job(config), resumes_in=str(config.root_dir),
             outputs=[adapter / "adapter_config.json", adapter / "adapter_model.safetensors"],
         ),
     ]  # fmt: skip

@@ -101,6 +101,20 @@ class State:
             {"fingerprint": stage.fingerprint, "needs": list(stage.needs), "outputs": list(stage.outputs)},
         )
 
+    def check_resumable(self, stage: Stage) -> None:
+        """Refuse to submit a stage that would resume from an HPC checkpoint of other settings: Lightning
+        resumes a SLURM training run from any ``hpc_ckpt_*.ckpt`` in its root, and only one this stage left
+        with these very settings (its plan) continues the same run."""
+        if stage.resumes_in is None:
+            return
+        found = sorted(Path(stage.resumes_in).glob("hpc_ckpt_*.ckpt"))
+        planned = self._read(self.plan_path(stage.name))
+        if found and (planned is None or planned["fingerprint"] != stage.fingerprint):
+            raise ConfigError(
+                f"{found[0]}: an HPC checkpoint of a training run with other settings (or of another run), "
+                f"which the {stage.name} job would resume from; move the hpc_ckpt_*.ckpt files aside"
+            )
+
     def record(self, name: str) -> str:
         """Record a stage that ended well; its fingerprint. A ``DataError`` when an output is missing."""
         planned = self._read(self.plan_path(name))
