@@ -42,6 +42,7 @@ def reproduce_config(root: Path, cardano_dir: Path, tiny_bert: Path, cache: Path
     config["data"]["dataset"] = {
         "source": str(cardano_dir),
         "split": tiny_split(train_start="2021-08-20", test_end="2021-11-01"),  # 43 pool, 32 test questions
+        "workers": 1,  # cleaning in the stage's own process: no worker start-up for a 3 MB dump
     }
     config["retrieval"].update(embedding_model=str(tiny_bert), threshold=0.95)
     config["data"].update(max_length=256)

@@ -59,6 +59,15 @@ def test_the_protocol_runs_end_to_end_then_skips_what_is_up_to_date(workspace: t
     for line in again.stdout.splitlines():
         assert re.fullmatch(r"skip \S+: up to date \([0-9a-f]{20}\)", line), line
 
+    # A stage that fails (an annotator named twice) stops the run, naming it; the next run retries it
+    twice = ("--annotators", "alice", "alice")
+    failed = reproduce("--config", str(config), "--state", str(state), "--human-questions", "2", *twice)
+    assert failed.returncode == 1 and lines(failed.stdout, "run") == ["cardano/human"], failed.stdout
+    assert (
+        failed.stderr.strip().splitlines()[-1].startswith("error: stage cardano/human failed (exit status 1)")
+    )
+    assert not lines(failed.stdout, "done")
+
     # An input changed (the human export's question count, in its command) and an output is gone (the
     # tables): those two stages rerun, nothing else.
     (state / "beside_the_paper.md").unlink()

@@ -1,7 +1,7 @@
 """``graphctx reproduce --slurm`` on the real single-node SLURM cluster of ``scripts/slurm/cluster.sh``.
 
-The smallest real graph: data → index and data → train (train through scripts/slurm/train.sbatch), each
-stage a job ``afterok`` of its needs' record jobs. While the jobs are queued a second invocation is refused;
+The smallest real graph: data → train (train through scripts/slurm/train.sbatch), each stage a job
+``afterok`` of its needs' record jobs. While the jobs are queued a second invocation is refused;
 once they have completed a rerun submits nothing.
 """
 
@@ -31,7 +31,7 @@ def test_stages_run_as_dependent_jobs_and_a_rerun_submits_nothing(
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
     env = environment(SLURM_CONF=slurm_cluster.env["SLURM_CONF"], PATH=path)
     cluster = SlurmCluster(slurm_cluster.folder, env)
-    args = ("--config", str(config), "--state", str(state), "--slurm", "--stages", "index", "train")
+    args = ("--config", str(config), "--state", str(state), "--slurm", "--stages", "train")
 
     first = reproduce(*args, env=env)
     assert first.returncode == 0, first.stderr[-3000:]
@@ -39,12 +39,11 @@ def test_stages_run_as_dependent_jobs_and_a_rerun_submits_nothing(
         found.group(1): (found.group(2), found.group(3))
         for found in re.finditer(r"^submit (\S+): job (\d+) \(record job (\d+)\)", first.stdout, re.M)
     }
-    assert list(submitted) == ["cardano/data", "cardano/index", "cardano/train"], first.stdout
+    assert list(submitted) == ["cardano/data", "cardano/train"], first.stdout
     data_record = submitted["cardano/data"][1]
     try:
-        for stage in ("cardano/index", "cardano/train"):
-            dependency = cluster.job_field(submitted[stage][0], "Dependency")
-            assert dependency.startswith(f"afterok:{data_record}"), (stage, dependency)
+        dependency = cluster.job_field(submitted["cardano/train"][0], "Dependency")
+        assert dependency.startswith(f"afterok:{data_record}"), dependency
         assert cluster.job_field(submitted["cardano/train"][0], "Command").endswith("train.sbatch")
 
         second = reproduce(*args, env=env)
@@ -67,7 +66,7 @@ def test_stages_run_as_dependent_jobs_and_a_rerun_submits_nothing(
 
     again = reproduce(*args, env=env)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert [line.split()[0] for line in again.stdout.splitlines()] == ["skip"] * 3, again.stdout
+    assert [line.split()[0] for line in again.stdout.splitlines()] == ["skip"] * 2, again.stdout
 
     # Other training settings, and an HPC checkpoint of the earlier run in the root: the train job would
     # resume from it, so nothing is submitted.
