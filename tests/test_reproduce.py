@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from reproduce_workspace import environment, reproduce, reproduce_cache, reproduce_config  # noqa: F401
+from reproduce_workspace import REPO_ROOT, environment, reproduce, reproduce_cache, reproduce_config  # noqa: F401
 
 from graphctx.cli import main
 from graphctx.folder_lock import FolderLock
@@ -130,7 +130,10 @@ def _error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
 
 
 def test_bad_input_is_one_line_and_nothing_is_written(
-    workspace: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+    workspace: tuple[Path, Path],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     config, state = workspace
     run = ["reproduce", "--state", str(state)]
@@ -160,6 +163,15 @@ def test_bad_input_is_one_line_and_nothing_is_written(
     assert "evaluation.adapter" in _error(capsys, [*run, "--config", str(elsewhere)])
 
     assert not state.exists()
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert "run graphctx reproduce from the repository root" in _error(
+        capsys, [*run, "--config", str(config)]
+    )
+    monkeypatch.chdir(REPO_ROOT)
+    assert not state.exists() and sorted(p.name for p in elsewhere.iterdir()) == []
 
     state.mkdir()
     (state / STATE_FILE).write_text(json.dumps({"commit": "0" * 40}))

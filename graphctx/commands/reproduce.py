@@ -96,6 +96,12 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.reproduce.stages import Options, build_stages, only
     from graphctx.reproduce.state import State
 
+    missing = [name for name in ("train.py", "evaluate.py", "scripts/slurm") if not Path(name).exists()]
+    if missing:
+        raise ConfigError(
+            f"{Path.cwd()}: no {', '.join(missing)} here; run graphctx reproduce from the repository root "
+            "(the stages run train.py, evaluate.py and scripts/slurm/*.sbatch from there)"
+        )
     if args.human_questions < 1:
         raise ConfigError(f"--human-questions {args.human_questions}: must be at least 1")
     if args.slurm and not args.dry_run:

@@ -115,6 +115,11 @@ def _job(config: Any) -> Resources:
     )
 
 
+def _one_device(job: Resources) -> Resources:
+    """One task on one node, with one GPU when the job has GPUs (``graphctx genqa`` trains on one device)."""
+    return dataclasses.replace(job, tasks=1, nodes=1, gpus=min(job.gpus, 1))
+
+
 def _settings(*sections: Any) -> list[Any]:
     return [dataclasses.asdict(s) if dataclasses.is_dataclass(s) else s for s in sections]
 
@@ -176,7 +181,7 @@ def site_stages(site: Site, options: Options) -> list[Stage]:
             stage(
                 "genqa", ["index"], [*GRAPHCTX, "genqa", "--config", path],
                 _settings(config.data, config.retrieval, config.evaluation.genqa_model),
-                outputs=[config.genqa_dir], resources=dataclasses.replace(_job(config), tasks=1, nodes=1),
+                outputs=[config.genqa_dir], resources=_one_device(_job(config)),
             )
         )  # fmt: skip
         evaluate_needs.append("genqa")
