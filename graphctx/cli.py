@@ -29,6 +29,7 @@ COMMANDS: tuple[str, ...] = (
     "genqa",
     "annotate",
     "export",
+    "reproduce",
 )
 """Subcommand names; each is the module of :mod:`graphctx.commands` of that name, ``-`` read as ``_``."""
 

@@ -37,6 +37,7 @@ def bad_invocations(missing: Path) -> dict[str, tuple]:
         "genqa": (cli_main, ["genqa", *config]),
         "annotate": (cli_main, ["annotate", "import", "--key", str(missing), "--ratings", "r", "--out", "o"]),
         "export": (cli_main, ["export", "--run", str(missing), "--to", str(missing.parent / "dataset")]),
+        "reproduce": (cli_main, ["reproduce", *config, "--state", str(missing.parent / "state")]),
         "train.py": (train.main, config),
         "evaluate.py": (evaluate.main, config),
     }

@@ -37,7 +37,9 @@ LAYERS = {
     "pipeline": 6,  # the run config, the pool, contexts and the Answerer: the answering recipe
     "stack": 7,  # the model stack of a config and its report (graphctx plan), the memory plan
     "evaluation": 8,  # evaluates only: orchestration, resume guard, shards, scoring, tables, the callback
-    **dict.fromkeys(("commands", "cli", "settings_help"), 9),  # entry points, with train.py and evaluate.py
+    **dict.fromkeys(
+        ("commands", "cli", "settings_help", "reproduce"), 9
+    ),  # entry points, with train.py and evaluate.py
 }
 
 

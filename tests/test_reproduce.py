@@ -1,0 +1,195 @@
+"""``graphctx reproduce``: the whole protocol end to end on the tiny config, locally; what a rerun skips and
+reruns; the lock; the dry-run's cost against ``graphctx plan --cost``; bad input, one line, nothing written.
+
+The SLURM run is in tests/test_reproduce_slurm.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from reproduce_workspace import REPO_ROOT, environment, reproduce, reproduce_cache, reproduce_config  # noqa: F401
+
+from graphctx.cli import main
+from graphctx.folder_lock import FolderLock
+from graphctx.reproduce.state import STATE_FILE
+
+STAGES = ["data", "index", "train", "evaluate", "human"]
+
+
+@pytest.fixture
+def workspace(
+    tmp_path: Path,
+    cardano_dir: Path,
+    tiny_bert: Path,
+    reproduce_cache: Path,  # noqa: F811 -- fixture
+) -> tuple[Path, Path]:
+    """(config, state folder)."""
+    return reproduce_config(tmp_path, cardano_dir, tiny_bert, reproduce_cache), tmp_path / "state"
+
+
+def lines(text: str, word: str) -> list[str]:
+    """The stage names of the ``word <stage>...`` lines of reproduce's output."""
+    return [line.split()[1].rstrip(":") for line in text.splitlines() if line.startswith(f"{word} ")]
+
+
+def test_the_protocol_runs_end_to_end_then_skips_what_is_up_to_date(workspace: tuple[Path, Path]) -> None:
+    config, state = workspace
+    every = [f"cardano/{stage}" for stage in STAGES] + ["tables"]
+    first = reproduce("--config", str(config), "--state", str(state), "--human-questions", "2")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert lines(first.stdout, "done") == every, first.stdout
+    root = config.parent / "run"
+    assert (root / "adapter" / "adapter_model.safetensors").is_file()
+    results = (root / "eval" / "results.csv").read_text()
+    assert "GraphContextGen" in results
+    summary = json.loads((state / "cardano" / "data.txt").read_text().splitlines()[-1])
+    assert summary["kept"] > 0 and json.loads((state / "cardano" / "index.json").read_text())["pool"] > 0
+    key = json.loads((state / "cardano" / "human" / "key.json").read_text())
+    assert len(key["items"]) == 2 * 2  # 2 questions × (GraphContextGen + gold)
+    assert 'No "Beside the paper" section' in (state / "beside_the_paper.md").read_text()  # cardano
+
+    again = reproduce("--config", str(config), "--state", str(state), "--human-questions", "2")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert lines(again.stdout, "skip") == every and not lines(again.stdout, "run"), again.stdout
+    for line in again.stdout.splitlines():
+        assert re.fullmatch(r"skip \S+: up to date \([0-9a-f]{20}\)", line), line
+
+    # A stage that fails (an annotator named twice) stops the run, naming it; the next run retries it
+    twice = ("--annotators", "alice", "alice")
+    failed = reproduce("--config", str(config), "--state", str(state), "--human-questions", "2", *twice)
+    assert failed.returncode == 1 and lines(failed.stdout, "run") == ["cardano/human"], failed.stdout
+    assert (
+        failed.stderr.strip().splitlines()[-1].startswith("error: stage cardano/human failed (exit status 1)")
+    )
+    assert not lines(failed.stdout, "done")
+
+    # An input changed (the human export's question count, in its command) and an output is gone (the
+    # tables): those two stages rerun, nothing else.
+    (state / "beside_the_paper.md").unlink()
+    changed = reproduce("--config", str(config), "--state", str(state), "--human-questions", "1")
+    assert changed.returncode == 0, changed.stderr[-3000:]
+    assert lines(changed.stdout, "run") == ["cardano/human", "tables"], changed.stdout
+    assert len(lines(changed.stdout, "skip")) == len(every) - 2
+    assert len(json.loads((state / "cardano" / "human" / "key.json").read_text())["items"]) == 2
+
+
+def test_a_second_invocation_while_one_runs_is_refused_in_one_line(workspace: tuple[Path, Path]) -> None:
+    config, state = workspace
+    running = FolderLock(state, "another graphctx reproduce")
+    assert running.acquire()  # as the first invocation holds it for its whole run
+    try:
+        second = reproduce("--config", str(config), "--state", str(state))
+    finally:
+        running.release()
+    assert second.returncode == 1
+    error = second.stderr.strip().splitlines()
+    assert len(error) == 1 and "is already using this folder" in error[0], second.stderr
+    assert not (state / STATE_FILE).exists() and not (state / "records").exists()
+
+
+def test_dry_run_prints_the_graph_with_plan_cost_s_figures_and_writes_nothing(
+    workspace: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    config, state = workspace
+    counts = ["--counts", "train=351,test=45"]
+    assert main(["plan", "--config", str(config), "--cost", "--json", *counts]) == 0
+    cost = json.loads(capsys.readouterr().out)["cost"]
+    assert main(["reproduce", "--config", str(config), "--state", str(state), "--dry-run", *counts]) == 0
+    printed = capsys.readouterr().out
+    blocks = {block.split("\n", 1)[0]: block for block in printed.split("\ncardano/")[1:]}
+    for stage, key in (("train", "train"), ("evaluate", "answers")):
+        figures = cost["stages"][key]
+        assert (
+            f"cost       {figures['gpu_hours']:.4g} GPU-h, {figures['peak_gib']} GiB per rank"
+            in blocks[stage]
+        )
+    assert f"total: {cost['gpu_hours']:.4g} GPU-h" in printed
+    assert "needs      cardano/index, cardano/train" in blocks["evaluate"]
+    assert "[scripts/slurm/train.sbatch]" in blocks["train"]
+    assert not state.exists()
+
+
+def _config_with(path: Path, change) -> Path:
+    settings = yaml.safe_load(path.read_text())
+    change(settings)
+    changed = path.with_name(f"changed-{len(list(path.parent.glob('changed-*')))}.yaml")
+    changed.write_text(yaml.safe_dump(settings))
+    return changed
+
+
+def _error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    return err[0]
+
+
+def test_bad_input_is_one_line_and_nothing_is_written(
+    workspace: tuple[Path, Path],
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    config, state = workspace
+    run = ["reproduce", "--state", str(state)]
+
+    def set_source(s):
+        s["data"]["dataset"]["source"] = str(tmp_path / "askubuntu")
+
+    missing = _config_with(config, set_source)
+    assert str(tmp_path / "askubuntu") in _error(capsys, [*run, "--config", str(missing)])
+
+    assert "--sites unix: no --config is for this site" in _error(
+        capsys, [*run, "--config", str(config), "--sites", "unix"]
+    )
+
+    def other_site_other_model(s):
+        s["data"]["dataset"]["site"] = "other"
+        s["model"]["spec"]["source"] = "smollm2-gguf"
+
+    other = _config_with(config, other_site_other_model)
+    error = _error(capsys, [*run, "--config", str(config), "--config", str(other)])
+    assert f"{other}: model.spec.source smollm2-gguf differs" in error
+
+    def adapter_elsewhere(s):
+        s["evaluation"]["adapter"] = str(tmp_path / "some-adapter")
+
+    elsewhere = _config_with(config, adapter_elsewhere)
+    assert "evaluation.adapter" in _error(capsys, [*run, "--config", str(elsewhere)])
+
+    assert not state.exists()
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert "run graphctx reproduce from the repository root" in _error(
+        capsys, [*run, "--config", str(config)]
+    )
+    monkeypatch.chdir(REPO_ROOT)
+    assert not state.exists() and sorted(p.name for p in elsewhere.iterdir()) == []
+
+    state.mkdir()
+    (state / STATE_FILE).write_text(json.dumps({"commit": "0" * 40}))
+    assert "made by graphctx commit 0000000000" in _error(capsys, [*run, "--config", str(config)])
+    assert sorted(p.name for p in state.iterdir()) == [STATE_FILE]
+
+
+def test_slurm_without_sbatch_on_path_is_refused(workspace: tuple[Path, Path], tmp_path: Path) -> None:
+    import sys
+
+    config, state = workspace
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    (bare / "python").symlink_to(sys.executable)
+    done = reproduce(
+        "--config", str(config), "--state", str(state), "--slurm", env=environment(PATH=str(bare))
+    )
+    assert done.returncode == 1 and done.stderr.strip().splitlines() == [
+        "error: --slurm: sbatch/squeue are not on PATH; run on a SLURM login node, or leave out --slurm"
+    ], done.stderr
+    assert not state.exists()
