@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
 def evaluate(args: argparse.Namespace, overrides: list[str], stop: StopRequest, out: TextIO) -> int:
     """Launch the processes, run the evaluation; on a stop request, rank 0 requeues the SLURM job."""
     from graphctx.evaluation.matrix.inputs import check_inputs
-    from graphctx.evaluation.matrix.runner import EvaluationRun
+    from graphctx.evaluation.matrix.runner import MatrixEvaluation
     from graphctx.evaluation.matrix.table import to_markdown
     from graphctx.model.preemption import requeue_slurm_job
     from graphctx.pipeline.config_file import load_config
@@ -113,13 +113,13 @@ def evaluate(args: argparse.Namespace, overrides: list[str], stop: StopRequest, 
                 output_key,
             )
     else:
-        run = EvaluationRun(
+        evaluation = MatrixEvaluation(
             config, args.variants, args.limit, args.output_dir, processes=processes, stop=stop
         )
-        check_inputs(run, output_key, args.overwrite)
+        check_inputs(evaluation, output_key, args.overwrite)
 
         def work() -> str | None:
-            table = run.run(overwrite=args.overwrite)
+            table = evaluation.evaluate(overwrite=args.overwrite)
             return None if table is None else to_markdown(table)
 
     try:

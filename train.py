@@ -187,9 +187,9 @@ class TrainCLI(LightningCLI):
         """The settings, the run config built from them (:attr:`run`), the modules built from it, then the
         Trainer."""
         self.config_init = self.parser.instantiate_classes(self.config)
-        self.run = run_config(self.config, self.config_init, self.config_path)
-        self.model = InstructionTuner(self.run.model)
-        self.datamodule = InstructionDataModule(self.run.data, self.run.cache_dir)
+        self.run_config = run_config(self.config, self.config_init, self.config_path)
+        self.model = InstructionTuner(self.run_config.model)
+        self.datamodule = InstructionDataModule(self.run_config.data, self.run_config.cache_dir)
         self._add_configure_optimizers_method_to_model(self.subcommand)
         self.trainer = self.instantiate_trainer()
 
@@ -294,7 +294,7 @@ def train(args: list[str], out: TextIO) -> int:
             config_path=config_path,
         )
     add_run_callbacks(cli.trainer)
-    config = cli.run
+    config = cli.run_config
     plan = ModelStack(config)
     print_plan(plan)
     check_models(plan, "train")  # on every rank, before any weights load: a missing model is named

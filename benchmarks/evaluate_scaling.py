@@ -37,12 +37,12 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 def warm_caches(config_path: str, variants: list[str], limit: int) -> None:
     """Retrieval and enhancement of the slice once, so that both timed runs read them from the caches."""
-    from graphctx.evaluation.matrix.runner import EvaluationRun
+    from graphctx.evaluation.matrix.runner import MatrixEvaluation
     from graphctx.pipeline.config_file import load_config
 
-    run = EvaluationRun(load_config(config_path), variants, limit)
-    rows, _ = run.load_rows()
-    run.build_contexts(rows)
+    evaluation = MatrixEvaluation(load_config(config_path), variants, limit)
+    rows, _ = evaluation.load_rows()
+    evaluation.build_contexts(rows)
 
 
 def stage_seconds(output: Path) -> dict[str, float]:

@@ -159,7 +159,7 @@ def timed_run(ranker: PoolPageRank, edges: QueryEdges, k: int, device: torch.dev
     """graphctx's batched PageRank over ``edges``: (ms per query, result)."""
     synchronize(device)
     start = time.perf_counter()
-    result = ranker.run(edges, k)
+    result = ranker.rank(edges, k)
     synchronize(device)
     return (time.perf_counter() - start) * 1000 / max(edges.num_queries, 1), result
 
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> dict:
     stats = degree_stats(graph)
     log(f"graph built in {build_s:.2f} s: {describe_degrees(stats)}")
 
-    ranker.run(query_edges(queries[:64], pool, args.threshold, **graph_options), args.top_k)  # warm-up
+    ranker.rank(query_edges(queries[:64], pool, args.threshold, **graph_options), args.top_k)  # warm-up
     synchronize(device)
     start = time.perf_counter()
     edges = query_edges(queries, pool, args.threshold, **graph_options)

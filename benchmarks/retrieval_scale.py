@@ -59,7 +59,7 @@ def latencies(ranker, edges, queries: int, k: int = 10) -> tuple[list[float], to
         pick = edges.query == query
         one = QueryEdges(edges.query[pick] * 0, edges.node[pick], edges.weight[pick], 1)
         start = time.perf_counter()
-        result = ranker.run(one, k)
+        result = ranker.rank(one, k)
         if result.node_ids.is_cuda:
             torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
@@ -184,21 +184,21 @@ def one_size(args: argparse.Namespace, size: int) -> dict:
     graph_cpu = graph.cpu()
     edges_cpu = type(edges)(edges.query.cpu(), edges.node.cpu(), edges.weight.cpu(), edges.num_queries)
     push = PoolPush(graph_cpu, eps=args.eps)
-    push.run(edges_cpu, 10)  # compiles (or loads) the numba loops
+    push.rank(edges_cpu, 10)  # compiles (or loads) the numba loops
     push_times, push_ids = latencies(push, edges_cpu, args.queries)
     start = time.perf_counter()
-    push.run(edges_cpu, 10)
+    push.rank(edges_cpu, 10)
     batch = 1e3 * (time.perf_counter() - start) / args.queries
     row["push"] = {**percentiles(push_times), "batch_ms_per_query": batch}
     if args.device.startswith("cuda"):
         start = time.perf_counter()
-        FrontierPush(graph, eps=args.eps).run(edges, 10)
+        FrontierPush(graph, eps=args.eps).rank(edges, 10)
         torch.cuda.synchronize()
         row["push_gpu_batch_ms_per_query"] = 1e3 * (time.perf_counter() - start) / args.queries
     power_times, _ = latencies(PoolPageRank(graph), edges, args.queries)
     row["power"] = percentiles(power_times)
     reference = PoolPageRank(graph, dtype=torch.float64, tol=REFERENCE_TOL, max_iter=1000)
-    reference_ids = reference.run(edges, 10).node_ids.cpu()
+    reference_ids = reference.rank(edges, 10).node_ids.cpu()
     row["agreement_top10"] = agreement(push_ids, reference_ids)
     if size <= args.exact_max:
         with PeakRss() as rss:
@@ -209,7 +209,7 @@ def one_size(args: argparse.Namespace, size: int) -> dict:
         row["exact_peak_rss_gib"] = rss.gib
         row["exact_edges"] = exact.edge_index.shape[1] // 2
         exact_power = PoolPageRank(exact, dtype=torch.float64, tol=REFERENCE_TOL, max_iter=1000)
-        exact_ids = exact_power.run(edges, 10).node_ids.cpu()
+        exact_ids = exact_power.rank(edges, 10).node_ids.cpu()
         row["agreement_top10_vs_exact_graph"] = agreement(push_ids, exact_ids)
     peers = min(args.queries, args.peer_queries) if size <= args.peer_max else 0
     if not peers:

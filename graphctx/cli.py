@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             sub.add_argument("-h", "--help", action="help", help="show this help message and exit")
         sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-        sub.set_defaults(run=module.run)
+        sub.set_defaults(execute=module.execute)
     return parser
 
 
@@ -68,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = sys.stdout
         quiet_third_party()
         with contextlib.redirect_stdout(sys.stderr):
-            return report(lambda: args.run(args, results), debug_enabled(args.debug))
+            return report(lambda: args.execute(args, results), debug_enabled(args.debug))
     except BrokenPipeError:
         # Python flushes stdout again at exit: point it at devnull so that flush cannot raise too
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -64,13 +64,13 @@ def debug_enabled(flag: bool = False) -> bool:
 
 
 def report(
-    run: Callable[[], int], debug: bool, hint: Callable[[GraphctxError], str | None] = lambda e: None
+    command: Callable[[], int], debug: bool, hint: Callable[[GraphctxError], str | None] = lambda e: None
 ) -> int:
-    """``run()``'s exit status; a :class:`GraphctxError` it raises becomes one ``error: ...`` line on stderr
-    (and an optional hint line) and status 1, with the traceback before it when ``debug``. So does a full
-    disk (:func:`disk_full`), named as such; any other exception propagates."""
+    """``command()``'s exit status; a :class:`GraphctxError` it raises becomes one ``error: ...`` line on
+    stderr (and an optional hint line) and status 1, with the traceback before it when ``debug``. So does a
+    full disk (:func:`disk_full`), named as such; any other exception propagates."""
     try:
-        return run()
+        return command()
     except GraphctxError as error:
         if debug:
             traceback.print_exc(file=sys.stderr)

@@ -10,7 +10,7 @@ from evaluation_workspace import write_workspace
 
 from graphctx.cli import main as cli_main
 from graphctx.evaluation.jsonl import read_records
-from graphctx.evaluation.matrix.runner import EvaluationRun
+from graphctx.evaluation.matrix.runner import MatrixEvaluation
 from graphctx.pipeline.config_file import load_config
 
 pytestmark = pytest.mark.slow
@@ -23,10 +23,10 @@ def test_graphctx_answer_gives_the_answer_evaluate_py_gives(tmp_path, cardano_di
     evaluation = {"output_dir": str(tmp_path / "out"), "limit": 1}
     generation = {"max_new_tokens": 3, "batch_size": 1, "max_prompt_tokens": 320}
     path = write_workspace(tmp_path, cardano_dir, tiny_bert, "eval.yaml", evaluation, generation=generation)
-    run = EvaluationRun(load_config(path), [variant])
-    run.guard.check_settings(run.variants[0], overwrite=False)
-    rows = run.load_rows()
-    run.generate(rows, run.build_contexts(rows))
+    evaluation = MatrixEvaluation(load_config(path), [variant])
+    evaluation.guard.check_settings(evaluation.variants[0], overwrite=False)
+    rows = evaluation.load_rows()
+    evaluation.generate(rows, evaluation.build_contexts(rows))
     (evaluated,) = read_records(tmp_path / "out" / "predictions" / f"{variant}.jsonl")
 
     capsys.readouterr()

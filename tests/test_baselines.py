@@ -168,14 +168,14 @@ def workspace(tmp_path_factory, cardano_dir, tiny_bert):
 @pytest.mark.slow
 def test_baseline_variants_answer_without_the_llm_and_are_scored(workspace):
     from graphctx.evaluation.jsonl import read_records
-    from graphctx.evaluation.matrix.runner import EvaluationRun
+    from graphctx.evaluation.matrix.runner import MatrixEvaluation
     from graphctx.pipeline.config_file import load_config
 
     root, config_path = workspace
     names = ["RetrievedAnswer", "RetrievedAnswer-Graph", "AnswerBot", "TechSumBot"]
     # the site named askubuntu: results.md sets the baselines beside the paper's Table 3
-    run = EvaluationRun(load_config(config_path, ["--data.dataset.site", "askubuntu"]), names)
-    table = run.run()
+    evaluation = MatrixEvaluation(load_config(config_path, ["--data.dataset.site", "askubuntu"]), names)
+    table = evaluation.evaluate()
     assert [row.variant.name for row in table.rows] == names
     results = (root / "out" / "results.md").read_text()
     assert "## Beside the paper (Table 3, askubuntu)" in results
@@ -194,12 +194,14 @@ def test_baseline_variants_answer_without_the_llm_and_are_scored(workspace):
         assert all(p["generated"].strip() and p["new_tokens"] == 0 for p in predictions)
         assert len(read_records(root / "out" / "scores" / f"{name}.jsonl")) == 3
         if name.startswith("RetrievedAnswer"):  # the top hit's accepted answer, verbatim
-            assert all(p["generated"] == run.pool[p["retrieved_ids"][0]]["answer"] for p in predictions)
+            assert all(
+                p["generated"] == evaluation.pool[p["retrieved_ids"][0]]["answer"] for p in predictions
+            )
 
 
 @pytest.mark.slow
 def test_a_baseline_without_a_retrieval_pool_is_one_error_and_writes_no_answer(workspace, tmp_path):
-    from graphctx.evaluation.matrix.runner import EvaluationRun
+    from graphctx.evaluation.matrix.runner import MatrixEvaluation
     from graphctx.pipeline.config_file import load_config
 
     _, config_path = workspace
@@ -210,7 +212,7 @@ def test_a_baseline_without_a_retrieval_pool_is_one_error_and_writes_no_answer(w
     # the data layer refuses the empty pool first (one line naming the split); a context without pairs
     # otherwise meets candidates_for's error (test_candidates_carry_votes_and_tags_and_no_pool_is_one_error)
     with pytest.raises(EmptySplitError, match=r"split 'train' is empty"):
-        EvaluationRun(config, ["AnswerBot"], output_dir=tmp_path).run()
+        MatrixEvaluation(config, ["AnswerBot"], output_dir=tmp_path).evaluate()
     assert not (tmp_path / "predictions" / "AnswerBot.jsonl").exists()
 
 

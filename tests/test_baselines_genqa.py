@@ -100,7 +100,7 @@ def test_graphctx_genqa_trains_on_the_pool_and_evaluate_answers_with_it(tmp_path
 
     from graphctx.cli import main as cli_main
     from graphctx.evaluation.jsonl import read_records
-    from graphctx.evaluation.matrix.runner import EvaluationRun
+    from graphctx.evaluation.matrix.runner import MatrixEvaluation
     from graphctx.pipeline.config_file import load_config
 
     evaluation = {"output_dir": str(tmp_path / "out"), "limit": 2, "bootstrap_samples": 20}
@@ -110,14 +110,14 @@ def test_graphctx_genqa_trains_on_the_pool_and_evaluate_answers_with_it(tmp_path
     args = ["genqa", "--config", str(config), "--base", str(base), "--max-steps", "2", "--limit", "4"]
     assert cli_main([*args, "--batch-size", "2"]) == 0
     assert (tmp_path / "genqa" / "config.json").is_file()
-    EvaluationRun(load_config(config), ["GenQA"]).run()
+    MatrixEvaluation(load_config(config), ["GenQA"]).evaluate()
     predictions = read_records(tmp_path / "out" / "predictions" / "GenQA.jsonl")
     assert len(predictions) == 2 and {p["stop"] for p in predictions} == {"no_llm"}
     assert cli_main([*args[:-4], "--max-steps", "1", "--limit", "4", "--batch-size", "2"]) == 0  # retrained
     with pytest.raises(
         ConfigError, match="GenQA were made with other settings"
     ):  # never mixed with old answers
-        EvaluationRun(load_config(config), ["GenQA"]).run()
+        MatrixEvaluation(load_config(config), ["GenQA"]).evaluate()
 
 
 def _greedy_by_hand(model, tokenizer, text: str, steps: int) -> str:

@@ -87,13 +87,13 @@ def run_python(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
 def test_json_is_the_only_thing_on_stdout_with_wandb_offline():
     """transformers prints ``[INFO] Running in WANDB offline mode`` to stdout when its W&B integration is
     imported with WANDB_MODE=offline; imported while a command runs, the line must reach stderr, not the
-    JSON. No graphctx command imports it today, so the probe imports it inside ``plan``'s run."""
+    JSON. No graphctx command imports it today, so the probe imports it inside ``plan``'s execute."""
     probe = (
-        "import sys, graphctx.commands.plan as plan; from graphctx.cli import main; run = plan.run\n"
-        "def noisy_run(args, out):\n"
+        "import sys, graphctx.commands.plan as plan; from graphctx.cli import main; execute = plan.execute\n"
+        "def noisy_execute(args, out):\n"
         "    import transformers.integrations.integration_utils\n"
-        "    return run(args, out)\n"
-        f"plan.run = noisy_run; sys.exit(main(['plan', '--config', {str(TINY)!r}, '--json']))"
+        "    return execute(args, out)\n"
+        f"plan.execute = noisy_execute; sys.exit(main(['plan', '--config', {str(TINY)!r}, '--json']))"
     )
     done = run_python("-c", probe, env={"WANDB_MODE": "offline"})
     assert done.returncode == 0, done.stderr[-2000:]

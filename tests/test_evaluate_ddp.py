@@ -24,7 +24,7 @@ from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 -- fixture
 
 from graphctx.errors import ConfigError
 from graphctx.evaluation.jsonl import read_records
-from graphctx.evaluation.matrix.runner import EvaluationRun
+from graphctx.evaluation.matrix.runner import MatrixEvaluation
 from graphctx.evaluation.matrix.shards import Unit, balance, shard_path, shards_of
 from graphctx.metrics.registry import built_in_classes
 from graphctx.pipeline.config_file import load_config
@@ -62,7 +62,7 @@ def workspace(tmp_path_factory, cardano_dir, tiny_bert) -> Path:
         retrieval=retrieval,
         generation={"max_new_tokens": 3, "batch_size": 2, "max_prompt_tokens": 256},
     )
-    EvaluationRun(load_config(config)).run()
+    MatrixEvaluation(load_config(config)).evaluate()
     return root
 
 
@@ -149,7 +149,7 @@ def test_two_processes_write_the_files_of_one(workspace):
     assert_same_outputs(workspace / "two", reference)
 
 
-def _contexts_rank(rank: int, port: int, run: EvaluationRun, queries: list[str], out: Path) -> None:
+def _contexts_rank(rank: int, port: int, run: MatrixEvaluation, queries: list[str], out: Path) -> None:
     """One of two gloo processes, started the way torchrun or srun start them: its contexts and counts."""
     os.environ |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "NODE_RANK": "0"}
     os.environ["LOCAL_RANK"] = str(rank)
@@ -162,7 +162,7 @@ def _contexts_rank(rank: int, port: int, run: EvaluationRun, queries: list[str],
         pickle.dump((contexts, counts, summary), handle)
 
 
-def context_builder(run: EvaluationRun, processes: Processes | None = None) -> ContextBuilder:
+def context_builder(run: MatrixEvaluation, processes: Processes | None = None) -> ContextBuilder:
     run.load_rows()
     pool = list(run.pool.values())
     config = run.config
@@ -177,11 +177,11 @@ def test_two_processes_share_out_the_contexts_and_each_gets_those_of_one(workspa
     """Dense and graph retrieval, with and without KG sentences, for fewer query batches than processes
     (rank 0 ranks them) and for more (batches of 2): every rank ends with the single process's contexts,
     hit scores bit for bit."""
-    run = EvaluationRun(load_config(workspace / "eval.yaml"))
-    queries = [row["question"] for row in run.load_rows()[:count]]
-    expected = context_builder(run).for_variants(get_variants(CONTEXT_VARIANTS), queries)
+    evaluation = MatrixEvaluation(load_config(workspace / "eval.yaml"))
+    queries = [row["question"] for row in evaluation.load_rows()[:count]]
+    expected = context_builder(evaluation).for_variants(get_variants(CONTEXT_VARIANTS), queries)
     port = find_free_network_port()
-    rank_args = [(rank, port, run, queries, tmp_path) for rank in (0, 1)]
+    rank_args = [(rank, port, evaluation, queries, tmp_path) for rank in (0, 1)]
     assert run_forked_ranks(_contexts_rank, rank_args, timeout_s=300) == [0, 0]
     results = [pickle.loads((tmp_path / f"rank{rank}.pkl").read_bytes()) for rank in (0, 1)]
     for contexts, _, _ in results:
@@ -219,7 +219,7 @@ def test_a_rank_killed_mid_run_resumes_on_one_process_to_the_same_files(workspac
     with open(torn, "ab") as handle:  # and a write torn by the kill
         handle.write(b'{"id": 4242, "variant": "ZeroShot", "gener')
 
-    EvaluationRun(load_config(workspace / "eval.yaml"), output_dir=output).run()
+    MatrixEvaluation(load_config(workspace / "eval.yaml"), output_dir=output).evaluate()
     assert_same_outputs(output, workspace / "one")
 
 
@@ -278,15 +278,15 @@ def test_evaluate_sbatch_on_two_tasks_is_requeued_by_sigusr1_and_ends_with_the_f
 
 def test_a_shard_made_with_other_settings_is_refused_with_its_path(workspace):
     output = workspace / "foreign"
-    run = EvaluationRun(load_config(workspace / "eval.yaml"), output_dir=output)
-    stamp = run.guard.fingerprint(run.variants[0])
+    evaluation = MatrixEvaluation(load_config(workspace / "eval.yaml"), output_dir=output)
+    stamp = evaluation.guard.fingerprint(evaluation.variants[0])
     foreign = shard_path(output / "predictions" / "ZeroShot.jsonl", "ZeroShot", "0" * len(stamp), 3)
     foreign.parent.mkdir(parents=True)
     foreign.write_text('{"id": 1, "generated": "from another config"}\n')
     with pytest.raises(ConfigError, match=rf"^{foreign}: a shard of ZeroShot made with other settings"):
-        run.run()
+        evaluation.evaluate()
     assert foreign.is_file() and not (output / "predictions" / "ZeroShot.jsonl").exists()
-    run.merge(overwrite=True)  # --overwrite moves it aside, never deletes it
+    evaluation.merge(overwrite=True)  # --overwrite moves it aside, never deletes it
     assert not foreign.exists()
     (aside,) = (output / "stale").glob(f"*/predictions/shards/{foreign.name}")
     assert aside.read_text() == '{"id": 1, "generated": "from another config"}\n'

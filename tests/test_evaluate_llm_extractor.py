@@ -10,7 +10,7 @@ from tiny_config import tiny_split
 
 import graphctx.pipeline.answerer as answerer
 from graphctx.evaluation.jsonl import read_records
-from graphctx.evaluation.matrix.runner import EvaluationRun
+from graphctx.evaluation.matrix.runner import MatrixEvaluation
 from graphctx.knowledge.llm import LLM_TRIPLET_PROMPT
 from graphctx.model import ModelSpec, load_tokenizer
 from graphctx.pipeline.config_file import load_config
@@ -73,7 +73,7 @@ def test_the_llm_extractor_is_the_loaded_base_model(tmp_path, cardano_dir, monke
     real_load_generator = answerer.load_generation_model
     monkeypatch.setattr(answerer, "load_generation_model", load_generation_model)  # the real loader, counted
 
-    table = EvaluationRun(config).run()
+    table = MatrixEvaluation(config).evaluate()
     assert [row.variant.name for row in table.rows] == ["ZeroShot", "Base-TextContextGen"]
     # the released base, loaded once per stage: the contexts' extractor, the answers, the fact score's
     assert [adapter for adapter, _ in loads] == [None, None, None]

@@ -11,7 +11,7 @@ from evaluation_workspace import write_workspace
 from transformers import PreTrainedModel
 
 import graphctx.pipeline.answerer as answerer
-from graphctx.evaluation.matrix.runner import EvaluationRun
+from graphctx.evaluation.matrix.runner import MatrixEvaluation
 from graphctx.pipeline.config_file import load_config
 from graphctx.prompts import VARIANTS
 
@@ -69,8 +69,8 @@ def test_each_stage_loads_after_the_previous_stages_models_are_freed(
 
     real_load_generator = answerer.load_generation_model
     monkeypatch.setattr(answerer, "load_generation_model", load_generation_model)
-    run = EvaluationRun(config, log=log)
-    run.run()
+    evaluation = MatrixEvaluation(config, log=log)
+    evaluation.evaluate()
     assert [message.split(" (")[0].split(" with ")[0] for message, _ in loads] == [
         "loading the base model",  # the LLM extractor, for the contexts
         "loading the base model",  # the base rows
@@ -89,6 +89,6 @@ def test_each_stage_loads_after_the_previous_stages_models_are_freed(
     assert kinds == [(False, "released"), (False, "released"), (True, "trained"), (False, "released")]
     released, trained = weights[0][2], weights[2][2]  # gate_proj: not an adapter target here
     assert (released - trained).abs().max() > 1e-3  # the NF4 rounding the base rows no longer see
-    base_rows = run.guard.prediction_fingerprint(VARIANTS["ZeroShot"])
+    base_rows = evaluation.guard.prediction_fingerprint(VARIANTS["ZeroShot"])
     assert base_rows["weights"] == "released"
-    assert run.guard.prediction_fingerprint(VARIANTS["TextContextGen"])["weights"] == "trained"
+    assert evaluation.guard.prediction_fingerprint(VARIANTS["TextContextGen"])["weights"] == "trained"

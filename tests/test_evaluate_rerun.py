@@ -14,7 +14,7 @@ import pytest
 from evaluation_workspace import write_workspace
 
 from graphctx.evaluation.jsonl import dump_line, read_records
-from graphctx.evaluation.matrix.runner import EvaluationRun
+from graphctx.evaluation.matrix.runner import MatrixEvaluation
 from graphctx.pipeline.config_file import load_config
 
 VARIANT = "Base-TextGen"
@@ -43,8 +43,8 @@ def workspace(tmp_path_factory, cardano_dir, tiny_bert) -> Path:
         evaluation,
         generation={"max_new_tokens": 3, "batch_size": 2, "max_prompt_tokens": 256},
     )
-    EvaluationRun(load_config(config)).run()
-    EvaluationRun(load_config(config, SHORT_JUDGE), output_dir=root / "short").run()
+    MatrixEvaluation(load_config(config)).evaluate()
+    MatrixEvaluation(load_config(config, SHORT_JUDGE), output_dir=root / "short").evaluate()
     return root
 
 
@@ -60,7 +60,7 @@ def rerun(
     """Run the config again into ``out``; its log lines."""
     lines: list[str] = []
     config = load_config(workspace / "eval.yaml", list(overrides))
-    EvaluationRun(config, limit=limit, output_dir=out, log=lines.append).run(overwrite=overwrite)
+    MatrixEvaluation(config, limit=limit, output_dir=out, log=lines.append).evaluate(overwrite=overwrite)
     return lines
 
 
@@ -167,8 +167,8 @@ def test_another_variant_set_leaves_the_other_variants_files_in_place(workspace,
     out = copy_of_first(workspace, tmp_path)
     kept = {p: p.read_bytes() for p in out.rglob("*.json*") if VARIANT in str(p.relative_to(out))}
     lines: list[str] = []
-    table = EvaluationRun(
+    table = MatrixEvaluation(
         load_config(workspace / "eval.yaml"), ["ZeroShot"], output_dir=out, log=lines.append
-    ).run()
+    ).evaluate()
     assert [row.variant.name for row in table.rows] == ["ZeroShot"]
     assert {p: p.read_bytes() for p in kept} == kept and not (out / "stale").exists()

@@ -15,7 +15,7 @@ import pytest
 from evaluation_workspace import write_workspace
 
 from graphctx.evaluation.jsonl import read_records
-from graphctx.evaluation.matrix.runner import EvaluationRun
+from graphctx.evaluation.matrix.runner import MatrixEvaluation
 from graphctx.pipeline.config_file import load_config
 from graphctx.prompts import VARIANTS
 
@@ -52,7 +52,7 @@ def ids_of(path: Path) -> list[int]:
 def test_killed_run_resumes_to_the_uninterrupted_table(workspace):
     config_file = workspace / "tiny.yaml"
     uninterrupted, resumed = workspace / "uninterrupted", workspace / "resumed"
-    table = EvaluationRun(load_config(config_file), output_dir=uninterrupted).run()
+    table = MatrixEvaluation(load_config(config_file), output_dir=uninterrupted).evaluate()
     assert [row.variant.name for row in table.rows] == list(VARIANTS)
     for name in VARIANTS:
         predictions = read_records(uninterrupted / "predictions" / f"{name}.jsonl")
@@ -79,7 +79,7 @@ def test_killed_run_resumes_to_the_uninterrupted_table(workspace):
     with open(first, "ab") as handle:  # and a write torn by the kill, as a crash could leave it
         handle.write(b'{"id": 4242, "variant": "ZeroShot", "gener')
 
-    EvaluationRun(load_config(config_file), output_dir=resumed).run()
+    MatrixEvaluation(load_config(config_file), output_dir=resumed).evaluate()
     for name in VARIANTS:
         for folder in ("predictions", "scores"):
             path = resumed / folder / f"{name}.jsonl"

@@ -18,7 +18,7 @@ from evaluation_workspace import write_workspace
 from graphctx.cli import main
 from graphctx.evaluation.jsonl import read_records
 from graphctx.evaluation.matrix.export import MARKER
-from graphctx.evaluation.matrix.runner import EvaluationRun
+from graphctx.evaluation.matrix.runner import MatrixEvaluation
 from graphctx.knowledge.budget import KNOWLEDGE_HEADER, QAPair
 from graphctx.knowledge.triplets import Triplet
 from graphctx.knowledge.verbalise import readable_relation, verbalise
@@ -44,7 +44,7 @@ retrieved pairs mention (but Input Output: the one-hop filter drops that one).""
 
 
 @pytest.fixture(scope="module")
-def evaluation(tmp_path_factory, cardano_dir, tiny_bert) -> EvaluationRun:
+def evaluation(tmp_path_factory, cardano_dir, tiny_bert) -> MatrixEvaluation:
     """An evaluate.py run: a KG-enhanced graph variant and a dense baseline, two questions; one retrieved
     pair each, so KG sentences fit ``token_budget`` for the question whose pair is short."""
     root = tmp_path_factory.mktemp("export")
@@ -60,9 +60,9 @@ def evaluation(tmp_path_factory, cardano_dir, tiny_bert) -> EvaluationRun:
         retrieval={"top_k": 1},
         knowledge={"token_budget": 200, "kg_dir": "", "ntriples": [str(root / "cardano.nt")]},
     )
-    run = EvaluationRun(load_config(config))
-    run.run()
-    return run
+    evaluation = MatrixEvaluation(load_config(config))
+    evaluation.evaluate()
+    return evaluation
 
 
 @pytest.fixture(scope="module")

@@ -89,7 +89,7 @@ def evaluation_config(tmp_path: Path, cardano_dir: Path, adapter: Path, encoder:
 def test_a_run_that_crashed_before_any_prediction_does_not_refuse_a_rerun_with_other_settings(
     tmp_path, cardano_dir, tiny_bert
 ) -> None:
-    from graphctx.evaluation.matrix.runner import EvaluationRun
+    from graphctx.evaluation.matrix.runner import MatrixEvaluation
     from graphctx.pipeline.config_file import load_config
     from graphctx.pipeline.contexts import RetrievedContext
 
@@ -99,12 +99,12 @@ def test_a_run_that_crashed_before_any_prediction_does_not_refuse_a_rerun_with_o
     weights.write_bytes(good[: len(good) // 2])  # a torn copy: loading the adapter fails
     config = evaluation_config(tmp_path, cardano_dir, adapter, tiny_bert)
     with pytest.raises(ConfigError, match=r"evaluation\.adapter: cannot read the adapter weights"):
-        EvaluationRun(load_config(config), ["FineTuned"], limit=1).run()
+        MatrixEvaluation(load_config(config), ["FineTuned"], limit=1).evaluate()
     predictions = tmp_path / "out" / "predictions" / "FineTuned.jsonl"
     assert predictions.with_suffix(".meta.json").is_file() and not predictions.exists()
 
     lora_adapter(adapter, tmp_path / "cache", seed=1)  # the corrected adapter: other settings
-    rerun = EvaluationRun(load_config(config), ["FineTuned"], limit=1)
+    rerun = MatrixEvaluation(load_config(config), ["FineTuned"], limit=1)
     rerun.guard.check_settings(rerun.variants[0], overwrite=False)  # refused before the fix
     rows = rerun.load_rows()
     rerun.generate(rows, {"FineTuned": [RetrievedContext([], [], [])]})
@@ -228,13 +228,13 @@ def test_evaluate_refuses_a_limit_below_one(limit, capsys) -> None:
 
 def test_an_evaluation_limit_below_one_in_the_config_is_refused(tmp_path) -> None:
 
-    from graphctx.evaluation.matrix.runner import EvaluationRun
+    from graphctx.evaluation.matrix.runner import MatrixEvaluation
     from graphctx.pipeline.config_file import load_config
 
     path = tmp_path / "limit.yaml"
     path.write_text(yaml.safe_dump({"data": {"dataset": {"source": "dump"}}, "evaluation": {"limit": 0}}))
     with pytest.raises(ConfigError, match=r"invalid setting\(s\): evaluation\.limit: must be >= 1, got 0$"):
-        EvaluationRun(load_config(path))  # refused by load_config, before the run builds anything
+        MatrixEvaluation(load_config(path))  # refused by load_config, before the run builds anything
 
 
 # ---- cache entries that fail to load are moved aside and rebuilt ---------------------------------------

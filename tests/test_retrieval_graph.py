@@ -214,7 +214,7 @@ def test_pagerank_on_the_capped_graph_equals_networkx() -> None:
     graph = build_question_graph(pool, 0.8, max_neighbors=3, dtype="float64")
     edges = query_edges(queries, pool, 0.8, max_neighbors=3, dtype="float64")
     ranker = PoolPageRank(graph, dtype=torch.float64)
-    computed, result = ranker.all_scores(edges), ranker.run(edges, k=4)
+    computed, result = ranker.all_scores(edges), ranker.rank(edges, k=4)
     assert (
         degree_stats(graph)["max_degree"]
         < degree_stats(build_question_graph(pool, 0.8, dtype="float64"))["max_degree"]

@@ -78,7 +78,7 @@ def test_scores_equal_networkx(seed: int, shared_component_nodes: int, device: s
     )
     ranker = PoolPageRank(pool.to(device), **EXACT, shared_component_nodes=shared_component_nodes)
     computed = ranker.all_scores(on_device)
-    result = ranker.run(on_device, TOP_K)
+    result = ranker.rank(on_device, TOP_K)
     computed.query, computed.node, computed.score = (
         computed.query.cpu(),
         computed.node.cpu(),
@@ -124,8 +124,8 @@ def test_unreached_nodes_hold_query_independent_leftover_mass() -> None:
 def test_float32_close_to_float64() -> None:
     pool = random_pool(4)
     edges = random_queries(4, pool.num_nodes)
-    exact = PoolPageRank(pool, **EXACT).run(edges, TOP_K)
-    fast = PoolPageRank(pool, dtype=torch.float32).run(edges, TOP_K)
+    exact = PoolPageRank(pool, **EXACT).rank(edges, TOP_K)
+    fast = PoolPageRank(pool, dtype=torch.float32).rank(edges, TOP_K)
     assert fast.scores.dtype == torch.float32
     assert torch.allclose(fast.scores.double(), exact.scores, atol=1e-5)
     assert torch.equal(fast.iterations, exact.iterations)
@@ -144,8 +144,8 @@ def test_float32_close_to_float64() -> None:
 def test_batching_does_not_change_results(variant: dict) -> None:
     pool = random_pool(5)
     edges = random_queries(5, pool.num_nodes, num_queries=16)
-    whole = PoolPageRank(pool, **EXACT).run(edges, TOP_K)
-    split = PoolPageRank(pool, **EXACT, **variant).run(edges, TOP_K)
+    whole = PoolPageRank(pool, **EXACT).rank(edges, TOP_K)
+    split = PoolPageRank(pool, **EXACT, **variant).rank(edges, TOP_K)
     assert torch.equal(whole.node_ids, split.node_ids)
     assert torch.allclose(whole.scores, split.scores, atol=1e-12)
     assert torch.equal(whole.iterations, split.iterations)
@@ -157,7 +157,7 @@ def test_non_convergence_is_reported() -> None:
     with pytest.raises(nx.PowerIterationFailedConvergence):
         networkx_scores(pool, edges, 1, max_iter=3)
     with pytest.warns(RuntimeWarning, match="did not converge within max_iter=3"):
-        result = PoolPageRank(pool, **EXACT, max_iter=3).run(edges, TOP_K)
+        result = PoolPageRank(pool, **EXACT, max_iter=3).rank(edges, TOP_K)
     assert not result.converged[result.linked].any()
     assert (result.iterations[result.linked] == 3).all()
 
@@ -165,7 +165,7 @@ def test_non_convergence_is_reported() -> None:
 def test_converged_queries_report_networkx_iteration_count() -> None:
     pool = random_pool(7)
     edges = random_queries(7, pool.num_nodes)
-    result = PoolPageRank(pool, **EXACT).run(edges, TOP_K)
+    result = PoolPageRank(pool, **EXACT).rank(edges, TOP_K)
     assert result.converged.all()
     for query in result.linked.nonzero()[:, 0].tolist():
         stops = [max_iter for max_iter in range(1, 60) if _converges(pool, edges, query, max_iter)]
@@ -192,7 +192,7 @@ def test_pool_without_edges_and_isolated_targets() -> None:
     )
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        result = PoolPageRank(pool, **EXACT).run(edges, TOP_K)
+        result = PoolPageRank(pool, **EXACT).rank(edges, TOP_K)
     reference = networkx_scores(pool, edges, 0)["scores"]
     assert result.node_ids[0, :2].tolist() == [1, 3]
     assert result.scores[0, :2].tolist() == pytest.approx([reference[1], reference[3]], abs=1e-6)

@@ -40,8 +40,8 @@ def weighted_graph(seed: int = 0) -> tuple[Data, QueryEdges]:
 @pytest.mark.parametrize("push", [PoolPush, FrontierPush])
 def test_push_with_tiny_eps_ranks_as_power_iteration(push):
     graph, edges = weighted_graph()
-    power = PoolPageRank(graph, dtype=torch.float64, tol=1e-13, max_iter=2000).run(edges, k=10)
-    result = push(graph, eps=1e-11, dtype=torch.float64).run(edges, k=10)
+    power = PoolPageRank(graph, dtype=torch.float64, tol=1e-13, max_iter=2000).rank(edges, k=10)
+    result = push(graph, eps=1e-11, dtype=torch.float64).rank(edges, k=10)
     assert torch.equal(result.node_ids, power.node_ids)
     assert torch.allclose(result.scores, power.scores, atol=1e-8)
     assert result.linked.tolist() == [True, True, True, False]
@@ -53,7 +53,7 @@ def test_push_with_tiny_eps_ranks_as_power_iteration(push):
 def test_push_error_within_its_bound(push, eps):
     graph, edges = weighted_graph(seed=1)
     exact = PoolPageRank(graph, dtype=torch.float64, tol=1e-12, max_iter=1000).all_scores(edges)
-    result = push(graph, eps=eps, dtype=torch.float64).run(edges, k=graph.num_nodes)
+    result = push(graph, eps=eps, dtype=torch.float64).rank(edges, k=graph.num_nodes)
     rows = zip(result.node_ids.tolist(), result.scores.tolist(), strict=True)
     estimate = {
         (query, node): score
@@ -84,11 +84,11 @@ def test_push_batches_equal_one_query_at_a_time():
     graph, edges = weighted_graph(seed=2)
     ranker = PoolPush(graph, eps=1e-4, dtype=torch.float64)
     with pinned_threads(2, "cpu"):
-        batch = ranker.run(edges, k=8)
+        batch = ranker.rank(edges, k=8)
     for query in range(edges.num_queries):
         pick = edges.query == query
         one = QueryEdges(edges.query[pick] * 0, edges.node[pick], edges.weight[pick], 1)
-        alone = ranker.run(one, k=8)
+        alone = ranker.rank(one, k=8)
         assert torch.equal(alone.node_ids[0], batch.node_ids[query])
         assert torch.equal(alone.scores[0], batch.scores[query])
 

@@ -66,7 +66,7 @@ def index_report(config: Path, cache: Path, capsys, **options) -> tuple[dict, st
             **options,
         }
     )
-    assert index_command.run(args, out) == 0
+    assert index_command.execute(args, out) == 0
     return json.loads(out.getvalue()), capsys.readouterr().err
 
 

@@ -51,6 +51,6 @@ def test_an_array_job_embeds_the_shards_and_the_merge_only_reads_them(
     assert [report["embedded"] for report in reports] == [[0], [1]]
     out = io.StringIO()
     args = Namespace(config=str(config), cache_dir=str(cache), add=None, shards=2, worker=False)
-    assert index_command.run(args, out) == 0
+    assert index_command.execute(args, out) == 0
     assert json.loads(capsys.readouterr().err.splitlines()[0])["embedded"] == []
     assert json.loads(out.getvalue())["pool"] > 0

@@ -86,7 +86,7 @@ def run_import(args: argparse.Namespace) -> dict[str, Any]:
     return {"sites": summary(sites), "files": {kind: str(path) for kind, path in files.items()}}
 
 
-def run(args: argparse.Namespace, out: TextIO) -> int:
+def execute(args: argparse.Namespace, out: TextIO) -> int:
     check_output_folder(Path(args.out), "--out")  # before anything is read
     result = run_export(args) if args.action == "export" else run_import(args)
     print(json.dumps(result), file=out)

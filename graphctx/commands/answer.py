@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's cache_dir)")
 
 
-def run(args: argparse.Namespace, out: TextIO) -> int:
+def execute(args: argparse.Namespace, out: TextIO) -> int:
     question = read_question(args)  # before anything loads
     from graphctx.evaluation.matrix.scorer import Scorer
     from graphctx.pipeline.answerer import Answerer

@@ -61,7 +61,7 @@ def settings_help() -> str:
     )
 
 
-def run(args: argparse.Namespace, out: TextIO) -> int:
+def execute(args: argparse.Namespace, out: TextIO) -> int:
     from dataclasses import replace
 
     from graphctx.data import DatasetSettings, prepare_qa_dataset

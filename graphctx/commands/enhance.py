@@ -17,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's cache_dir)")
 
 
-def run(args: argparse.Namespace, out: TextIO) -> int:
+def execute(args: argparse.Namespace, out: TextIO) -> int:
     question = read_question(args)  # before anything loads
     from graphctx.pipeline.answerer import Answerer
     from graphctx.pipeline.config_file import load_config

@@ -40,7 +40,7 @@ def check_repo(repo: str) -> None:
         raise ConfigError(f"--push-to-hub {repo}: HF_HUB_OFFLINE is set; unset it to upload")
 
 
-def run(args: argparse.Namespace, out: TextIO) -> int:
+def execute(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.evaluation.matrix.export import export_run, git_commit, push_to_hub
 
     if args.push_to_hub is not None:

@@ -67,7 +67,7 @@ def check_seq2seq(base: str) -> None:
         )
 
 
-def run(args: argparse.Namespace, out: TextIO) -> int:
+def execute(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.baselines.genqa import DEFAULT_BASE, encode_examples, train
     from graphctx.errors import ConfigError
     from graphctx.paper import availability, how_to_get

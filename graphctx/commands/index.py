@@ -80,7 +80,7 @@ def embed_pool_shards(
     return {"shards": shards, "embedded": embedded, "merged": len(texts)}
 
 
-def run(args: argparse.Namespace, out: TextIO) -> int:
+def execute(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.errors import ConfigError
     from graphctx.pipeline.config_file import load_config
     from graphctx.pipeline.pool import pool_index

@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace, out: TextIO) -> int:
+def execute(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.pipeline.config_file import load_config
     from graphctx.stack.model_stack import ModelStack
     from graphctx.stack.report import plan_json, plan_text

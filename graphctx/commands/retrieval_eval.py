@@ -63,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's cache_dir)")
 
 
-def run(args: argparse.Namespace, out: TextIO) -> int:
+def execute(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.data.stackexchange import IGNORED_LINKS
     from graphctx.evaluation.retrieval_eval.judge import check_thresholds, evaluate_retrieval
     from graphctx.evaluation.retrieval_eval.queries import (

@@ -18,7 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's cache_dir)")
 
 
-def run(args: argparse.Namespace, out: TextIO) -> int:
+def execute(args: argparse.Namespace, out: TextIO) -> int:
     question = read_question(args)  # before anything loads
     from graphctx.paper import EMBEDDING, is_reference
     from graphctx.pipeline.config_file import load_config

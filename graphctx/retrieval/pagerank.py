@@ -110,7 +110,7 @@ class PoolPageRank:
         ...             num_nodes=4)
         >>> ranker = PoolPageRank(path, dtype=torch.float64)
         >>> query = QueryEdges(torch.tensor([0]), torch.tensor([2]), torch.tensor([1.0]), num_queries=1)
-        >>> result = ranker.run(query, k=3)
+        >>> result = ranker.rank(query, k=3)
         >>> result.node_ids.tolist(), [round(score, 4) for score in result.scores[0].tolist()]
         ([[2, 1, 0]], [0.3582, 0.2383, 0.1013])
     """
@@ -148,7 +148,7 @@ class PoolPageRank:
             max_columns=max_columns,
         )
 
-    def run(self, edges: QueryEdges, k: int) -> PageRankResult:
+    def rank(self, edges: QueryEdges, k: int) -> PageRankResult:
         """Top-``k`` pool nodes by personalized PageRank for every query of ``edges``; a warning names the
         queries still changing after ``max_iter`` steps."""
         num_queries = edges.num_queries

@@ -48,7 +48,7 @@ class PoolPush:
         >>> path = Data(edge_index=torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]), edge_weight=torch.ones(4),
         ...             num_nodes=4)
         >>> query = QueryEdges(torch.tensor([0]), torch.tensor([2]), torch.tensor([1.0]), num_queries=1)
-        >>> PoolPush(path, eps=1e-9, dtype=torch.float64).run(query, k=3).node_ids.tolist()
+        >>> PoolPush(path, eps=1e-9, dtype=torch.float64).rank(query, k=3).node_ids.tolist()
         [[2, 1, 0]]
     """
 
@@ -72,7 +72,7 @@ class PoolPush:
         self.index = np.zeros((0, 2, n + 1), dtype=np.int64)
         self.flags = np.zeros((0, n + 1), dtype=np.uint8)
 
-    def run(self, edges: QueryEdges, k: int) -> PageRankResult:
+    def rank(self, edges: QueryEdges, k: int) -> PageRankResult:
         """Top-``k`` pool nodes per query by the pushed estimate (-1 / 0 padded past the touched nodes);
         ``iterations`` counts pushes; push always terminates, so ``converged`` is true."""
         batch = edges.num_queries

@@ -39,7 +39,7 @@ class FrontierPush:
         >>> path = Data(edge_index=torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]]), edge_weight=torch.ones(4),
         ...             num_nodes=4)
         >>> query = QueryEdges(torch.tensor([0]), torch.tensor([2]), torch.tensor([1.0]), num_queries=1)
-        >>> FrontierPush(path, eps=1e-9, dtype=torch.float64).run(query, k=3).node_ids.tolist()
+        >>> FrontierPush(path, eps=1e-9, dtype=torch.float64).rank(query, k=3).node_ids.tolist()
         [[2, 1, 0]]
     """
 
@@ -64,7 +64,7 @@ class FrontierPush:
         self.rowptr[1:] = torch.cumsum(counts, 0)
         self.degree = scatter(weight, edge_index[0], dim_size=self.num_nodes, reduce="sum")
 
-    def run(self, edges: QueryEdges, k: int) -> PageRankResult:
+    def rank(self, edges: QueryEdges, k: int) -> PageRankResult:
         """Top-``k`` pool nodes per query by the pushed estimate; ``iterations`` counts push rounds and
         ``converged`` says the residual test held at the end (else ``max_rounds`` ran out)."""
         state, rounds, done = self.push(edges)

@@ -170,7 +170,7 @@ class GraphRetriever(EmbeddingRetriever):
 
     def _rank(self, query_embeddings: Tensor) -> list[list[Hit]]:
         edges = self.query_edges(query_embeddings, self.index.embeddings)
-        result = self.pagerank.run(edges, self.top_k)
+        result = self.pagerank.rank(edges, self.top_k)
         ids = torch.where(result.node_ids >= 0, self.index.ids[result.node_ids.clamp_min(0)], -1).tolist()
         scores = result.scores.tolist()
         short = (result.node_ids < 0).any(1).nonzero()[:, 0]

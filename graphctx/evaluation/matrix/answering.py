@@ -90,7 +90,7 @@ class AnswerStage:
     stop: StopRequest
     log: Callable[[str], None]
 
-    def run(self, units: Sequence[Unit]) -> None:
+    def answer(self, units: Sequence[Unit]) -> None:
         """Answer the rows of ``units`` not answered yet, model kind by model kind (see the module
         docstring); stops early, after a whole batch, on a stop request."""
         by_name = {v.name: v for v in self.variants}

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from graphctx.errors import check_output_folder
 from graphctx.evaluation.matrix.resume_guard import check_overwrite
-from graphctx.evaluation.matrix.runner import EvaluationRun
+from graphctx.evaluation.matrix.runner import MatrixEvaluation
 from graphctx.knowledge.store import kg_sources
 from graphctx.model.loading import adapter_weights
 
 
-def check_inputs(run: EvaluationRun, output_key: str, overwrite: bool = False) -> None:
+def check_inputs(run: MatrixEvaluation, output_key: str, overwrite: bool = False) -> None:
     """Refuse, before any file of the run is written, an output folder that is a file, a split that leaves
     no question to evaluate, an adapter folder peft would load a pickle from or that holds two adapters
     (:func:`~graphctx.model.loading.adapter_weights`) and a knowledge graph without sources

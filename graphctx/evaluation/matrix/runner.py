@@ -73,7 +73,7 @@ Contexts = dict[str, list[RetrievedContext]]
 Encoded = dict[str, list[EncodedPrompt]]
 
 
-class EvaluationRun:
+class MatrixEvaluation:
     """One evaluation of a config: call :meth:`run` (or the steps one by one)."""
 
     def __init__(
@@ -118,7 +118,7 @@ class EvaluationRun:
         return self.answerer.pool if self.answerer else {}
 
     # ---- the whole run -------------------------------------------------------------------------------
-    def run(self, overwrite: bool = False) -> ResultsTable | None:
+    def evaluate(self, overwrite: bool = False) -> ResultsTable | None:
         """Contexts, answers, scores, table (Markdown + CSV) and W&B logging; returns the table (on rank 0;
         None on the other ranks). Raises :class:`Preempted` when a stop was requested before the end, and
         ``ConfigError`` when another run holds the output folder (:mod:`graphctx.folder_lock`)."""
@@ -272,7 +272,7 @@ class EvaluationRun:
         stage = AnswerStage(
             self.answerer, self.variants, rows, contexts, encoded, self.files, self.stop, self.log
         )
-        stage.run(units)
+        stage.answer(units)
 
     def score(self, rows: Rows, units: Sequence[Unit]) -> None:
         """Score the answered rows of ``units`` that a metric has not scored yet (:class:`ScoreStage`)."""
@@ -286,7 +286,7 @@ class EvaluationRun:
             self.stop,
             self.log,
             self.guard.gold_folder,
-        ).run(units)
+        ).score(units)
 
     # ---- files: the resume guard, shards, tidying ----------------------------------------------------
     def merge(self, overwrite: bool = False) -> None:

@@ -43,7 +43,7 @@ class ScoreStage:
     gold_folder: Callable[[str], Path]
     """Metric → the folder of its gold values (shared by every variant and run with its scorer)."""
 
-    def run(self, units: Sequence[Unit]) -> None:
+    def score(self, units: Sequence[Unit]) -> None:
         """Score the answered rows of ``units`` that a metric has not scored yet (module docstring)."""
         for entry in self.entries:
             if not self.score_metric(entry, units):

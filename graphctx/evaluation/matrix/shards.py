@@ -9,11 +9,11 @@ tokens plus the tokens it may generate, ``rows · (longest prompt + max_new_toke
 scoring left: the sum of its prompt lengths).
 
 With more than one process, rank ``r`` appends to ``<folder>/shards/<name>.<fingerprint>.rank<r>.jsonl``
-beside each file it writes: ``predictions/shards/<variant>...`` with the fingerprint of the variant's
-answer settings (:meth:`EvaluationRun.prediction_fingerprint`), ``scores/<variant>/shards/<metric>...`` with
-that of the metric's (:meth:`EvaluationRun.metric_fingerprint`). Rank 0 moves the shards into the files at
-the start of a run (what a killed or requeued run left) and at its end; a shard with another fingerprint is
-never merged (moved aside, :mod:`graphctx.evaluation.matrix.stale`).
+beside each file it writes: ``predictions/shards/<variant>...`` with the fingerprint of the variant's answer
+settings (:meth:`MatrixEvaluation.prediction_fingerprint`), ``scores/<variant>/shards/<metric>...`` with
+that of the metric's (:meth:`MatrixEvaluation.metric_fingerprint`). Rank 0 moves the shards into the files
+at the start of a run (what a killed or requeued run left) and at its end; a shard with another fingerprint
+is never merged (moved aside, :mod:`graphctx.evaluation.matrix.stale`).
 """
 
 from __future__ import annotations

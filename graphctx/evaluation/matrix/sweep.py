@@ -1,8 +1,8 @@
 """A model sweep: several base models, each scored zero-shot and with context, in one table (Table 2's
 layout, the paper comparing Llama-2, Vicuna, Falcon, GPT-NeoX, ... zero-shot).
 
-``evaluate.py --models A B ...`` runs one :class:`~graphctx.evaluation.matrix.runner.EvaluationRun` per model,
-each into ``<output_dir>/models/<model name>/`` (resumable like any run: a rerun answers only what is
+``evaluate.py --models A B ...`` runs one :class:`~graphctx.evaluation.matrix.runner.MatrixEvaluation` per
+model, each into ``<output_dir>/models/<model name>/`` (resumable like any run: a rerun answers only what is
 missing), then writes ``<output_dir>/sweep.md`` and ``sweep.csv``: one row per (model, variant), the
 model in the ``Model`` / ``generation_model`` column. Only the base model's variants take part
 (``ZeroShot``, ``Base-*``; the adapter was trained on one base model). Every model is looked up before
@@ -21,7 +21,7 @@ from pathlib import Path
 from graphctx.cache import atomic_path
 from graphctx.errors import ConfigError, check_output_folder
 from graphctx.evaluation.matrix.inputs import check_inputs
-from graphctx.evaluation.matrix.runner import EvaluationRun
+from graphctx.evaluation.matrix.runner import MatrixEvaluation
 from graphctx.evaluation.matrix.table import ResultsTable, column_name, shown_keys, to_csv
 from graphctx.paper import display_name
 from graphctx.pipeline.processes import Processes, StopRequest
@@ -115,7 +115,7 @@ def run_sweep(
     check_sweep(configs, chosen)
     configs = one_question_set(configs)
     runs = {
-        model: EvaluationRun(
+        model: MatrixEvaluation(
             config,
             [v.name for v in chosen],
             limit,
@@ -129,7 +129,7 @@ def run_sweep(
         check_inputs(run, output_key, overwrite)
     tables: dict[str, ResultsTable] = {}
     for model, run in runs.items():
-        table = run.run(overwrite=overwrite)
+        table = run.evaluate(overwrite=overwrite)
         if table is not None:
             tables[model] = table
     if not tables:

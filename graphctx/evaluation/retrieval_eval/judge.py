@@ -152,9 +152,9 @@ def graph_ranking(
     return ranking, density
 
 
-def _timed(run: Callable[[], object]) -> tuple[object, float]:
+def _timed(work: Callable[[], object]) -> tuple[object, float]:
     start = time.perf_counter()
-    result = run()
+    result = work()
     return result, time.perf_counter() - start
 
 
