@@ -240,13 +240,17 @@ def test_a_plugin_knowledge_source_is_selected_by_name_and_fingerprinted(
         load_config(tiny, ["--knowledge.backend", "own"])
 
 
-def test_sources_alongside_the_backend_each_name_their_facts(tagwiki_settings, tmp_path, monkeypatch):
+def test_sources_alongside_the_backend_each_name_their_facts(
+    tagwiki_settings, tmp_path, monkeypatch, llama_tokenizer
+):
     """``knowledge.also``: a second source's facts join the backend's, each sentence naming the source that
     gave it, with labels linked through both; the cache key, plan and fingerprint name every source."""
     from graphctx.evaluation.matrix.resume_guard import ResumeGuard
     from graphctx.knowledge.budget import TokenCounter
     from graphctx.pipeline.config_file import load_config
+    from graphctx.pipeline.contexts import ContextBuilder
     from graphctx.prompts import VARIANTS
+    from graphctx.retrieval.settings import RetrievalSettings
     from graphctx.stack.model_stack import ModelStack
     from graphctx.stack.report import plan_json, plan_text
 
@@ -271,6 +275,13 @@ def test_sources_alongside_the_backend_each_name_their_facts(tagwiki_settings, t
     assert sources["yoroi is often asked about together with wallet."] == "kg:tagwiki"
     assert sources["zzlang is often asked about together with haskell."] == "kg:local"  # the plug-in's store
     assert sources["plutus is often asked about together with haskell."] == "kg:tagwiki+kg:local"  # both
+    requests = [kg.stats.sparql_requests for kg in enhancer.kgs]
+    builder = ContextBuilder(
+        [], RetrievalSettings(device="cpu"), both, enhancer=enhancer, tokenizer=llama_tokenizer
+    )
+    assert (
+        min(requests) > 0 and f"KG: {sum(requests)} requests," in builder.knowledge_summary()
+    )  # every source
     alone = build_enhancer(tagwiki_settings, words)
     assert alone._cache_file("q", [pair]) != enhancer._cache_file("q", [pair])
     assert not any("zzlang" in s.text for s in alone.enhance("Which wallet?", [pair]).sentences)

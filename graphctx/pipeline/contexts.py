@@ -194,9 +194,10 @@ class ContextBuilder:
         ]
 
     def knowledge_summary(self) -> str:
-        """``""``, or the knowledge stage's KG requests and losses so far, summed over the processes."""
-        gathered = self.processes.gather(self._enhancer.kg.stats.to_json() if self._enhancer else None)
-        present = [stats for stats in gathered if stats is not None]
+        """``""``, or the knowledge stage's KG requests and losses so far, summed over its sources
+        (``knowledge.backend`` and ``knowledge.also``) and over the processes."""
+        mine = [kg.stats.to_json() for kg in self._enhancer.kgs] if self._enhancer else []
+        present = [stats for rank in self.processes.gather(mine) for stats in rank]
         if not present:
             return ""
         total = {key: sum(stats[key] for stats in present) for key in present[0]}
