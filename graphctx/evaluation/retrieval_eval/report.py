@@ -161,12 +161,11 @@ def plot(evaluation: RetrievalEvaluation, path: Path) -> None:
         lows, highs = ([getattr(r.metrics[name], side) for r in evaluation.sweep] for side in ("low", "high"))
         quality.fill_between(thresholds, lows, highs, color=line.get_color(), alpha=0.15)
     ndcg = evaluation.metric_names[-1]
-    for r in evaluation.methods:
-        if r.threshold is None:  # not on the graph at T: one flat line each (dense in gray)
-            quality.axhline(
-                r.metrics[ndcg].mean, linestyle="--", color="gray" if r.method == "dense" else "k"
-            )
-            quality.annotate(f"{r.method} {ndcg}", (thresholds[0], r.metrics[ndcg].mean), fontsize=8)
+    flat = [r for r in evaluation.methods if r.threshold is None]  # not on the graph at T: a line each
+    for order, r in enumerate(flat):  # dashed, black to mid-gray in registry order, named beside it
+        shade = f"{0.6 * order / max(len(flat) - 1, 1):.2f}"
+        quality.axhline(r.metrics[ndcg].mean, linestyle="--", color=shade)
+        quality.annotate(f"{r.method} {ndcg}", (thresholds[0], r.metrics[ndcg].mean), fontsize=8)
     quality.set_ylabel("score (95% interval)")
     quality.set_title(f"Graph PPR against the dump's links ({evaluation.queries} queries)")
     quality.legend(fontsize=8)
