@@ -22,10 +22,12 @@ def reproduce_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("reproduce-cache")
 
 
-def reproduce_config(root: Path, cardano_dir: Path, tiny_bert: Path, cache: Path) -> Path:
+def reproduce_config(
+    root: Path, cardano_dir: Path, tiny_bert: Path, cache: Path, kg_dir: Path | None = None
+) -> Path:
     """The config ``root/tiny.yaml``: every output under ``root`` (``trainer.default_root_dir``), W&B off, no
     validation, one optimiser step, the tiny BERT embedding a pool of 43 recent questions, GraphContextGen
-    evaluated on 2 questions with tiny scorers."""
+    evaluated on 2 questions with tiny scorers, the KG read from ``kg_dir`` (default: the shared one)."""
     config = yaml.safe_load(TINY.read_text())
     trainer = config["trainer"]
     trainer.update(
@@ -46,7 +48,7 @@ def reproduce_config(root: Path, cardano_dir: Path, tiny_bert: Path, cache: Path
     }
     config["retrieval"].update(embedding_model=str(tiny_bert), threshold=0.95)
     config["data"].update(max_length=256)
-    config["knowledge"].update(kg_dir=str(cardano_dir.parents[1] / "kg"), token_budget=160)
+    config["knowledge"].update(kg_dir=str(kg_dir or cardano_dir.parents[1] / "kg"), token_budget=160)
     config["generation"]["max_new_tokens"] = 8
     evaluation = config["evaluation"]
     evaluation.update(
