@@ -122,3 +122,20 @@ def kg_settings(shared_data: Path, tmp_path_factory: pytest.TempPathFactory):
 
     cache = tmp_path_factory.mktemp("kg-cache")
     return KnowledgeSettings(kg_dir=str(shared_data / "kg"), cache_dir=str(cache), token_budget=100_000)
+
+
+@pytest.fixture(scope="session")
+def reproduce_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The cache folder of every ``graphctx reproduce`` test (tests/reproduce_workspace.py)."""
+    return tmp_path_factory.mktemp("reproduce-cache")
+
+
+@pytest.fixture(scope="session")
+def local_run(
+    tmp_path_factory: pytest.TempPathFactory, cardano_dir: Path, tiny_bert: Path, reproduce_cache: Path
+):
+    """One local ``graphctx reproduce`` of the whole tiny protocol: the local test goes on from it, the SLURM
+    test compares with it (a ``reproduce_workspace.LocalRun``)."""
+    from reproduce_workspace import run_locally
+
+    return run_locally(tmp_path_factory.mktemp("reproduce-local"), cardano_dir, tiny_bert, reproduce_cache)

@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from reproduce_workspace import REPO_ROOT, environment, reproduce, reproduce_cache, reproduce_config  # noqa: F401
+from reproduce_workspace import (
+    REPO_ROOT,
+    LocalRun,
+    environment,
+    reproduce,
+    reproduce_config,
+)
 
 from graphctx.cli import main
 from graphctx.folder_lock import FolderLock
@@ -26,7 +32,7 @@ def workspace(
     tmp_path: Path,
     cardano_dir: Path,
     tiny_bert: Path,
-    reproduce_cache: Path,  # noqa: F811 -- fixture
+    reproduce_cache: Path,
 ) -> tuple[Path, Path]:
     """(config, state folder)."""
     return reproduce_config(tmp_path, cardano_dir, tiny_bert, reproduce_cache), tmp_path / "state"
@@ -37,12 +43,10 @@ def lines(text: str, word: str) -> list[str]:
     return [line.split()[1].rstrip(":") for line in text.splitlines() if line.startswith(f"{word} ")]
 
 
-def test_the_protocol_runs_end_to_end_then_skips_what_is_up_to_date(workspace: tuple[Path, Path]) -> None:
-    config, state = workspace
+def test_the_protocol_runs_end_to_end_then_skips_what_is_up_to_date(local_run: LocalRun) -> None:
+    config, state = local_run.config, local_run.state
     every = [f"cardano/{stage}" for stage in STAGES] + ["tables"]
-    first = reproduce("--config", str(config), "--state", str(state), "--human-questions", "2")
-    assert first.returncode == 0, first.stderr[-3000:]
-    assert lines(first.stdout, "done") == every, first.stdout
+    assert lines(local_run.stdout, "done") == every, local_run.stdout
     root = config.parent / "run"
     assert (root / "adapter" / "adapter_model.safetensors").is_file()
     results = (root / "eval" / "results.csv").read_text()
