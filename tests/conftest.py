@@ -115,6 +115,39 @@ def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_t5(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random T5 (2 layers, width 32) with a real SentencePiece T5 tokenizer (the packaged Llama piece
+    model), for the T5 scorers: AutoAIS's TRUE judge and MiniCheck's checker."""
+    import shutil
+
+    import torch
+    from transformers import T5Config, T5ForConditionalGeneration, T5Tokenizer
+
+    from graphctx.model.loading import packaged_llama_sentencepiece
+
+    folder = tmp_path_factory.mktemp("models") / "tiny-t5"
+    folder.mkdir()
+    shutil.copy(packaged_llama_sentencepiece(), folder / "spiece.model")
+    tokenizer = T5Tokenizer.from_pretrained(folder, model_max_length=512)
+    config = T5Config(
+        vocab_size=len(tokenizer),
+        d_model=32,
+        d_kv=8,
+        d_ff=64,
+        num_layers=2,
+        num_heads=4,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.pad_token_id,
+    )
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        T5ForConditionalGeneration(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
 def kg_settings(shared_data: Path, tmp_path_factory: pytest.TempPathFactory):
     """The local KG backend on ``../shared/data/kg`` with one cache folder for the session, so its store
     (about 400k triples) is built once for every test that reads it."""

@@ -4,21 +4,16 @@ premises that are too long, and state merging."""
 from __future__ import annotations
 
 import math
-import shutil
-from pathlib import Path
 
 import pytest
 import torch
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
-    T5Config,
-    T5ForConditionalGeneration,
-    T5Tokenizer,
 )
 
 from graphctx.metrics import AutoAIS, AutoAISSettings, CausalLMJudge, T5NliJudge, build_judge, nli_input
-from graphctx.model.loading import build_tiny_random, packaged_llama_sentencepiece
+from graphctx.model.loading import build_tiny_random
 from graphctx.model.settings import TINY_RANDOM, ModelSpec
 
 QUESTION = "How do I delegate ADA?"
@@ -30,31 +25,8 @@ ANSWER = "Pick a stake pool in your wallet and sign a delegation certificate. Th
 
 
 @pytest.fixture(scope="module")
-def t5_folder(tmp_path_factory) -> Path:
-    """A tiny random T5 with a real SentencePiece T5 tokenizer (the packaged Llama piece model)."""
-    folder = tmp_path_factory.mktemp("tiny-t5")
-    shutil.copy(packaged_llama_sentencepiece(), folder / "spiece.model")
-    tokenizer = T5Tokenizer.from_pretrained(folder, model_max_length=512)
-    config = T5Config(
-        vocab_size=len(tokenizer),
-        d_model=32,
-        d_kv=8,
-        d_ff=64,
-        num_layers=2,
-        num_heads=4,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        decoder_start_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(0)
-    T5ForConditionalGeneration(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
-@pytest.fixture(scope="module")
-def t5_judge(t5_folder) -> T5NliJudge:
-    judge = build_judge(AutoAISSettings(model=str(t5_folder), device="cpu", batch_size=2, max_new_tokens=1))
+def t5_judge(tiny_t5) -> T5NliJudge:
+    judge = build_judge(AutoAISSettings(model=str(tiny_t5), device="cpu", batch_size=2, max_new_tokens=1))
     assert isinstance(judge, T5NliJudge)
     return judge
 
@@ -161,7 +133,7 @@ def test_sentence_mode_scores_the_fraction_of_entailed_sentences(llama_judge):
 
 
 @pytest.mark.parametrize("mode", ["answer", "sentence"])
-def test_too_long_premises_are_counted_and_left_out_never_cut(t5_folder, t5_judge, mode):
+def test_too_long_premises_are_counted_and_left_out_never_cut(tiny_t5, t5_judge, mode):
     settings = AutoAISSettings(mode=mode)
     short_metric = AutoAIS(t5_judge, settings)
     long_premise = " ".join([PREMISE] * 20)
@@ -170,7 +142,7 @@ def test_too_long_premises_are_counted_and_left_out_never_cut(t5_folder, t5_judg
     limit = max(length for (p, _), length in zip(pairs, lengths, strict=True) if p == PREMISE)
     assert limit < min(length for (p, _), length in zip(pairs, lengths, strict=True) if p == long_premise)
 
-    tokenizer = AutoTokenizer.from_pretrained(t5_folder)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_t5)
     limited = T5NliJudge(t5_judge.model, tokenizer, max_input_tokens=limit, max_new_tokens=1)
     metric = AutoAIS(limited, settings)
     metric.update([QUESTION, QUESTION], [ANSWER, ANSWER], [long_premise, PREMISE])
@@ -189,10 +161,10 @@ def test_too_long_premises_are_counted_and_left_out_never_cut(t5_folder, t5_judg
     assert len(metric.per_row()["autoais"]) == 3
 
 
-def test_the_t5_judge_reads_the_whole_premise_past_its_tokenizers_512(t5_folder, t5_judge):
+def test_the_t5_judge_reads_the_whole_premise_past_its_tokenizers_512(tiny_t5, t5_judge):
     """T5's relative positions take any length: model_max_length (512) is not the judge's limit."""
-    assert AutoTokenizer.from_pretrained(t5_folder).model_max_length == 512
-    assert t5_judge.max_input_tokens == 4096 and t5_judge.label == f"t5:{t5_folder.name}"
+    assert AutoTokenizer.from_pretrained(tiny_t5).model_max_length == 512
+    assert t5_judge.max_input_tokens == 4096 and t5_judge.label == f"t5:{tiny_t5.name}"
     long_premise = " ".join([PREMISE] * 25)
     metric = AutoAIS(t5_judge)
     assert t5_judge.input_lengths([long_premise], metric.hypotheses(QUESTION, ANSWER))[0] > 512

@@ -1,15 +1,13 @@
 """MiniCheck: the authors' chunking and scoring, matched against what their code (Liyan06/MiniCheck,
 commit b58b9fa, ``minicheck/inference.py``'s ``Inferencer``, Flan-T5 path) produced for the same
-documents, claims and tiny random T5 (built below exactly as it was built for their run)."""
+documents, claims and tiny random T5 (conftest.py's ``tiny_t5``: the weights of their run, seed 0)."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 import torch
-from transformers import T5Config, T5ForConditionalGeneration, T5Tokenizer
 
 from graphctx.errors import ConfigError
 from graphctx.metrics.minicheck import (
@@ -19,7 +17,6 @@ from graphctx.metrics.minicheck import (
     document_sentences,
     load_checker,
 )
-from graphctx.model.loading import packaged_llama_sentencepiece
 
 SHORT_DOC = (
     "To delegate ADA, open Daedalus or Yoroi, pick a stake pool and sign a delegation certificate.  "
@@ -47,29 +44,6 @@ AUTHORS_SHORT_DOC_CHUNK_PROBS = [
     0.3819984793663025,
     0.4762207567691803,
 ]
-
-
-@pytest.fixture(scope="module")
-def t5_folder(tmp_path_factory) -> Path:
-    """A tiny random T5 with a real SentencePiece tokenizer (the packaged Llama piece model)."""
-    folder = tmp_path_factory.mktemp("tiny-minicheck-t5")
-    shutil.copy(packaged_llama_sentencepiece(), folder / "spiece.model")
-    tokenizer = T5Tokenizer.from_pretrained(folder)
-    config = T5Config(
-        vocab_size=len(tokenizer),
-        d_model=32,
-        d_kv=8,
-        d_ff=64,
-        num_layers=2,
-        num_heads=4,
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        decoder_start_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(0)
-    T5ForConditionalGeneration(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 def _settings(folder: Path, **changes) -> MiniCheckSettings:
@@ -136,14 +110,14 @@ def test_a_premise_without_text_is_one_empty_chunk():
     assert document_chunks(" \n \n", 500) == [""]
 
 
-def test_checker_input_is_theirs(t5_folder):
-    checker = load_checker(_settings(t5_folder))
+def test_checker_input_is_theirs(tiny_t5):
+    checker = load_checker(_settings(tiny_t5))
     assert checker.texts(["chunk one"], ["the claim"]) == ["predict: chunk one</s>the claim"]
 
 
 @pytest.mark.parametrize(("chunk_size", "max_input_tokens"), sorted(AUTHORS_MAX_PROBS))
-def test_row_scores_are_their_max_support_probs(t5_folder, chunk_size, max_input_tokens):
-    rows = _scored(t5_folder, CLAIMS, DOCS, chunk_size=chunk_size, max_input_tokens=max_input_tokens)
+def test_row_scores_are_their_max_support_probs(tiny_t5, chunk_size, max_input_tokens):
+    rows = _scored(tiny_t5, CLAIMS, DOCS, chunk_size=chunk_size, max_input_tokens=max_input_tokens)
     expected = AUTHORS_MAX_PROBS[(chunk_size, max_input_tokens)]
     torch.testing.assert_close(rows["minicheck_prob"], expected, rtol=0, atol=1e-5)
     assert rows["minicheck"] == [float(p > 0.5) for p in expected]
@@ -151,18 +125,18 @@ def test_row_scores_are_their_max_support_probs(t5_folder, chunk_size, max_input
     assert rows["minicheck_truncated"] == [float(max_input_tokens == 24)] * 3
 
 
-def test_each_chunk_is_scored_as_theirs_and_the_row_takes_the_max(t5_folder):
-    checker = load_checker(_settings(t5_folder))
+def test_each_chunk_is_scored_as_theirs_and_the_row_takes_the_max(tiny_t5):
+    checker = load_checker(_settings(tiny_t5))
     chunks = document_chunks(SHORT_DOC, 12)
     probs, cut = checker.support(chunks, [CLAIMS[0]] * len(chunks))
     torch.testing.assert_close(probs.tolist(), AUTHORS_SHORT_DOC_CHUNK_PROBS, rtol=0, atol=1e-5)
     assert not cut.any()
-    assert _scored(t5_folder, CLAIMS[:1], DOCS[:1], chunk_size=12)["minicheck_prob"] == [probs.max().item()]
+    assert _scored(tiny_t5, CLAIMS[:1], DOCS[:1], chunk_size=12)["minicheck_prob"] == [probs.max().item()]
 
 
-def test_support_is_p_of_token_209_against_3_after_the_start_token(t5_folder):
+def test_support_is_p_of_token_209_against_3_after_the_start_token(tiny_t5):
     """Step 4 recomputed by hand: one decoder step from id 0, softmax over logits 3 and 209."""
-    checker = load_checker(_settings(t5_folder))
+    checker = load_checker(_settings(tiny_t5))
     text = checker.texts([SHORT_DOC], [CLAIMS[0]])[0]
     encoded = checker.tokenizer(text, return_tensors="pt")
     with torch.no_grad():
@@ -172,15 +146,15 @@ def test_support_is_p_of_token_209_against_3_after_the_start_token(t5_folder):
     assert checker.support([SHORT_DOC], [CLAIMS[0]])[0].item() == pytest.approx(expected, abs=1e-6)
 
 
-def test_an_empty_answer_scores_zero_without_a_checker_call(t5_folder):
-    rows = _scored(t5_folder, ["  ", CLAIMS[0]], [SHORT_DOC, SHORT_DOC])
+def test_an_empty_answer_scores_zero_without_a_checker_call(tiny_t5):
+    rows = _scored(tiny_t5, ["  ", CLAIMS[0]], [SHORT_DOC, SHORT_DOC])
     assert rows["minicheck"][0] == rows["minicheck_prob"][0] == 0.0
     assert rows["minicheck_prob"][1] == pytest.approx(AUTHORS_MAX_PROBS[(500, 2048)][0], abs=1e-5)
-    assert _scored(t5_folder, [""], [SHORT_DOC])["minicheck_prob"] == [0.0]
+    assert _scored(tiny_t5, [""], [SHORT_DOC])["minicheck_prob"] == [0.0]
 
 
-def test_two_ranks_merge_to_the_single_process_result(t5_folder):
-    settings = _settings(t5_folder, chunk_size=12)
+def test_two_ranks_merge_to_the_single_process_result(tiny_t5):
+    settings = _settings(tiny_t5, chunk_size=12)
     checker = load_checker(settings)
     single, rank0, rank1 = (MiniCheck(checker, settings) for _ in range(3))
     single.update(CLAIMS, DOCS)
@@ -207,7 +181,7 @@ def test_settings_ranges_are_checked():
         MiniCheckSettings(chunk_size=0)
 
 
-def test_minicheck_runs_through_the_registry_as_a_named_extension(t5_folder):
+def test_minicheck_runs_through_the_registry_as_a_named_extension(tiny_t5):
     from graphctx.evaluation.matrix.scorer import Scorer
     from graphctx.metrics.registry import entries_named
     from graphctx.pipeline.config_file import load_config
@@ -215,15 +189,15 @@ def test_minicheck_runs_through_the_registry_as_a_named_extension(t5_folder):
     from graphctx.stack.report import plan_json
 
     tiny = Path(__file__).resolve().parents[1] / "configs" / "tiny.yaml"
-    extra = f'[{{"class_path": "minicheck", "init_args": {{"model": "{t5_folder}", "chunk_size": 12}}}}]'
+    extra = f'[{{"class_path": "minicheck", "init_args": {{"model": "{tiny_t5}", "chunk_size": 12}}}}]'
     plan = ModelStack(load_config(tiny, ["--evaluation.metrics.extra", extra]))
     (entry,) = entries_named(plan.metrics, ["minicheck"], "test")
     rows = Scorer([entry], None, device="cpu").score(
         ["q"] * 2, [CLAIMS[0], CLAIMS[0]], ["g"] * 2, [SHORT_DOC, None]
     )
-    key = f"minicheck[{t5_folder.name}]"  # another checker than the authors' is named in every key
+    key = f"minicheck[{tiny_t5.name}]"  # another checker than the authors' is named in every key
     assert rows[0][key] == float(AUTHORS_MAX_PROBS[(12, 2048)][0] > 0.5)
-    assert rows[0][f"minicheck_prob[{t5_folder.name}]"] == pytest.approx(
+    assert rows[0][f"minicheck_prob[{tiny_t5.name}]"] == pytest.approx(
         AUTHORS_MAX_PROBS[(12, 2048)][0], abs=1e-5
     )
     assert all(value != value for value in rows[1].values())  # no context: not judged (NaN)
