@@ -177,12 +177,6 @@ class MetricEntry:
         """Its lines of ``graphctx plan``'s text (without the stand-in mark)."""
         return []
 
-    def model_stand_in(self, use: ModelUse) -> dict[str, Any] | None:
-        """The stand-in entry of a metric whose one model is ``use`` (None when it is the reference)."""
-        if use.is_paper:
-            return None
-        return {"stage": use.stage, "key": use.key, "configured": use.source, "paper": use.paper}
-
     def stand_in_key(self) -> str:
         """The setting key its plan line is marked STAND-IN by."""
         return f"evaluation.metrics.{self.name}"
@@ -217,6 +211,27 @@ class MetricEntry:
     ) -> RowScorer:
         """A scorer of batches of rows with this metric's models loaded once (module docstring)."""
         raise NotImplementedError(f"metric {self.name!r} does not score")
+
+
+class OneModelEntry(MetricEntry):
+    """A metric that runs one model, :attr:`use`: that model is its :meth:`models`, its stand-in when it is
+    not the reference, and the setting its plan line is marked by."""
+
+    @property
+    def use(self) -> ModelUse:
+        raise NotImplementedError
+
+    def models(self) -> list[ModelUse]:
+        return [self.use]
+
+    def stand_in(self) -> dict[str, Any] | None:
+        use = self.use
+        if use.is_paper:
+            return None
+        return {"stage": use.stage, "key": use.key, "configured": use.source, "paper": use.paper}
+
+    def stand_in_key(self) -> str:
+        return self.use.key
 
 
 class RowMetric(MetricEntry):

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from graphctx.metrics.choice import JudgeChoice, choose_judge
 from graphctx.metrics.registry import (
     ByteCounter,
-    MetricEntry,
+    OneModelEntry,
     RowScorer,
     device_of,
     per_row_scores,
@@ -26,7 +26,7 @@ LIMIT_POLICY = (
 )
 
 
-class AutoAISEntry(MetricEntry):
+class AutoAISEntry(OneModelEntry):
     """AutoAIS of each answer against the context it was generated from (NaN for rows without one)."""
 
     name = "autoais"
@@ -62,15 +62,6 @@ class AutoAISEntry(MetricEntry):
             "model": model_identity(judge.model),
             **super().fingerprint(),
         }
-
-    def models(self) -> list[ModelUse]:
-        return [self.use]
-
-    def stand_in(self) -> dict[str, Any] | None:
-        return self.model_stand_in(self.use)
-
-    def stand_in_key(self) -> str:
-        return self.use.key
 
     def plan_json(self) -> dict[str, Any]:
         judge, settings = self.judge, self.settings.autoais

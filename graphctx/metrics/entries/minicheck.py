@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from graphctx.metrics.registry import (
     ByteCounter,
     MetricContext,
-    MetricEntry,
+    OneModelEntry,
     RowScorer,
     device_of,
     per_row_scores,
@@ -28,7 +28,7 @@ CHECKER = Reference("MiniCheck checker", ("lytang/MiniCheck-Flan-T5-Large",), ((
 KEY = "evaluation.metrics.extra.minicheck"
 
 
-class MiniCheckEntry(MetricEntry):
+class MiniCheckEntry(OneModelEntry):
     """MiniCheck of each answer against its context: the best chunk's support probability > 0.5."""
 
     name = "minicheck"
@@ -58,15 +58,6 @@ class MiniCheckEntry(MetricEntry):
 
     def fingerprint(self) -> dict[str, Any]:
         return {"model": model_identity(self.options.model), **super().fingerprint()}
-
-    def models(self) -> list[ModelUse]:
-        return [self.use]
-
-    def stand_in(self) -> dict[str, Any] | None:
-        return self.model_stand_in(self.use)
-
-    def stand_in_key(self) -> str:
-        return self.use.key
 
     def plan_json(self) -> dict[str, Any]:
         options = self.options
