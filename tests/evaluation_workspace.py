@@ -9,7 +9,7 @@ from typing import Any
 import torch
 import yaml
 from peft import LoraConfig, get_peft_model
-from tiny_config import tiny_split
+from tiny_config import tiny_scorers, tiny_split
 from transformers import AutoModelForCausalLM
 
 from graphctx.model import ModelSpec, load_tokenizer, resolve_source
@@ -43,11 +43,7 @@ def write_workspace(
         "evaluation": {
             "adapter": str(root / "adapter"),
             "wandb_project": None,
-            "metrics": {
-                "bertscore": {"model": str(tiny_bert)},
-                "autoais": {"model": "tiny-random"},
-                "facts": {"fact_method": "triplets", "entity_method": "spacy"},
-            },
+            "metrics": tiny_scorers(str(tiny_bert)),
             **evaluation,
         },
     }

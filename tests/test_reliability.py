@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tiny_config import tiny_split
+from tiny_config import tiny_scorers, tiny_split
 
 from graphctx.errors import ConfigError, DataError
 from graphctx.evaluation.jsonl import RecordFile, check_unique_ids
@@ -73,11 +73,7 @@ def evaluation_config(tmp_path: Path, cardano_dir: Path, adapter: Path, encoder:
             "adapter": str(adapter),
             "output_dir": str(tmp_path / "out"),
             "wandb_project": None,
-            "metrics": {
-                "bertscore": {"model": str(encoder)},
-                "autoais": {"model": "tiny-random"},
-                "facts": {"fact_method": "triplets", "entity_method": "spacy"},
-            },
+            "metrics": tiny_scorers(str(encoder)),
         },
     }
     path = tmp_path / "eval.yaml"

@@ -15,6 +15,16 @@ def tiny_split(**changes: str) -> dict[str, Any]:
     return {**yaml.safe_load(TINY.read_text())["data"]["dataset"]["split"], **changes}
 
 
+def tiny_scorers(bertscore_model: str) -> dict[str, Any]:
+    """``evaluation.metrics`` for tests that score on the CPU: BERTScore with ``bertscore_model``, AutoAIS
+    with the tiny random Llama, the fact score by triplets and the entity overlap by spaCy."""
+    return {
+        "bertscore": {"model": bertscore_model},
+        "autoais": {"model": "tiny-random"},
+        "facts": {"fact_method": "triplets", "entity_method": "spacy"},
+    }
+
+
 def recent_pool_config(folder: Path, model_folder: Path) -> Path:
     """configs/tiny.yaml with a pool of the recent training questions only (``train_start`` 2021-08-20, as
     the evaluation tests use), its relative data paths made absolute and its model the already converted
