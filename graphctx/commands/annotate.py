@@ -5,6 +5,10 @@ predictions and writes, per annotator, the question × (each variant's answer + 
 their own order, in Doccano JSONL and Label Studio JSON, plus the private key. ``graphctx annotate import``
 reads the tools' exports back with the keys (one export per site) and writes the rating distribution, the
 win rate against gold and ordinal Krippendorff's alpha per site (markdown, CSV, one JSON line, a plot).
+
+``--task ais`` exports each variant's answers with their attributions (Attributed QA's human AIS: the rater
+sees the question, the answer and the attributed passage with its link); its import writes AIS per variant
+and architecture, nominal alpha and the AutoAIS–AIS correlations (the key says which task it is).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from graphctx.errors import ConfigError, check_output_folder
+from graphctx.evaluation.annotation.formats import AIS, HELPFULNESS, TASKS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,6 +29,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     export.add_argument("--predictions-dir", help="folder of <variant>.jsonl (default: the config's)")
     export.add_argument("--site", help="site name (default: the config's data.dataset.site or dump name)")
     export.add_argument("--variants", nargs="+", required=True, help="variants whose answers are rated")
+    export.add_argument(
+        "--task",
+        choices=TASKS,
+        default=HELPFULNESS,
+        help="helpfulness: 1-5 against gold (the paper's Figure 3); ais: each answer's attribution (AIS)",
+    )
     export.add_argument("--questions", type=int, default=50, help="questions to draw (paper: 50)")
     export.add_argument("--annotators", nargs="+", required=True, help="annotator names (paper: 3 per site)")
     export.add_argument("--seed", type=int, default=0, help="seed of the draw and of the orders")
@@ -39,9 +50,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         required=True,
         help="exports of the tools: Doccano .zip/.jsonl, Label Studio .json",
     )
-    imported.add_argument("--out", required=True, help="folder for human_eval.{md,csv,json} and figure3.png")
     imported.add_argument(
-        "--bootstrap-samples", type=int, default=2000, help="resamples of the win-rate intervals"
+        "--out",
+        required=True,
+        help="folder for human_eval.{md,csv,json} and figure3.png (AIS: human_ais.* and autoais_vs_ais.png)",
+    )
+    imported.add_argument(
+        "--bootstrap-samples", type=int, default=2000, help="resamples of the win-rate (AIS) intervals"
     )
     imported.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
 
@@ -67,23 +82,24 @@ def run_export(args: argparse.Namespace) -> dict[str, Any]:
     predictions, site = config_sources(args.config) if args.config else (None, None)
     predictions = Path(args.predictions_dir) if args.predictions_dir else predictions
     spec = ExportSpec(
-        args.site or site, tuple(args.variants), args.questions, tuple(args.annotators), args.seed
+        args.site or site, tuple(args.variants), args.questions, tuple(args.annotators), args.seed, args.task
     )
-    items, export = make_items(read_predictions(predictions, spec.variants), spec)
+    items, export = make_items(read_predictions(predictions, spec.variants, spec.task), spec)
     files = write_export(Path(args.out), items, spec, export, args.overwrite)
     return {"export": export, "site": spec.site, "items": len(items), "files": [str(f) for f in files]}
 
 
 def run_import(args: argparse.Namespace) -> dict[str, Any]:
+    from graphctx.evaluation.annotation import ais_ratings, ais_report, ratings, report
     from graphctx.evaluation.annotation.ingest import collect_ratings, read_keys
-    from graphctx.evaluation.annotation.ratings import every_site
-    from graphctx.evaluation.annotation.report import summary, write_report
 
     keys = read_keys([Path(path) for path in args.key])
-    ratings = collect_ratings([Path(path) for path in args.ratings], keys)
-    sites = every_site(ratings, args.bootstrap_samples, args.seed)
-    files = write_report(sites, Path(args.out))
-    return {"sites": summary(sites), "files": {kind: str(path) for kind, path in files.items()}}
+    collected = collect_ratings([Path(path) for path in args.ratings], keys)
+    ais = next(iter(keys.values())).task == AIS  # one task per import (read_keys)
+    figures, written = (ais_ratings, ais_report) if ais else (ratings, report)
+    sites = figures.every_site(collected, args.bootstrap_samples, args.seed)
+    files = written.write_report(sites, Path(args.out))
+    return {"sites": written.summary(sites), "files": {kind: str(path) for kind, path in files.items()}}
 
 
 def execute(args: argparse.Namespace, out: TextIO) -> int:

@@ -9,6 +9,11 @@ seeded shuffle of all items. Only the private key file maps an id back to its qu
 
 The fingerprint is the SHA-256 of the export's content (site, seed, annotators, and each item's question id,
 source and answer text), so ratings can be checked against the key they were made from.
+
+With ``task`` ais (human AIS, Attributed QA), there is no gold item: each variant's answer is shown once per
+attribution of its prediction line (one per architecture), with the attributed passage and its link; the
+key also holds each item's attribution (architecture, passage id, the judge's probability, whether the judge
+chose the passage), and the fingerprint covers it.
 """
 
 from __future__ import annotations
@@ -23,10 +28,15 @@ from typing import Any
 
 from graphctx.cache import atomic_path
 from graphctx.errors import ConfigError, DataError
+from graphctx.evaluation.annotation import ais_form
+from graphctx.evaluation.annotation.attributions import FIELD, Attribution, read_attributions
 from graphctx.evaluation.annotation.formats import (
+    AIS,
     DOCCANO_LABELS,
     GOLD,
+    HELPFULNESS,
     LABEL_STUDIO_CONFIG,
+    TASKS,
     Item,
     doccano_lines,
     label_studio_tasks,
@@ -36,15 +46,19 @@ from graphctx.evaluation.jsonl import check_unique_ids, read_records
 
 @dataclass(frozen=True)
 class ExportSpec:
-    """What to export: ``questions`` questions of ``site`` × (``variants`` + gold), for ``annotators``."""
+    """What to export: ``questions`` questions of ``site`` × (``variants`` + gold), for ``annotators``, to
+    rate for ``task`` (:data:`TASKS`; with ais: × each variant's attributions, no gold)."""
 
     site: str
     variants: tuple[str, ...]
     questions: int
     annotators: tuple[str, ...]
     seed: int = 0
+    task: str = HELPFULNESS
 
     def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise ConfigError(f"--task {self.task}: choose one of {list(TASKS)}")
         if self.questions < 1:
             raise ConfigError(f"--questions {self.questions}: choose at least 1")
         for what, names in (("--variants", self.variants), ("--annotators", self.annotators)):
@@ -59,8 +73,12 @@ class ExportSpec:
             raise ConfigError(f"--annotators: {bad[0]!r} is not a file name (letters, digits, - and _ only)")
 
 
-def read_predictions(directory: Path, variants: Sequence[str]) -> dict[str, dict[int, dict[str, Any]]]:
-    """Per variant, its predictions (``<directory>/<variant>.jsonl``, the rows evaluate.py writes) by id."""
+def read_predictions(
+    directory: Path, variants: Sequence[str], task: str = HELPFULNESS
+) -> dict[str, dict[int, dict[str, Any]]]:
+    """Per variant, its predictions (``<directory>/<variant>.jsonl``, the rows evaluate.py writes) by id;
+    for ``task`` ais, each row's ``attributions`` read into :class:`Attribution` (refused in one line when a
+    row has none)."""
     answers = {}
     for variant in variants:
         path = Path(directory) / f"{variant}.jsonl"
@@ -73,6 +91,8 @@ def read_predictions(directory: Path, variants: Sequence[str]) -> dict[str, dict
             missing = [key for key in ("id", "question", "generated", "gold") if key not in row]
             if missing:
                 raise DataError(f"{path}: line {number} has no {missing[0]!r}; is it evaluate.py's output?")
+            if task == AIS:
+                row[FIELD] = read_attributions(row, f"{path}: line {number}")
         answers[variant] = {int(row["id"]): row for row in rows}
     return answers
 
@@ -88,11 +108,13 @@ def draw_questions(answers: Mapping[str, Mapping[int, dict[str, Any]]], spec: Ex
     return sorted(random.Random(spec.seed).sample(common, spec.questions))
 
 
-def _contents(
-    answers: Mapping[str, Mapping[int, dict[str, Any]]], question_id: int
-) -> list[tuple[str, str, str]]:
-    """(source, question, answer) of each variant and of gold for one question; variants must agree on the
-    question and its gold answer (else they come from different datasets)."""
+Content = tuple[str, str, str, Attribution | None]
+"""An item's source, question, answer and (AIS items) attribution."""
+
+
+def _contents(answers: Mapping[str, Mapping[int, dict[str, Any]]], question_id: int) -> list[Content]:
+    """(source, question, answer, None) of each variant and of gold for one question; variants must agree
+    on the question and its gold answer (else they come from different datasets)."""
     rows = [answers[variant][question_id] for variant in answers]
     for variant, row in zip(answers, rows, strict=True):
         if (row["question"], row["gold"]) != (rows[0]["question"], rows[0]["gold"]):
@@ -101,10 +123,28 @@ def _contents(
                 f"question {question_id}: the predictions of {variant!r} and {first!r} show another question "
                 "or gold answer; export predictions of one dataset"
             )
-    gold = (GOLD, rows[0]["question"], rows[0]["gold"])
+    gold = (GOLD, rows[0]["question"], rows[0]["gold"], None)
     return [
-        (variant, row["question"], row["generated"]) for variant, row in zip(answers, rows, strict=True)
+        (variant, row["question"], row["generated"], None) for variant, row in zip(answers, rows, strict=True)
     ] + [gold]
+
+
+def _ais_contents(answers: Mapping[str, Mapping[int, dict[str, Any]]], question_id: int) -> list[Content]:
+    """Each variant's answer once per attribution of its row (read by :func:`read_predictions`)."""
+    _contents(answers, question_id)  # the variants agree on the question
+    return [
+        (variant, rows[question_id]["question"], rows[question_id]["generated"], attribution)
+        for variant, rows in answers.items()
+        for attribution in rows[question_id][FIELD]
+    ]
+
+
+def _fingerprinted(source: str, answer: str, attribution: Attribution | None) -> tuple[str, str]:
+    """What the fingerprint covers of an item besides its question: the source and the answer, and an AIS
+    item's architecture and attribution."""
+    if attribution is None:
+        return source, answer
+    return f"{source}/{attribution.architecture}", json.dumps([answer, attribution.to_json()], sort_keys=True)
 
 
 def fingerprint(spec: ExportSpec, contents: Sequence[tuple[int, str, str]]) -> str:
@@ -118,13 +158,14 @@ def make_items(
     answers: Mapping[str, Mapping[int, dict[str, Any]]], spec: ExportSpec
 ) -> tuple[list[Item], str]:
     """The export's items (in id order) and its fingerprint."""
-    drawn = [(qid, *content) for qid in draw_questions(answers, spec) for content in _contents(answers, qid)]
-    export = fingerprint(spec, [(qid, source, answer) for qid, source, _, answer in drawn])
+    contents = _ais_contents if spec.task == AIS else _contents
+    drawn = [(qid, *content) for qid in draw_questions(answers, spec) for content in contents(answers, qid)]
+    export = fingerprint(spec, [(qid, *_fingerprinted(s, answer, at)) for qid, s, _, answer, at in drawn])
     random.Random(f"{spec.seed}:{export}").shuffle(drawn)
     width = len(str(len(drawn)))
     items = [
-        Item(f"{export[:8]}-{k:0{width}d}", qid, source, question, answer)
-        for k, (qid, source, question, answer) in enumerate(drawn, start=1)
+        Item(f"{export[:8]}-{k:0{width}d}", qid, source, question, answer, attribution)
+        for k, (qid, source, question, answer, attribution) in enumerate(drawn, start=1)
     ]
     return items, export
 
@@ -137,16 +178,23 @@ def annotator_order(items: Sequence[Item], annotator: str, export: str) -> list[
 
 
 def key_payload(items: Sequence[Item], spec: ExportSpec, export: str) -> dict[str, Any]:
-    """The private key: the export's settings and fingerprint, and each item id's question and source."""
+    """The private key: the export's settings and fingerprint, and each item id's question and source (and
+    an AIS item's attribution)."""
     return {
         "fingerprint": export,
+        "task": spec.task,
         "site": spec.site,
         "variants": list(spec.variants),
         "annotators": list(spec.annotators),
         "questions": spec.questions,
         "seed": spec.seed,
-        "items": {item.id: {"question_id": item.question_id, "source": item.source} for item in items},
+        "items": {item.id: _key_entry(item) for item in items},
     }
+
+
+def _key_entry(item: Item) -> dict[str, Any]:
+    entry = {"question_id": item.question_id, "source": item.source}
+    return entry if item.attribution is None else {**entry, "attribution": item.attribution.to_json()}
 
 
 KEY_FILE = "key.json"
@@ -178,7 +226,7 @@ def write_export(
 
         key.json                      private: item id -> question id, source; the fingerprint
         doccano/<annotator>.jsonl     one per annotator, to import into a Doccano text-classification project
-        doccano/labels.json           the labels 1..5 (Doccano's label import)
+        doccano/labels.json           the labels 1..5, or AIS's (Doccano's label import)
         label-studio/<annotator>.json one per annotator, tasks for label-studio/labeling_config.xml
         label-studio/labeling_config.xml
 
@@ -193,8 +241,14 @@ def write_export(
         (tmp / "doccano").mkdir(parents=True)
         (tmp / "label-studio").mkdir()
         (tmp / KEY_FILE).write_text(json.dumps(key_payload(items, spec, export), indent=2) + "\n")
-        (tmp / "doccano" / "labels.json").write_text(json.dumps(DOCCANO_LABELS, indent=2) + "\n")
-        (tmp / "label-studio" / "labeling_config.xml").write_text(LABEL_STUDIO_CONFIG)
+        ais = spec.task == AIS
+        labels, config = (
+            (ais_form.DOCCANO_LABELS, ais_form.LABEL_STUDIO_CONFIG)
+            if ais
+            else (DOCCANO_LABELS, LABEL_STUDIO_CONFIG)
+        )
+        (tmp / "doccano" / "labels.json").write_text(json.dumps(labels, indent=2) + "\n")
+        (tmp / "label-studio" / "labeling_config.xml").write_text(config)
         for annotator in spec.annotators:
             ordered = annotator_order(items, annotator, export)
             (tmp / "doccano" / f"{annotator}.jsonl").write_text(doccano_lines(ordered, annotator, export))

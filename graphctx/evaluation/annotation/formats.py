@@ -10,6 +10,9 @@ Written for the annotators (one file each):
 - Label Studio JSON: a list of tasks ``{"data": {"question", "answer", "item", "annotator", "export"}}``
   for :data:`LABEL_STUDIO_CONFIG`; its JSON export is the list of tasks with their
   ``annotations[].result[].value.choices``.
+
+An AIS item (``--task ais``) also shows its attribution: the passage text and its link (``data.passage``,
+``data.link``), rated with :mod:`~graphctx.evaluation.annotation.ais_form`'s questions.
 """
 
 from __future__ import annotations
@@ -23,20 +26,28 @@ from pathlib import Path
 from typing import Any
 
 from graphctx.errors import DataError
+from graphctx.evaluation.annotation import ais_form
+from graphctx.evaluation.annotation.attributions import Attribution
 
 GOLD = "gold"
 """The source of an item showing the question's gold answer."""
 
+HELPFULNESS, AIS = "helpfulness", "ais"
+TASKS = (HELPFULNESS, AIS)
+"""What annotators rate: the answer's helpfulness on 1–5 (the paper's Figure 3), or its attribution (AIS)."""
+
 
 @dataclass(frozen=True)
 class Item:
-    """One question with one answer, as rated; ``source`` is a variant name or :data:`GOLD`."""
+    """One question with one answer, as rated; ``source`` is a variant name or :data:`GOLD`; an AIS item
+    also has the answer's ``attribution``."""
 
     id: str
     question_id: int
     source: str
     question: str
     answer: str
+    attribution: Attribution | None = None
 
 
 SCALE = ("1", "2", "3", "4", "5")
@@ -65,7 +76,10 @@ DOCCANO_LABELS = [
 
 
 def doccano_text(item: Item) -> str:
-    """What a Doccano annotator reads: the question and the answer."""
+    """What a Doccano annotator reads: the question and the answer (and an AIS item's source)."""
+    if item.attribution is not None:
+        found = item.attribution
+        return ais_form.doccano_text(item.question, item.answer, found.text, found.link)
     return f"QUESTION\n{item.question}\n\nANSWER\n{item.answer}"
 
 
@@ -85,6 +99,7 @@ def label_studio_tasks(items: Sequence[Item], annotator: str, export: str) -> li
             "data": {
                 "question": item.question,
                 "answer": item.answer,
+                **_source(item),
                 "item": item.id,
                 "annotator": annotator,
                 "export": export,
@@ -92,6 +107,13 @@ def label_studio_tasks(items: Sequence[Item], annotator: str, export: str) -> li
         }
         for item in items
     ]
+
+
+def _source(item: Item) -> dict[str, str]:
+    """An AIS item's passage and link (empty without one) for :data:`ais_form.LABEL_STUDIO_CONFIG`."""
+    if item.attribution is None:
+        return {}
+    return {"passage": item.attribution.text, "link": item.attribution.link or ""}
 
 
 @dataclass(frozen=True)
@@ -147,15 +169,19 @@ def read_doccano(path: Path) -> list[Rated]:
     return [rated for where, text in texts for rated in _doccano_records(text, where)]
 
 
+CHOICE_NAMES = ("rating", ais_form.INTERPRETABLE_NAME, ais_form.ATTRIBUTABLE_NAME)
+"""The choice names of the labeling configs: the 1–5 rating, the two AIS stages."""
+
+
 def _choices(annotation: dict[str, Any]) -> list[Any]:
-    """The chosen values of an annotation's ``rating`` results."""
+    """The chosen values of an annotation's results of :data:`CHOICE_NAMES`."""
     results = annotation.get("result", [])
     return [
         choice
         for result in results
         if isinstance(result, dict)
         and result.get("type") == "choices"
-        and result.get("from_name") == "rating"
+        and result.get("from_name") in CHOICE_NAMES
         for choice in result.get("value", {}).get("choices", [])
     ]
 

@@ -94,7 +94,7 @@ def table(sites: Sequence[SiteRatings]) -> str:
     return out.getvalue()
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -105,7 +105,7 @@ def _pyplot() -> Any:
 
 def figure(sites: Sequence[SiteRatings]) -> bytes:
     """Figure 3 as PNG bytes."""
-    plt = _pyplot()
+    plt = pyplot()
     bars = [(site.site, source, counts) for site in sites for source, counts in site.distribution.items()]
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, max(3.0, 1.5 + 0.35 * len(bars))))
     for y, (_, _, counts) in enumerate(bars):
@@ -135,14 +135,21 @@ def figure(sites: Sequence[SiteRatings]) -> bytes:
 
 
 def write_report(sites: Sequence[SiteRatings], out: Path) -> dict[str, Path]:
-    """Write the four files into ``out`` (each whole or not at all; all rendered before the first is
-    written); returns them by kind."""
-    rendered = {
-        "markdown": ("human_eval.md", markdown(sites).encode()),
-        "csv": ("human_eval.csv", table(sites).encode()),
-        "json": ("human_eval.json", (json.dumps(summary(sites)) + "\n").encode()),
-        "figure": ("figure3.png", figure(sites)),
-    }
+    """Write the four files into ``out`` (all rendered before the first is written); returns them by kind."""
+    return write_files(
+        {
+            "markdown": ("human_eval.md", markdown(sites).encode()),
+            "csv": ("human_eval.csv", table(sites).encode()),
+            "json": ("human_eval.json", (json.dumps(summary(sites)) + "\n").encode()),
+            "figure": ("figure3.png", figure(sites)),
+        },
+        out,
+    )
+
+
+def write_files(rendered: dict[str, tuple[str, bytes]], out: Path) -> dict[str, Path]:
+    """Write each rendered file (kind -> (name, bytes)) into ``out``, each whole or not at all; returns
+    the paths by kind."""
     paths = {}
     for kind, (name, data) in rendered.items():
         with atomic_path(Path(out) / name) as tmp:
