@@ -1,4 +1,5 @@
-"""Produce tests/data/annotation/{doccano,label-studio}/: ratings exported by the real annotation tools.
+"""Produce tests/data/annotation/{doccano,label-studio}/: ratings exported by the real annotation tools
+(with ``--task ais``: tests/data/annotation/ais/{doccano,label-studio}/, AIS judgments).
 
 What it does, end to end:
 
@@ -23,6 +24,10 @@ The tools are installed in their own virtual environments (they pin conflicting 
 
 (doccano 1.8.4 needs ``marshmallow<4``, as its environs reads ``marshmallow.__version_info__``, gone in 4.0,
 and ``numpy<2``, as its pandas 1.5.3 is built against numpy 1.)
+With ``--task ais`` the same steps run on tests/data/annotation/ais/predictions/ (prediction lines with
+their attributions) exported with ``--task ais``, judged as ais/judgments_plan.json says: in Doccano one
+label per example, in Label Studio the first question's choice and, when the answer is understood, the
+second's.
 Run from the repository root with graphctx's own environment active. Only the standard library is used here.
 A rerun gives the same files up to the tools' timestamps and ids (zip dates, Label Studio's ``created_at``,
 ``unique_id``): the items, their order and the ratings are the same.
@@ -46,30 +51,79 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "annotation"
+AIS_LABELS = {
+    "y": "Yes, fully attributable.",
+    "n": "No, not fully attributable.",
+    "u": "No, the response is unclear.",
+}
+"""The AIS plan's codes as the labels of the AIS form (graphctx/evaluation/annotation/ais_form.py)."""
 ANNOTATORS = ("ann1", "ann2", "ann3")
 PASSWORD = "fixtures-only-password"
 
 
-def export(out: Path) -> Path:
+def export(out: Path, task: str) -> Path:
     """Step 1: the annotation set the tools rate."""
-    command = [sys.executable, "-m", "graphctx.cli", "annotate", "export", "--predictions-dir"]
-    command += [str(DATA / "predictions"), "--site", "cardano", "--variants", "GraphGen", "TextGen"]
+    folder = DATA / "ais" if task == "ais" else DATA
+    command = [
+        sys.executable,
+        "-m",
+        "graphctx.cli",
+        "annotate",
+        "export",
+        "--task",
+        task,
+        "--predictions-dir",
+    ]
+    command += [str(folder / "predictions"), "--site", "cardano", "--variants", "GraphGen", "TextGen"]
     command += ["--questions", "4", "--annotators", *ANNOTATORS, "--seed", "0", "--out", str(out)]
     subprocess.run(command, check=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     return out
 
 
-def planned_ratings(key: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """annotator -> item id -> the rating ratings_plan.json gives it."""
-    plan = json.loads((DATA / "ratings_plan.json").read_text())["ratings"]
+def planned_ratings(key: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """annotator -> item id -> the rating ratings_plan.json gives it ("1".."5"), or, for an AIS export, the
+    judgment code of ais/judgments_plan.json (y, n, u)."""
     questions = sorted({entry["question_id"] for entry in key["items"].values()})
+    if key.get("task") == "ais":
+        plan = json.loads((DATA / "ais" / "judgments_plan.json").read_text())["judgments"]
+        system = {
+            item: f"{e['source']}/{e['attribution']['architecture']}" for item, e in key["items"].items()
+        }
+    else:
+        plan = json.loads((DATA / "ratings_plan.json").read_text())["ratings"]
+        system = {item: entry["source"] for item, entry in key["items"].items()}
     return {
         annotator: {
-            item: plan[annotator][entry["source"]][questions.index(entry["question_id"])]
+            item: str(plan[annotator][system[item]][questions.index(entry["question_id"])])
             for item, entry in key["items"].items()
         }
         for annotator in ANNOTATORS
     }
+
+
+def doccano_label(code: str) -> str:
+    """The Doccano label of a planned rating or AIS judgment."""
+    return AIS_LABELS.get(code, code)
+
+
+def label_studio_result(code: str) -> list[dict[str, Any]]:
+    """The Label Studio result of a planned rating, or of an AIS judgment (two stages, the second only when
+    the answer is understood)."""
+    if code not in AIS_LABELS:
+        return [{"from_name": "rating", "to_name": "answer", "type": "choices", "value": {"choices": [code]}}]
+    understood = "No, the response is unclear." if code == "u" else "Yes, I understand it."
+    result = [
+        {
+            "from_name": "interpretable",
+            "to_name": "answer",
+            "type": "choices",
+            "value": {"choices": [understood]},
+        }
+    ]
+    if code != "u":
+        choice = {"from_name": "attributable", "to_name": "passage", "type": "choices"}
+        result.append({**choice, "value": {"choices": [AIS_LABELS[code]]}})
+    return result
 
 
 class Http:
@@ -157,16 +211,19 @@ def doccano_login(base: str, username: str) -> Http:
     return Http(base, f"Token {token}")
 
 
-def doccano_project(base: str, exported: Path, annotator: str, ratings: dict[str, int]) -> bytes:
+def doccano_project(base: str, exported: Path, annotator: str, ratings: dict[str, str]) -> bytes:
     """One annotator's Doccano project, rated; returns the export zip."""
     admin = doccano_login(base, "admin")
+    guideline = "Rate how helpful the answer is: 1 unhelpful or misleading, 5 exemplary."
+    if set(ratings.values()) <= set(AIS_LABELS):
+        guideline = "Answer the two questions under each example: one label answers both."
     project = admin.call(
         "POST",
         "/v1/projects",
         {
             "name": f"cardano-{annotator}",
             "description": "graphctx human evaluation",
-            "guideline": "Rate how helpful the answer is: 1 unhelpful or misleading, 5 exemplary.",
+            "guideline": guideline,
             "project_type": "DocumentClassification",
             "resourcetype": "TextClassificationProject",
             "single_class_classification": True,
@@ -194,7 +251,7 @@ def doccano_project(base: str, exported: Path, annotator: str, ratings: dict[str
     }
     examples = rater.call("GET", f"/v1/projects/{project}/examples?limit=1000")["results"]
     for example in examples:
-        rating = str(ratings[example["meta"]["item"]])
+        rating = doccano_label(ratings[example["meta"]["item"]])
         rater.call(
             "POST", f"/v1/projects/{project}/examples/{example['id']}/categories", {"label": labels[rating]}
         )
@@ -205,7 +262,9 @@ def doccano_project(base: str, exported: Path, annotator: str, ratings: dict[str
     return admin.call("GET", f"/v1/projects/{project}/download?taskId={task['task_id']}", raw=True)
 
 
-def run_doccano(venv: Path, exported: Path, ratings: dict[str, dict[str, int]], work: Path) -> None:
+def run_doccano(
+    venv: Path, exported: Path, ratings: dict[str, dict[str, str]], work: Path, out: Path
+) -> None:
     """Step 2."""
     env = {**os.environ, "DOCCANO_HOME": str(work / "doccano")}
     doccano = str(venv / "bin" / "doccano")
@@ -220,15 +279,15 @@ def run_doccano(venv: Path, exported: Path, ratings: dict[str, dict[str, int]], 
     ]
     try:
         wait_for("http://127.0.0.1:8765/v1/health/", servers[0])
-        (DATA / "doccano").mkdir(exist_ok=True)
+        (out / "doccano").mkdir(exist_ok=True)
         for annotator in ANNOTATORS:
             zipped = doccano_project("http://127.0.0.1:8765", exported, annotator, ratings[annotator])
-            (DATA / "doccano" / f"{annotator}.zip").write_bytes(zipped)
+            (out / "doccano" / f"{annotator}.zip").write_bytes(zipped)
     finally:
         stop(servers)
 
 
-def label_studio_project(api: Http, exported: Path, annotator: str, ratings: dict[str, int]) -> bytes:
+def label_studio_project(api: Http, exported: Path, annotator: str, ratings: dict[str, str]) -> bytes:
     """One annotator's Label Studio project, rated; returns its JSON export."""
     config = (exported / "label-studio/labeling_config.xml").read_text()
     project = api.call("POST", "/api/projects", {"title": f"cardano-{annotator}", "label_config": config})[
@@ -238,15 +297,14 @@ def label_studio_project(api: Http, exported: Path, annotator: str, ratings: dic
     api.call("POST", f"/api/projects/{project}/import", tasks)
     listed = api.call("GET", f"/api/tasks?project={project}&page_size=1000")
     for task in listed["tasks"] if isinstance(listed, dict) else listed:
-        choice = str(ratings[task["data"]["item"]])
-        result = [
-            {"from_name": "rating", "to_name": "answer", "type": "choices", "value": {"choices": [choice]}}
-        ]
+        result = label_studio_result(ratings[task["data"]["item"]])
         api.call("POST", f"/api/tasks/{task['id']}/annotations", {"result": result})
     return api.call("GET", f"/api/projects/{project}/export?exportType=JSON", raw=True)
 
 
-def run_label_studio(venv: Path, exported: Path, ratings: dict[str, dict[str, int]], work: Path) -> None:
+def run_label_studio(
+    venv: Path, exported: Path, ratings: dict[str, dict[str, str]], work: Path, out: Path
+) -> None:
     """Step 3."""
     token = uuid.uuid4().hex
     # --user-token is a legacy token, which Label Studio 1.20+ accepts only when enabled at the first start
@@ -259,10 +317,10 @@ def run_label_studio(venv: Path, exported: Path, ratings: dict[str, dict[str, in
     try:
         wait_for("http://127.0.0.1:8766/health", server)
         api = Http("http://127.0.0.1:8766", f"Token {token}")
-        (DATA / "label-studio").mkdir(exist_ok=True)
+        (out / "label-studio").mkdir(exist_ok=True)
         for annotator in ANNOTATORS:
             exported_json = label_studio_project(api, exported, annotator, ratings[annotator])
-            (DATA / "label-studio" / f"{annotator}.json").write_bytes(
+            (out / "label-studio" / f"{annotator}.json").write_bytes(
                 exported_json
             )  # as Label Studio wrote it
     finally:
@@ -277,15 +335,17 @@ def main() -> None:
     parser.add_argument(
         "--label-studio-venv", type=Path, help="virtual environment with label-studio installed"
     )
+    parser.add_argument("--task", choices=("helpfulness", "ais"), default="helpfulness", help="what is rated")
     args = parser.parse_args()
+    out = DATA / "ais" if args.task == "ais" else DATA
     work = Path(tempfile.mkdtemp(prefix="graphctx-annotation-"))
     try:
-        exported = export(work / "export")
+        exported = export(work / "export", args.task)
         ratings = planned_ratings(json.loads((exported / "key.json").read_text()))
         if args.doccano_venv:
-            run_doccano(args.doccano_venv, exported, ratings, work)
+            run_doccano(args.doccano_venv, exported, ratings, work, out)
         if args.label_studio_venv:
-            run_label_studio(args.label_studio_venv, exported, ratings, work)
+            run_label_studio(args.label_studio_venv, exported, ratings, work, out)
     except Exception:
         print(f"failed; the servers' logs are in {work}", file=sys.stderr)
         raise

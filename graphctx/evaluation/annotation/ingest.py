@@ -101,8 +101,8 @@ def read_keys(paths: Sequence[Path]) -> dict[str, Key]:
         first = next(iter(keys.values()), key)
         if key.task != first.task:
             raise ConfigError(
-                f"--key {key.path}: a {key.task} export, {first.path} a {first.task} one; import one task "
-                "at a time"
+                f"--key {key.path}: its task is {key.task!r}, that of {first.path} {first.task!r}; import "
+                "one task at a time"
             )
         keys[key.fingerprint] = key
     return keys
