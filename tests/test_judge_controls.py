@@ -16,7 +16,13 @@ from graphctx.evaluation.matrix.scorer import Scorer
 from graphctx.evaluation.matrix.table import VariantScores, build_table, to_markdown
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics.entries.autoais import AutoAISEntry
-from graphctx.metrics.judge_check import CONTROL_PAIRS, MIN_WORDS, check_judge, control_pairs, mann_whitney_auc
+from graphctx.metrics.judge_check import (
+    CONTROL_PAIRS,
+    MIN_WORDS,
+    check_judge,
+    control_pairs,
+    mann_whitney_auc,
+)
 from graphctx.metrics.registry import MetricContext, RowMetric
 from graphctx.metrics.settings import AutoAISSettings, MetricSettings
 from graphctx.model.settings import ModelSpec
@@ -29,7 +35,7 @@ class SaysYes(RowMetric):
     name = "says_yes"
     columns = {"says_yes": "Says yes"}  # noqa: RUF012
     judge_keys = ("says_yes", "says_yes")
-    class_path, init_args = "test_judge_controls.SaysYes", {}  # noqa: RUF012
+    class_path, init_args = "test_judge_controls.SaysYes", {}
 
     def score_rows(self, questions, generated, gold, premises):
         return {"says_yes": [1.0] * len(generated)}
@@ -41,7 +47,7 @@ class Contains(RowMetric):
     name = "contains"
     columns = {"contains": "Contains"}  # noqa: RUF012
     judge_keys = ("contains", "contains")
-    class_path, init_args = "test_judge_controls.Contains", {}  # noqa: RUF012
+    class_path, init_args = "test_judge_controls.Contains", {}
 
     def score_rows(self, questions, generated, gold, premises):
         return {"contains": [float(g in p) for g, p in zip(generated, premises, strict=True)]}
@@ -58,7 +64,8 @@ def controls_of(rows, entries, cache_dir, seed=0) -> JudgeControls:
 
 def test_control_pairs_are_seeded_gold_sentences_against_their_own_and_anothers_gold(cardano_rows):
     rows = cardano_rows[:80]
-    ids, questions, golds = [r["id"] for r in rows], [r["question"] for r in rows], [r["answer"] for r in rows]
+    ids, questions = [r["id"] for r in rows], [r["question"] for r in rows]
+    golds = [r["answer"] for r in rows]
     pairs = control_pairs(ids, questions, golds, seed=3)
     assert pairs == control_pairs(ids, questions, golds, seed=3)  # deterministic for a seed
     assert pairs.sentences != control_pairs(ids, questions, golds, seed=4).sentences
