@@ -16,6 +16,7 @@ from graphctx.evaluation.matrix.scorer import Scorer
 from graphctx.evaluation.matrix.table import VariantScores, build_table, to_markdown
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics.entries.autoais import AutoAISEntry
+from graphctx.metrics.entries.minicheck import MiniCheckEntry
 from graphctx.metrics.judge_check import (
     CONTROL_PAIRS,
     MIN_WORDS,
@@ -163,3 +164,13 @@ def test_autoais_controls_are_cached_under_the_judges_fingerprint(cardano_rows, 
     assert check.n_supported == len(controls.pairs.sentences) and 0 <= check.auc <= 1
     assert not controls_of(rows, [entry_of("answer")], tmp_path).pending(entry_of("answer"))
     assert controls_of(rows, [entry_of("sentence")], tmp_path).pending(entry_of("sentence"))
+
+
+def test_minicheck_is_a_judge_whose_labelled_keys_are_found(cardano_rows, tiny_t5, tmp_path):
+    entry = MiniCheckEntry(context(), model=str(tiny_t5), device="cpu")
+    controls = controls_of(cardano_rows[:4], [entry], tmp_path)
+    controls.score(entry, Scorer([entry], None, str(tmp_path)))
+    stored = json.loads(controls.path("minicheck").read_text())
+    assert all(0 <= p <= 1 for p in stored["supported"]["score"])  # minicheck_prob[<label>]: P(supported)
+    assert set(stored["unsupported"]["accept"]) <= {0.0, 1.0}  # minicheck[<label>]: p > 0.5
+    assert controls.check(entry).n_unsupported == len(controls.pairs.sentences)
