@@ -174,3 +174,13 @@ def test_minicheck_is_a_judge_whose_labelled_keys_are_found(cardano_rows, tiny_t
     assert all(0 <= p <= 1 for p in stored["supported"]["score"])  # minicheck_prob[<label>]: P(supported)
     assert set(stored["unsupported"]["accept"]) <= {0.0, 1.0}  # minicheck[<label>]: p > 0.5
     assert controls.check(entry).n_unsupported == len(controls.pairs.sentences)
+
+
+def test_a_run_of_one_question_has_no_control_pairs_and_says_so(cardano_rows, tmp_path):
+    entries = [SaysYes(context())]
+    controls = controls_of(cardano_rows[:1], entries, tmp_path)
+    assert not controls.pending(entries[0])  # nothing to judge
+    results = [variant_scores("TextGen", {"says_yes": [1.0]})]
+    table = build_table(results, 20, 0, columns={"says_yes": "Says yes"})
+    section = JudgeReport.of(controls, entries, table, results).markdown(table.columns)
+    assert "| Says yes | | | | 0 | not measured (fewer than 2 rows with such a sentence) |" in section

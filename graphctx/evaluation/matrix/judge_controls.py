@@ -26,6 +26,7 @@ from graphctx.metrics.judge_check import (
     CONTROL_PAIRS,
     MIN_ACCEPT_GAP,
     MIN_AUC,
+    MIN_SIDE,
     MIN_WORDS,
     ControlPairs,
     JudgeCheck,
@@ -193,9 +194,10 @@ class JudgeReport:
                 "| Judge | AUC | accepted, supported | accepted, unsupported | pairs judged | verdict |",
                 "|---|---|---|---|---|---|",
             ]
+            why = "the run stopped first" if n else f"fewer than {MIN_SIDE} rows with such a sentence"
             for name, check in self.checks.values():
                 if check is None:
-                    lines.append(f"| {name} | | | | 0 | not measured (the run stopped first) |")
+                    lines.append(f"| {name} | | | | 0 | not measured ({why}) |")
                     continue
                 lines.append(
                     f"| {name} | {_number(check.auc)} | {_number(check.accept_supported)} "
