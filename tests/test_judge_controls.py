@@ -148,10 +148,12 @@ def test_constant_columns_ignore_unscored_rows_and_need_one_value_everywhere():
 def test_autoais_controls_are_cached_under_the_judges_fingerprint(cardano_rows, tiny_t5, tmp_path):
     """AutoAIS with the tiny random T5 judge scores the control pairs once; another judge setting scores
     them again."""
-    rows = cardano_rows[:6]
+    rows = sorted(cardano_rows, key=lambda row: len(row["answer"]))[20:24]  # short premises: a quick judge
 
     def entry_of(mode):
-        settings = AutoAISSettings(model=str(tiny_t5), device="cpu", mode=mode, max_input_tokens=2048)
+        settings = AutoAISSettings(
+            model=str(tiny_t5), device="cpu", mode=mode, max_input_tokens=2048, max_new_tokens=2
+        )
         return AutoAISEntry(context(MetricSettings(autoais=settings)))
 
     entry = entry_of("answer")
