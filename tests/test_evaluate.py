@@ -12,6 +12,7 @@ from graphctx.evaluation.jsonl import RecordFile, read_records
 from graphctx.evaluation.matrix.table import VariantScores, build_table, to_csv, to_markdown, write_table
 from graphctx.evaluation.matrix.tracking import log_results, prediction_rows
 from graphctx.evaluation_settings import EvaluationSettings
+from graphctx.metrics.rouge import evaluate_mid
 from graphctx.metrics.stats import bootstrap_interval, holm, paired_test
 from graphctx.prompts import VARIANTS
 
@@ -83,7 +84,13 @@ def test_table_compares_each_graph_variant_with_its_text_twin_holm_corrected(tmp
     assert table.rows[1].linkage is None  # a dense variant
 
     markdown = to_markdown(table)
-    assert "| Variant | ROUGE-1 | AutoAIS [causal-lm-judge] |" in markdown
+    header = "| Variant | ROUGE-1 | ROUGE-1 (bootstrap mid, as evaluate) | AutoAIS [causal-lm-judge] |"
+    assert header in markdown
+    assert "| Variant | vs | ROUGE-1 | AutoAIS [causal-lm-judge] |" in markdown
+    mid = evaluate_mid({"rouge1": graph}, seed=0)["rouge1"]
+    assert graph_row.evaluate_mids == {"rouge1": mid}
+    assert f"| GraphContextGen | {graph_row.intervals['rouge1'].mean:.4f} [" in markdown
+    assert f"(n=8) | {mid:.4f} | " in markdown
     assert "| Zero-shot | 0.1875 [" in markdown and "| n/a |" in markdown
     assert "Holm-corrected across the table's 2 tests" in markdown
     assert "| GraphContextGen | TextContextGen | +0.2875 (p=" in markdown
@@ -91,6 +98,7 @@ def test_table_compares_each_graph_variant_with_its_text_twin_holm_corrected(tmp
     csv_lines = to_csv(table).splitlines()
     header = "variant,label,model,retrieval,knowledge,pairs,compared_with,answered,prompts_truncated,"
     assert csv_lines[0].startswith(header + "prompts_over_limit,autoais_judged,autoais_over_limit,rouge1,")
+    assert ",rouge1_p_holm,rouge1_evaluate_mid,autoais[causal-lm-judge]," in csv_lines[0]
     assert csv_lines[0].endswith(
         ",kg_lost_entities,fact_sentences_cut,baseline_fallbacks,graph_linked,graph_no_edge,graph_topped_up"
     )

@@ -172,3 +172,21 @@ def test_another_variant_set_leaves_the_other_variants_files_in_place(workspace,
     ).evaluate()
     assert [row.variant.name for row in table.rows] == ["ZeroShot"]
     assert {p: p.read_bytes() for p in kept} == kept and not (out / "stale").exists()
+
+
+def test_the_judges_control_pairs_are_reported_and_judged_again_only_for_a_new_judge(workspace, tmp_path):
+    out = copy_of_first(workspace, tmp_path)
+    results = (out / "results.md").read_text()
+    assert "## Judges on control pairs" in results
+    judges = json.loads((out / "judges.json").read_text())
+    autoais = judges["judges"]["autoais"]
+    n = judges["construction"]["pairs_per_side"]
+    assert n == 2 and autoais["column"] == "AutoAIS [causal-lm:tiny-random]"  # both rows' gold answers
+    assert autoais["n_supported"] == autoais["n_unsupported"] == n
+    row = next(
+        line for line in results.splitlines() if line.startswith("| AutoAIS [causal-lm:tiny-random] |")
+    )
+    assert row.endswith(f"| {n} + {n} | {autoais['verdict']} |")
+    assert not [line for line in rerun(workspace, out) if "control pairs" in line]  # cached
+    log = rerun(workspace, out, ["--evaluation.metrics.autoais.mode", "sentence"])
+    assert [line for line in log if "control pairs" in line] == [f"autoais: judged {n} control pairs a side"]

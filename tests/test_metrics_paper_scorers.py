@@ -210,6 +210,11 @@ def test_uniner_answers_parse_as_the_authors_code_parses_them(answer):
     assert (parse_answer(answer) or []) == AUTHORS_PARSES[answer]
 
 
+def test_uniner_answer_length_is_the_authors_default():
+    # universal-ner 844e0e1, src/serve/inference.py: inference(..., max_new_tokens: int = 256)
+    assert FactSettings().max_new_tokens == 256
+
+
 def test_uniner_prompt_is_the_authors_ie_as_qa_template():
     # ie_as_qa rendered by hand: system, then (role ": " message) closed by seps " " / "</s>" in turn.
     system = "A virtual assistant answers questions from a user based on the provided text."

@@ -7,10 +7,11 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import nltk
+import numpy as np
 import pytest
 import spacy
 import torch
-from rouge_score import rouge_scorer
+from rouge_score import rouge_scorer, scoring
 from transformers import AutoModel, AutoTokenizer
 
 from graphctx.data.html import html_to_text
@@ -28,6 +29,7 @@ from graphctx.metrics import (
     build_scorer,
 )
 from graphctx.metrics.facts import normalise
+from graphctx.metrics.rouge import EVALUATE_ROUGE_TYPES, evaluate_mid
 from graphctx.retrieval.embeddings import PACKAGED_MINILM, resolve_model_path
 
 
@@ -100,6 +102,40 @@ def test_rouge_matches_rouge_score_row_by_row(answer_pairs):
     result = metric.compute()
     assert result["rouge1"].item() == pytest.approx(sum(s["rouge1"].fmeasure for s in expected) / len(preds))
     assert 0 < result["rougeL"] < result["rouge1"] < 1
+
+
+ROUGE_PAIRS = [  # (generated, gold)
+    ("sudo apt install cardano-node", "Install the node with apt: sudo apt install cardano-node"),
+    ("run the node with --config", "Start the node with the --config flag and topology"),
+    ("I don't know", "The stake pool needs a relay"),
+    ("restart the wallet after sync", "Restart Daedalus once the sync ends"),
+    ("the ledger is stored in db folder", "The ledger state lives in the db folder of the node"),
+    ("use cardano-cli query tip", "cardano-cli query tip --mainnet shows the tip"),
+]
+
+
+def test_rouge_table_value_is_evaluates_bootstrap_mid():
+    """``evaluate.load("rouge", seed=7).compute(predictions, references)``: rouge_score's BootstrapAggregator
+    over rouge1, rouge2, rougeL, rougeLsum in that order, numpy seeded with 7 for the call."""
+    rows = [RougeF1().scorer.score(gold, generated) for generated, gold in ROUGE_PAIRS]
+    fmeasures = {key: [row[key].fmeasure for row in rows] for key in ("rouge1", "rougeL")}
+    # the mids BootstrapAggregator gave under np.random.seed(7) (rouge-score 0.1.2), not the row means
+    assert evaluate_mid(fmeasures, seed=7) == pytest.approx(
+        {"rouge1": 0.49552299552299556, "rougeL": 0.4997409997409997}, abs=1e-12
+    )
+    assert sum(fmeasures["rouge1"]) / 6 == pytest.approx(0.4924149924149925)
+    scorer = rouge_scorer.RougeScorer(list(EVALUATE_ROUGE_TYPES))
+    aggregator = scoring.BootstrapAggregator()
+    for generated, gold in ROUGE_PAIRS:
+        aggregator.add_scores(scorer.score(gold, generated))
+    state = np.random.get_state()
+    try:
+        np.random.seed(11)
+        expected = aggregator.aggregate()
+    finally:
+        np.random.set_state(state)
+    ours = evaluate_mid(fmeasures, seed=11)
+    assert ours == pytest.approx({k: expected[k].mid.fmeasure for k in ("rouge1", "rougeL")}, abs=1e-12)
 
 
 def test_rouge_does_not_stem_by_default_as_the_papers_evaluate_rouge():

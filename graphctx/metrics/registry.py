@@ -132,6 +132,11 @@ class MetricEntry:
     """One of the paper's metrics (False: an extension beyond the paper)."""
     paper_columns: ClassVar[dict[str, tuple[str, str]]] = {}
     """Score key → (its column in the paper's Table 3, its header in results.md's "Beside the paper")."""
+    judge_keys: ClassVar[tuple[str, str] | None] = None
+    """A judge of (premise, claim) pairs declares its (accept key, score key), both before any label (e.g.
+    ``("autoais", "autoais_soft")``): the run then scores control pairs with it, its scorer given a gold
+    sentence as the answer and a gold answer as the premise, and results.md says whether it can tell
+    supported from unsupported (:mod:`graphctx.metrics.judge_check`)."""
 
     def __init__(self, context: MetricContext) -> None:
         self.context = context

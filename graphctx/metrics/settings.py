@@ -123,8 +123,9 @@ class FactSettings:
     """UniversalNER model (a Llama causal LM), id or folder."""
     entity_types: list[str] = field(default_factory=lambda: list(UNINER_ENTITY_TYPES))
     """Entity types UniversalNER is asked for, one prompt per type and text; their answers are united."""
-    max_new_tokens: int = 128
-    """Most tokens of one UniversalNER answer (a JSON list); a longer one does not parse and is counted in
+    max_new_tokens: int = 256
+    """Most tokens of one UniversalNER answer (a JSON list; 256, the authors' default in
+    universal-ner/universal-ner ``src/serve/inference.py``); a longer one does not parse and is counted in
     ``entity_answers_unparsed``."""
     batch_size: int = 8
     """Texts (FactSumm: entity pairs) per forward pass of the NER, relation and UniversalNER models."""

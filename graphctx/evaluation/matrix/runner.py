@@ -42,6 +42,7 @@ from graphctx.errors import ConfigError
 from graphctx.evaluation.jsonl import check_unique_ids
 from graphctx.evaluation.matrix.answering import AnswerStage
 from graphctx.evaluation.matrix.beside_paper import paper_section
+from graphctx.evaluation.matrix.judge_controls import JudgeControls, JudgeReport
 from graphctx.evaluation.matrix.merging import merge, tidy
 from graphctx.evaluation.matrix.resume_guard import ResumeGuard
 from graphctx.evaluation.matrix.run_files import RunFiles, VariantFiles
@@ -172,8 +173,9 @@ class MatrixEvaluation:
         self.merge()
         self.tidy(rows, encoded)
         settings = self.settings
+        results = collect(self.variants, self.run_files, rows)
         table = build_table(
-            collect(self.variants, self.run_files, rows),
+            results,
             settings.bootstrap_samples,
             settings.seed,
             model_descriptions(self.plan, [variant.name for variant in self.variants]),
@@ -187,7 +189,11 @@ class MatrixEvaluation:
             self.config.model.spec.source,
             unlike_paper(self.config.evaluation.metrics),
         )
-        paths = write_table(table, self.output_dir, appendix=beside)
+        judges = JudgeReport.of(self.judge_controls(rows), self.config.metric_entries, table, results)
+        table.marks = judges.marks()
+        appendix = "\n".join(part for part in (beside, judges.markdown(table.columns)) if part)
+        paths = write_table(table, self.output_dir, appendix=appendix)
+        write_json_atomic(self.output_dir / "judges.json", judges.as_json())
         write_json_atomic(self.output_dir / "timings.json", {"stage_seconds": timings})
         self.log(f"results: {paths['markdown']} and {paths['csv']}")
         run_files = self.run_files
@@ -286,7 +292,12 @@ class MatrixEvaluation:
             self.stop,
             self.log,
             self.guard.gold_folder,
+            self.judge_controls(rows) if self.processes.is_zero else None,
         ).score(units)
+
+    def judge_controls(self, rows: Rows) -> JudgeControls:
+        """The control pairs of ``rows`` for the judge metrics (:mod:`~.judge_controls`)."""
+        return JudgeControls.of_rows(rows, self.settings.seed, self.cache_dir, self.guard.scorer_parts)
 
     # ---- files: the resume guard, shards, tidying ----------------------------------------------------
     def merge(self, overwrite: bool = False) -> None:

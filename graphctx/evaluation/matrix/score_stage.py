@@ -16,6 +16,7 @@ import numpy as np
 
 from graphctx.evaluation.jsonl import RecordFile
 from graphctx.evaluation.matrix.answering import FALLBACK
+from graphctx.evaluation.matrix.judge_controls import JudgeControls
 from graphctx.evaluation.matrix.run_files import RunFiles, VariantFiles
 from graphctx.evaluation.matrix.scorer import Scorer
 from graphctx.evaluation.matrix.shards import Unit
@@ -42,6 +43,9 @@ class ScoreStage:
     log: Callable[[str], None]
     gold_folder: Callable[[str], Path]
     """Metric → the folder of its gold values (shared by every variant and run with its scorer)."""
+    controls: JudgeControls | None = None
+    """The run's judge control pairs, scored by each judge metric before its rows (None: not here, e.g.
+    on ranks other than 0)."""
 
     def score(self, units: Sequence[Unit]) -> None:
         """Score the answered rows of ``units`` that a metric has not scored yet (module docstring)."""
@@ -61,6 +65,14 @@ class ScoreStage:
         """Score ``units``' rows by ``entry``; False when a stop request ended the stage."""
         metric = entry.name
         scorer: Scorer | None = None
+        if self.controls is not None and self.controls.pending(entry):
+            if self.stop.requested:
+                self.log("stop requested: no further scoring")
+                return False
+            self.log(f"loading the {metric} metric")
+            scorer = self.scorer(entry)
+            self.controls.score(entry, scorer)
+            self.log(f"{metric}: judged {len(self.controls.pairs.sentences)} control pairs a side")
         for unit in units:
             chunk = self.unscored(unit, metric)
             if not chunk:

