@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 from typing import TextIO
 
 from graphctx.prompts import VARIANTS
@@ -29,6 +30,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def stop(signum: int, frame: object) -> None:
+    """SIGTERM as Ctrl+C: LitServe then stops its worker and HTTP processes before it exits."""
+    raise KeyboardInterrupt
+
+
 def execute(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.errors import ConfigError
     from graphctx.serve.requests import Limits
@@ -52,6 +58,7 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
         args.max_batch_size,
         args.batch_timeout,
     )
+    signal.signal(signal.SIGTERM, stop)  # a service manager's stop ends it as Ctrl+C does, workers too
     server = build_server(settings)
     print(
         f"serving on http://{args.host}:{args.port}/ (writes {'on' if key else 'off'})", file=out, flush=True
