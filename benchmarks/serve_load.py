@@ -179,7 +179,36 @@ async def load(url: str, clients: int, requests: int, seconds: float) -> dict[st
     }
 
 
-def run_server(argv: list[str], url: str, args: argparse.Namespace) -> dict[str, object]:
+def http_writes(url: str, count: int) -> dict[str, float]:
+    """Median seconds of ``count`` adds, edits and deletes through the endpoints (embedding, graph update,
+    index and pool written, committed)."""
+    headers = {"X-API-Key": "bench"}
+    timings: dict[str, list[float]] = {"add": [], "edit": [], "delete": []}
+    for step in range(count):
+        qid = 10**12 + step
+        calls = {
+            "add": (
+                "POST",
+                "/v1/questions",
+                {"id": qid, "question": f"{QUESTIONS[step % 6]} (asked again {step})"},
+            ),
+            "edit": (
+                "PUT",
+                f"/v1/questions/{qid}",
+                {"question": f"{QUESTIONS[(step + 1) % 6]} (edited {step})"},
+            ),
+            "delete": ("DELETE", f"/v1/questions/{qid}", None),
+        }
+        for name, (method, path, body) in calls.items():
+            start = time.perf_counter()
+            response = httpx.request(method, f"{url}{path}", json=body, headers=headers, timeout=300)
+            timings[name].append(time.perf_counter() - start)
+            if response.status_code != 200:
+                raise SystemExit(f"error: {method} {path}: {response.status_code} {response.text}")
+    return {f"http_{name}_median_s": sorted(times)[len(times) // 2] for name, times in timings.items()}
+
+
+def run_server(argv: list[str], url: str, args: argparse.Namespace, writes: int = 0) -> dict[str, object]:
     env = {**os.environ, "GRAPHCTX_API_KEY": "bench"}
     process = subprocess.Popen(argv, env=env, stdout=sys.stderr, stderr=sys.stderr, start_new_session=True)
     try:
@@ -187,7 +216,8 @@ def run_server(argv: list[str], url: str, args: argparse.Namespace) -> dict[str,
         asyncio.run(load(url, 1, 1, args.seconds))  # warm: the first request pays nothing extra after
         start = memory(process)
         result = asyncio.run(load(url, args.clients, args.requests, args.seconds))
-        return {**result, "rss_start_mb": start / 2**20, "rss_end_mb": memory(process) / 2**20}
+        result |= {"rss_start_mb": start / 2**20, "rss_end_mb": memory(process) / 2**20}
+        return {**result, **(http_writes(url, writes) if writes else {})}
     finally:
         os.killpg(process.pid, signal.SIGTERM)  # LitServe's worker and HTTP processes too
         process.wait(timeout=60)
@@ -201,9 +231,7 @@ def write_latency(size: int, operations: int) -> dict[str, object]:
     from graphctx.retrieval.updates import update_graph
 
     knn = size > 100_000
-    settings = RetrievalSettings(
-        device="cpu", threshold=0.5, graph_build="knn" if knn else "exact", knn_k=8, knn_recall_sample=0
-    )
+    settings = RetrievalSettings(device="cpu", threshold=0.15, graph_build="knn" if knn else "exact", knn_k=8)
     generator = torch.Generator().manual_seed(0)
     embeddings = torch.nn.functional.normalize(torch.randn(size, 384, generator=generator), dim=1)
     start = time.perf_counter()
@@ -271,7 +299,7 @@ def main() -> None:
     argv = [sys.executable, "-m", "graphctx.cli", "serve", "--config", str(config), "--port", str(port)]
     argv += ["--max-batch-size", str(args.max_batch_size), "--pool-dir", str(root / "pool")]
     log(f"graphctx serve on {url}")
-    report["graphctx_serve"] = run_server(argv, url, args)
+    report["graphctx_serve"] = run_server(argv, url, args, args.writes)
     if not args.skip_naive:
         port = free_port()
         url = f"http://127.0.0.1:{port}"
