@@ -105,7 +105,8 @@ def workspace(root: Path, cardano: Path, new_tokens: int) -> Path:
     lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
     get_peft_model(base, lora).save_pretrained(root / "adapter")
     load_tokenizer(spec).save_pretrained(root / "adapter")
-    split = {"train_start": "2021-08-20", "val_start": "2021-09-20", "test_start": "2021-10-01"}
+    tiny = Path(__file__).resolve().parents[1] / "configs" / "tiny.yaml"
+    split = {**yaml.safe_load(tiny.read_text())["data"]["dataset"]["split"], "train_start": "2021-08-20"}
     settings = {
         "cache_dir": str(cache),
         "model": {"spec": {"source": "tiny-random"}},
@@ -219,8 +220,9 @@ def run_server(argv: list[str], url: str, args: argparse.Namespace, writes: int 
         result |= {"rss_start_mb": start / 2**20, "rss_end_mb": memory(process) / 2**20}
         return {**result, **(http_writes(url, writes) if writes else {})}
     finally:
-        os.killpg(process.pid, signal.SIGTERM)  # LitServe's worker and HTTP processes too
-        process.wait(timeout=60)
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)  # LitServe's worker and HTTP processes too
+            process.wait(timeout=60)
 
 
 def write_latency(size: int, operations: int) -> dict[str, object]:

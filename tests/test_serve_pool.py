@@ -40,3 +40,27 @@ def test_updates_commit_whole_and_survive_a_restart(tmp_path):
     assert torch.equal(index.graph.edge_index, rebuilt.graph.edge_index)
     assert torch.allclose(index.embeddings, rebuilt.embeddings, atol=1e-6)
     assert all(json.loads(line) for line in before.decode().splitlines())
+
+
+def test_keys_are_checked_from_either_header():
+    """``check_key``: no key set lets all in; else the Bearer or X-API-Key header must hold it (401)."""
+    from fastapi import HTTPException
+    from starlette.requests import Request
+
+    from graphctx.serve.server import check_key
+
+    def request(**headers: str) -> Request:
+        raw = [(name.replace("_", "-").encode(), value.encode()) for name, value in headers.items()]
+        return Request({"type": "http", "headers": raw})
+
+    check_key(request(), None)
+    check_key(request(authorization="Bearer k1"), "k1")
+    check_key(request(x_api_key="k1"), "k1")
+    for wrong in (
+        request(),
+        request(authorization="Bearer k2"),
+        request(x_api_key="k"),
+        request(authorization="k1"),
+    ):
+        with pytest.raises(HTTPException, match="401"):
+            check_key(wrong, "k1")
