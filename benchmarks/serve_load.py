@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -218,11 +219,17 @@ def run_server(argv: list[str], url: str, args: argparse.Namespace, writes: int 
         start = memory(process)
         result = asyncio.run(load(url, args.clients, args.requests, args.seconds))
         result |= {"rss_start_mb": start / 2**20, "rss_end_mb": memory(process) / 2**20}
-        return {**result, **(http_writes(url, writes) if writes else {})}
+        result |= http_writes(url, writes) if writes else {}
+        log(json.dumps(result))
+        return result
     finally:
         if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)  # LitServe's worker and HTTP processes too
-            process.wait(timeout=60)
+            process.terminate()  # graphctx serve ends LitServe's processes on SIGTERM
+            try:
+                process.wait(timeout=30)
+            finally:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)  # whatever is left of its process group
 
 
 def write_latency(size: int, operations: int) -> dict[str, object]:

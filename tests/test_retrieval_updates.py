@@ -5,14 +5,17 @@ subgraph of the exact graph, exact around every update."""
 import pytest
 import torch
 from test_retrieval_incremental import ADDED, TEXTS, clustered
+from tiny_config import recent_pool_config
 
 from graphctx.errors import DataError
+from graphctx.pipeline.config_file import load_config
 from graphctx.retrieval.graph import build_question_graph
 from graphctx.retrieval.index import build_index
 from graphctx.retrieval.knn import build_knn_graph
 from graphctx.retrieval.retriever import build_retriever
 from graphctx.retrieval.settings import RetrievalSettings
 from graphctx.retrieval.updates import PoolUpdate, update_graph
+from graphctx.serve.live_pool import LivePool
 
 
 def apply(graph, embeddings, update_kept, fresh_rows, settings):
@@ -109,3 +112,39 @@ def test_update_index_then_query_equals_rebuild_then_query(tmp_path):
 def test_bad_updates_are_one_line_errors(update, message):
     with pytest.raises(DataError, match=message):
         update.check([1, 2, 3])
+
+
+def test_index_command_edits_and_deletes_in_the_cached_index_and_a_live_pool(tmp_path, smollm2_folder):
+    """``graphctx index --edit/--delete`` on the config's cached pool index, and ``--pool-dir`` on a live
+    pool (the same operations as graphctx serve's endpoints, in batches)."""
+    import io
+    import json
+
+    from test_retrieval_incremental import index_args
+
+    from graphctx.commands import index as index_command
+
+    cache, config = str(tmp_path / "cache"), str(recent_pool_config(tmp_path, smollm2_folder))
+    out = io.StringIO()
+    assert index_command.execute(index_args("--config", config, "--cache-dir", cache), out) == 0
+    before = json.loads(out.getvalue())
+    pool = LivePool(tmp_path / "live", load_config(config).retrieval, cache).start(
+        load_config(config, cache_dir=cache).load_dataset()["train"]
+    )
+    first, second = pool.rows[0]["id"], pool.rows[1]["id"]
+    deleted, edited = tmp_path / "deleted.jsonl", tmp_path / "edited.jsonl"
+    deleted.write_text(json.dumps({"id": first}) + "\n")
+    edited.write_text(json.dumps({"id": second, "question": ADDED[0], "answer": "new answer"}) + "\n")
+    batch = ["--config", config, "--cache-dir", cache, "--edit", str(edited), "--delete", str(deleted)]
+    out = io.StringIO()
+    assert index_command.execute(index_args(*batch), out) == 0
+    after = json.loads(out.getvalue())
+    assert after["pool"] == before["pool"] - 1 and after["edited"] == after["deleted"] == 1
+    out = io.StringIO()
+    assert index_command.execute(index_args(*batch, "--pool-dir", str(tmp_path / "live")), out) == 0
+    rows = {row["id"]: row for row in LivePool(tmp_path / "live", None, cache).snapshot().rows}
+    assert (
+        first not in rows and rows[second]["question"] == ADDED[0] and rows[second]["answer"] == "new answer"
+    )
+    with pytest.raises(DataError, match=f"question id {first} is not in the pool"):
+        index_command.execute(index_args(*batch, "--pool-dir", str(tmp_path / "live")), io.StringIO())

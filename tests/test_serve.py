@@ -4,6 +4,7 @@ refuse bad requests with one clear message, and nothing a client sends breaks th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -60,8 +61,12 @@ def served(tmp_path_factory, cardano_dir, tiny_bert):
             raise AssertionError("the server did not start in 600 s")
         yield url, config, pool_dir
     finally:
-        os.killpg(server.pid, signal.SIGTERM)  # LitServe's worker and HTTP processes too
-        server.wait(timeout=60)
+        server.terminate()  # graphctx serve ends LitServe's processes on SIGTERM
+        try:
+            server.wait(timeout=30)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(server.pid, signal.SIGKILL)  # whatever is left of its process group
         log.close()
 
 
@@ -83,8 +88,25 @@ def test_served_answer_equals_graphctx_answer(served, capsys):
     assert [hit["score"] for hit in served_answer["hits"]] == [hit["score"] for hit in answered["hits"]]
     first = served_answer["hits"][0]
     assert first["link"] == f"https://cardano.stackexchange.com/q/{first['id']}"
-    assert set(served_answer["timings"]) == {"retrieval_and_kg_ms", "prompt_ms", "generation_ms", "total_ms"}
+    stages = {"retrieval_and_kg_ms", "prompt_ms", "generation_ms", "total_ms", "batch"}
+    assert set(served_answer["timings"]) == stages
     assert served_answer["kg_sentences"] or served_answer["kg_facts"] == []
+
+
+def test_concurrent_requests_get_the_answers_they_get_alone(served):
+    """Three questions at once (LitServe batches them, ``timings.batch`` says how many went together):
+    each answer is the one the question gets alone (the test config decodes one prompt at a time)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    url, _, _ = served
+    questions = [QUESTION, "Why is my transaction pending?", "How long is an epoch?"]
+    with ThreadPoolExecutor(3) as pool:
+        together = list(pool.map(lambda q: ask(url, q), questions))
+    alone = [ask(url, question) for question in questions]
+    assert all(response.status_code == 200 for response in together + alone)
+    assert [r.json()["answer"] for r in together] == [r.json()["answer"] for r in alone]
+    assert [r.json()["hits"] for r in together] == [r.json()["hits"] for r in alone]
+    assert all(1 <= r.json()["timings"]["batch"] <= 3 for r in together)
 
 
 def write(url: str, method: str, path: str, key: str | None = KEY, **options) -> httpx.Response:

@@ -31,8 +31,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def stop(signum: int, frame: object) -> None:
-    """SIGTERM as Ctrl+C: LitServe then stops its worker and HTTP processes before it exits."""
-    raise KeyboardInterrupt
+    """SIGTERM (a service manager's stop): end LitServe's worker processes, then this one (LitServe's own
+    shutdown fails on HTTP servers run as threads, and a plain exit would leave its workers running)."""
+    import multiprocessing
+
+    for child in multiprocessing.active_children():
+        child.terminate()
+    os._exit(0)
 
 
 def execute(args: argparse.Namespace, out: TextIO) -> int:
@@ -58,7 +63,7 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
         args.max_batch_size,
         args.batch_timeout,
     )
-    signal.signal(signal.SIGTERM, stop)  # a service manager's stop ends it as Ctrl+C does, workers too
+    signal.signal(signal.SIGTERM, stop)
     server = build_server(settings)
     print(
         f"serving on http://{args.host}:{args.port}/ (writes {'on' if key else 'off'})", file=out, flush=True

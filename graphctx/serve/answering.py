@@ -94,12 +94,13 @@ class ServedAnswerer:
         prompted = time.perf_counter()
         answers = self.answerer.answer_prompts(variant, prompts)
         done = time.perf_counter()
-        timings = {
+        timings: dict[str, float] = {
             "retrieval_and_kg_ms": 1000 * (retrieved - start),
             "prompt_ms": 1000 * (prompted - retrieved),
             "generation_ms": 1000 * (done - prompted),
             "total_ms": 1000 * (done - start),
         }
+        timings["batch"] = len(questions)  # the requests of this variant answered together
         return [
             self.response(builder, variant, question, context, answer.text, answer.prompt.context, timings)
             for question, context, answer in zip(questions, contexts, answers, strict=True)
