@@ -32,6 +32,7 @@ from torch_geometric.utils import to_undirected
 from graphctx.cache import cache_root, read_entry
 from graphctx.errors import DataError
 from graphctx.retrieval.builders import build_embeddings, build_stats_extra
+from graphctx.retrieval.encoder import SentenceEncoder
 from graphctx.retrieval.graph import cap_neighbors, check_max_neighbors, degree_stats, similarity_edges
 from graphctx.retrieval.index import RetrievalIndex, index_key
 from graphctx.retrieval.numerics import pinned_threads, resolve_device
@@ -136,10 +137,11 @@ def update_index(
     update: PoolUpdate,
     settings: RetrievalSettings,
     cache_dir: str | os.PathLike[str] | None = None,
+    encoder: SentenceEncoder | None = None,
 ) -> tuple[RetrievalIndex, list[str]]:
     """The index of the pool ``update`` makes of ``index``'s (whose questions are ``texts``) and the new
     texts; written atomically to the cache entry a rebuild on the new pool uses (an entry already there is
-    returned). Only the edited and added questions are embedded."""
+    returned). Only the edited and added questions are embedded (by ``encoder`` when one is loaded)."""
     ids = index.ids.tolist()
     update.check(ids)
     new_ids, new_texts, kept, fresh = update.apply(ids, texts)
@@ -153,7 +155,8 @@ def update_index(
     embeddings[kept[survivors]] = index.embeddings[survivors]
     if len(fresh):
         fresh_texts = [new_texts[i] for i in fresh.tolist()]
-        embeddings[fresh] = build_embeddings(fresh_texts, settings, cache_dir=cache_dir).to(embeddings.dtype)
+        fresh_embeddings = build_embeddings(fresh_texts, settings, cache_dir=cache_dir, model=encoder)
+        embeddings[fresh] = fresh_embeddings.to(embeddings.dtype)
     device = resolve_device(settings.device)
     with pinned_threads(settings.cpu_threads, device):
         graph = update_graph(

@@ -23,6 +23,8 @@ from typing import Any
 from graphctx.cache import atomic_path
 from graphctx.errors import DataError
 from graphctx.pipeline.pool import pool_index
+from graphctx.retrieval.builders import build_encoder
+from graphctx.retrieval.encoder import SentenceEncoder
 from graphctx.retrieval.index import RetrievalIndex
 from graphctx.retrieval.settings import RetrievalSettings
 from graphctx.retrieval.updates import PoolUpdate, update_index
@@ -53,6 +55,7 @@ class LivePool:
         self.settings = settings
         self.cache_dir = cache_dir
         self.path = self.folder / POOL_FILE
+        self._encoder: SentenceEncoder | None = None
 
     def start(self, initial: Iterable[Mapping[str, Any]]) -> PoolSnapshot:
         """The committed pool; on the first start, ``initial`` (the training split) committed as it."""
@@ -83,7 +86,11 @@ class LivePool:
         with self._writing():
             rows = self.snapshot().rows
             texts = [str(row["question"]) for row in rows]
-            index, new_texts = update_index(self.index(rows), texts, update, self.settings, self.cache_dir)
+            if self._encoder is None and (update.added or update.edited):
+                self._encoder = build_encoder(self.settings)  # loaded once, for every later update
+            index, new_texts = update_index(
+                self.index(rows), texts, update, self.settings, self.cache_dir, self._encoder
+            )
             by_id = {int(row["id"]): row for row in rows}
             new_rows = []
             for qid, text in zip(index.ids.tolist(), new_texts, strict=True):
