@@ -105,7 +105,12 @@ def test_concurrent_requests_get_the_answers_they_get_alone(served):
     alone = [ask(url, question) for question in questions]
     assert all(response.status_code == 200 for response in together + alone)
     assert [r.json()["answer"] for r in together] == [r.json()["answer"] for r in alone]
-    assert [r.json()["hits"] for r in together] == [r.json()["hits"] for r in alone]
+    # the query encoder embeds a batch's questions together: its last bits follow the batch (padding), so
+    # the same pool questions come back with scores equal to rounding
+    for batched, single in zip(together, alone, strict=True):
+        assert [hit["id"] for hit in batched.json()["hits"]] == [hit["id"] for hit in single.json()["hits"]]
+        scores = [[hit["score"] for hit in r.json()["hits"]] for r in (batched, single)]
+        assert scores[0] == pytest.approx(scores[1], rel=1e-5)
     assert all(1 <= r.json()["timings"]["batch"] <= 3 for r in together)
 
 
