@@ -30,6 +30,7 @@ COMMANDS: tuple[str, ...] = (
     "annotate",
     "export",
     "reproduce",
+    "serve",
 )
 """Subcommand names; each is the module of :mod:`graphctx.commands` of that name, ``-`` read as ``_``."""
 

@@ -38,6 +38,7 @@ def bad_invocations(missing: Path) -> dict[str, tuple]:
         "annotate": (cli_main, ["annotate", "import", "--key", str(missing), "--ratings", "r", "--out", "o"]),
         "export": (cli_main, ["export", "--run", str(missing), "--to", str(missing.parent / "dataset")]),
         "reproduce": (cli_main, ["reproduce", *config, "--state", str(missing.parent / "state")]),
+        "serve": (cli_main, ["serve", *config, "--port", "0"]),
         "train.py": (train.main, config),
         "evaluate.py": (evaluate.main, config),
     }

@@ -36,6 +36,7 @@ LAYERS = {
     **dict.fromkeys(("metrics", "baselines", "evaluation_settings"), 5),
     "pipeline": 6,  # the run config, the pool, contexts and the Answerer: the answering recipe
     "stack": 7,  # the model stack of a config and its report (graphctx plan), the memory plan
+    "serve": 8,  # graphctx serve: the answer API, the live pool, the page
     "evaluation": 8,  # evaluates only: orchestration, resume guard, shards, scoring, tables, the callback
     **dict.fromkeys(
         ("commands", "cli", "settings_help", "reproduce"), 9

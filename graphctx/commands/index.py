@@ -26,6 +26,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "appended gives)",
     )
     parser.add_argument(
+        "--edit",
+        metavar="PATH",
+        help="a table of edited questions (columns id, question): re-embed only them and update the cached "
+        "index in place (the index a rebuild of the edited pool gives)",
+    )
+    parser.add_argument(
+        "--delete",
+        metavar="PATH",
+        help="a table of question ids to delete (column id): update the cached index without a rebuild",
+    )
+    parser.add_argument(
+        "--pool-dir",
+        help="apply --add/--edit/--delete to the live pool of graphctx serve in this folder (an answer "
+        "column sets the accepted answers); a running server sees it at its next batch",
+    )
+    parser.add_argument(
         "--shards",
         type=int,
         metavar="N",
@@ -55,6 +71,39 @@ def added_questions(path: str) -> tuple[list[int], list[str]]:
         ids.append(qid)
         texts.append(text)
     return ids, texts
+
+
+def table_rows(path: str, option: str, columns: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The rows of an ``--edit``/``--delete`` table (``columns`` required, integer ids, non-empty texts);
+    a bad one is a one-line ``DataError``."""
+    from graphctx.data.records import load_table
+    from graphctx.errors import DataError
+
+    table = load_table(path, "train")
+    missing = [column for column in columns if column not in table.column_names]
+    if missing:
+        raise DataError(f"{option} {path}: missing column(s) {', '.join(missing)}")
+    rows = table.to_list()
+    for number, row in enumerate(rows, start=1):
+        if not isinstance(row["id"], int) or ("question" in columns and not str(row["question"]).strip()):
+            raise DataError(f"{option} {path}: row {number}: needs an integer id and a non-empty question")
+    return rows
+
+
+def pool_update(args: argparse.Namespace) -> tuple[Any, dict[int, str]]:
+    """The ``PoolUpdate`` of ``--add``/``--edit``/``--delete`` and the answers their tables give."""
+    from graphctx.retrieval.updates import PoolUpdate
+
+    added = table_rows(args.add, "--add", ("id", "question")) if args.add else []
+    edited = table_rows(args.edit, "--edit", ("id", "question")) if args.edit else []
+    deleted = table_rows(args.delete, "--delete", ("id",)) if args.delete else []
+    answers = {row["id"]: row["answer"] for row in [*added, *edited] if isinstance(row.get("answer"), str)}
+    update = PoolUpdate(
+        deleted=tuple(row["id"] for row in deleted),
+        edited=tuple((row["id"], row["question"]) for row in edited),
+        added=tuple((row["id"], row["question"]) for row in added),
+    )
+    return update, answers
 
 
 def embed_pool_shards(
@@ -102,6 +151,38 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
     train, split = dataset["train"], config.evaluation.split
     if args.worker and args.shards is None:
         raise ConfigError("--worker: needs --shards N")
+    if args.pool_dir is not None:
+        from graphctx.serve.live_pool import LivePool
+
+        live = LivePool(args.pool_dir, config.retrieval, cache_dir)
+        live.start(train)
+        print(json.dumps(live.apply(*pool_update(args))), file=out)
+        return 0
+    if args.edit or args.delete:
+        from graphctx.retrieval.updates import update_index
+
+        rows = list({int(row["id"]): row for row in train}.values())
+        update, _ = pool_update(args)
+        index, _ = update_index(
+            pool_index(rows, config.retrieval, cache_dir),
+            [row["question"] for row in rows],
+            update,
+            config.retrieval,
+            cache_dir,
+        )
+        report = {"pool": len(index.ids), "dim": index.embeddings.shape[1], **index.stats}
+        print(
+            json.dumps(
+                {
+                    **report,
+                    "added": len(update.added),
+                    "edited": len(update.edited),
+                    "deleted": len(update.deleted),
+                }
+            ),
+            file=out,
+        )
+        return 0
     added = None if args.add is None else added_questions(args.add)
     if args.shards is not None:
         sharded = embed_pool_shards(train, config.retrieval, cache_dir, args.shards, args.worker)

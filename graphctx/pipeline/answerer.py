@@ -30,7 +30,7 @@ from graphctx.data.instruct import InstructionTemplate
 from graphctx.generation.decoder import Answer, Generated, Generator
 from graphctx.generation.loading import BaseWeights, load_generation_model
 from graphctx.generation.settings import GenerationSettings
-from graphctx.knowledge.enhance import EnhancedContext
+from graphctx.knowledge.enhance import EnhancedContext, Enhancer
 from graphctx.knowledge.extractors import build_extractor, uses_generation_model
 from graphctx.knowledge.llm import GenerationModel
 from graphctx.knowledge.settings import KnowledgeSettings
@@ -180,14 +180,16 @@ class Answerer:
         return self.model("base") if uses_generation_model(self.settings.knowledge) else None
 
     # ---- contexts ------------------------------------------------------------------------------------
-    def context_builder(self) -> ContextBuilder:
-        """A :class:`ContextBuilder` over the pool, the base model lent to its LLM extractor if needed."""
+    def context_builder(self, enhancer: Enhancer | None = None) -> ContextBuilder:
+        """A :class:`ContextBuilder` over the pool, the base model lent to its LLM extractor if needed;
+        ``enhancer``: a knowledge stage already loaded (``graphctx serve`` keeps it when the pool changes)."""
         settings = self.settings
         return ContextBuilder(
             list(self.pool.values()),
             settings.retrieval,
             settings.knowledge,
             settings.cache_dir,
+            enhancer,
             generation_model=self.lent_base(),
             tokenizer=self.tokenizer,
             processes=self.processes,

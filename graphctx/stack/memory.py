@@ -129,6 +129,13 @@ class MemoryEstimate:
                 stages[stage] = entry.memory_bytes(self)
         return stages
 
+    def serve_bytes(self) -> float | None:
+        """``graphctx serve`` holds its stages together, loaded once: the contexts' models (embedder,
+        extractors) and the answer model decoding one batch (:meth:`evaluate_stages`); no metric. The
+        pool's index (N × d float32 embeddings and the graph) comes on top."""
+        stages = self.evaluate_stages()
+        return _total([stages["contexts"], stages["answers"]])
+
     # ---- training -----------------------------------------------------------------------------------
     def train_bytes(self) -> float | None:
         """Frozen base + LoRA state + activations of one batch of ``data.batch_size × data.max_length``."""
@@ -177,7 +184,8 @@ class MemoryEstimate:
         return _total(parts)
 
     def to_json(self) -> dict[str, Any]:
-        """``train.peak_gib`` and ``evaluate.peak_gib`` per rank, ``evaluate.stages`` (stage → GiB)."""
+        """``train.peak_gib``, ``evaluate.peak_gib`` and ``serve.peak_gib`` per rank, ``evaluate.stages``
+        (stage → GiB)."""
         stages = {name: _gib(value) for name, value in self.evaluate_stages().items()}
         known = [value for value in stages.values() if value is not None]
         complete = bool(known) and len(known) == len(stages)
@@ -187,6 +195,7 @@ class MemoryEstimate:
             "assumes": "CUDA dtypes (auto = bfloat16); CUDA context and fragmentation not counted",
             "unknown": sorted(k for k, v in stages.items() if v is None),
             "train": {"peak_gib": _gib(self.train_bytes())},
+            "serve": {"peak_gib": _gib(self.serve_bytes()), "excludes": "the pool's index"},
             "evaluate": {
                 "peak_gib": stages[peak_stage] if peak_stage else None,
                 "peak_stage": peak_stage,

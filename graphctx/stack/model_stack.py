@@ -186,7 +186,7 @@ class ModelStack:
     def needed_by(self, command: str, variants: Sequence[Variant] | None = None) -> list[ModelUse]:
         """The models of ``train`` (the model, and what the validation callback computes), ``evaluate``
         (``variants``, default ``evaluation.variants``, and every metric), ``answer`` (``variants`` and the
-        AutoAIS judgement) or ``enhance`` (retrieval and knowledge)."""
+        AutoAIS judgement), ``serve`` (``variants`` alone) or ``enhance`` (retrieval and knowledge)."""
         settings = self.config.evaluation
         if command == "train":
             if settings.callback_every_n_validations <= 0:
@@ -194,6 +194,8 @@ class ModelStack:
             return self.needed([VARIANTS[settings.callback_variant]], settings.callback_metrics)
         if command == "answer":  # the answer and its attribution judgement
             return self.needed(variants or [], [entry.name for entry in self.metrics if entry.premise])
+        if command == "serve":  # the served variants' models, no judge
+            return self.needed(variants or [], [])
         if command == "enhance":  # retrieval and knowledge, budgets in the generation model's tokens
             return self.needed([VARIANTS["GraphContextGen"]], [])
         return self.needed(variants or get_variants(settings.variants), self.metric_names)

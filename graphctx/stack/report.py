@@ -281,7 +281,8 @@ def memory_lines(memory: Json, screen: Screen) -> list[str]:
     stages = ", ".join(f"{k} {v}" for k, v in memory["evaluate"]["stages"].items())
     return [
         f"  memory       GiB per rank: train {memory['train']['peak_gib']}, evaluate "
-        f"{memory['evaluate']['peak_gib']} (one stage at a time: {stages})"
+        f"{memory['evaluate']['peak_gib']} (one stage at a time: {stages}), serve "
+        f"{memory['serve']['peak_gib']} (contexts and answers held together, plus the pool's index)"
     ]
 
 

@@ -1,0 +1,237 @@
+"""``graphctx serve`` on LitServe: ``POST /v1/answer`` (batched), the pool's write endpoints, the page.
+
+Processes: LitServe runs :class:`AnswerAPI` in its own worker process, which loads the models, the knowledge
+stage and the index once (:meth:`AnswerAPI.setup`) and answers whole batches of requests (up to
+``max_batch_size`` gathered for ``batch_timeout`` seconds). The HTTP server runs in this process (its
+thread): it checks every body before the worker sees it (:class:`BodyCheck`), and applies the writes to the
+:class:`~graphctx.serve.live_pool.LivePool`, one at a time; the worker sees a committed update at its next
+batch.
+
+Keys: ``api_key`` guards the write endpoints (without one they are off: 403); with ``read_key`` set,
+``/v1/answer`` needs that key too (header ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``).
+"""
+
+from __future__ import annotations
+
+import hmac
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import litserve as ls
+from fastapi import HTTPException, Request
+from fastapi.responses import HTMLResponse, JSONResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware.base import BaseHTTPMiddleware
+
+from graphctx.serve.requests import Limits, RequestError, answer_request, read_body, write_request
+
+PAGE = Path(__file__).with_name("page.html")
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """What the server needs to load its recipe: plain values (the worker process gets a copy)."""
+
+    config: str
+    cache_dir: str | None = None
+    adapter: str | None = None
+    pool_dir: str | None = None
+    variant: str = "GraphContextGen"
+    limits: Limits = field(default_factory=Limits)
+    api_key: str | None = None
+    read_key: str | None = None
+    max_batch_size: int = 4
+    batch_timeout: float = 0.05
+
+
+def load(settings: ServeSettings) -> Any:
+    """The run config of ``settings`` (``--adapter`` over ``evaluation.adapter``)."""
+    from graphctx.pipeline.config_file import load_config
+
+    overrides = ["--evaluation.adapter", settings.adapter] if settings.adapter else []
+    return load_config(settings.config, overrides, cache_dir=settings.cache_dir)
+
+
+def pool_folder(settings: ServeSettings, config: Any) -> Path:
+    """``--pool-dir``, else ``<cache_dir>/serve-pool``."""
+    return Path(settings.pool_dir) if settings.pool_dir else Path(config.cache_dir) / "serve-pool"
+
+
+def site_host(config: Any) -> str | None:
+    """The site's host name for links: ``data.dataset.site``, else the dump folder's name
+    (``cardano.stackexchange.com``); None for a table or Hugging Face source."""
+    from graphctx.data.dumpfiles import site_name
+
+    dataset = config.data.dataset
+    name = dataset.site or (None if dataset.source.startswith("hf:") else site_name(Path(dataset.source)))
+    if not name or Path(dataset.source).suffix.lower() in {".json", ".jsonl", ".csv", ".parquet"}:
+        return None
+    return name if "." in name else f"{name}.stackexchange.com"
+
+
+def presented_key(request: Request) -> str:
+    header = request.headers.get("authorization", "")
+    return (
+        header.removeprefix("Bearer ").strip()
+        if header.startswith("Bearer ")
+        else request.headers.get("x-api-key", "")
+    )
+
+
+def check_key(request: Request, key: str | None) -> None:
+    """401 unless ``key`` is None or the request presents it (compared in constant time)."""
+    if key is not None and not hmac.compare_digest(presented_key(request).encode(), key.encode()):
+        raise HTTPException(401, "missing or wrong API key")
+
+
+class AnswerAPI(ls.LitAPI):
+    """``POST /v1/answer``: ``{question, variant?}`` → the answer and why
+    (:mod:`graphctx.serve.answering`)."""
+
+    def __init__(self, settings: ServeSettings) -> None:
+        super().__init__(
+            max_batch_size=settings.max_batch_size,
+            batch_timeout=settings.batch_timeout,
+            api_path="/v1/answer",
+        )
+        self.settings = settings
+
+    def setup(self, device: str) -> None:
+        from graphctx.model import load_tokenizer
+        from graphctx.pipeline.answerer import Answerer
+        from graphctx.prompts import VARIANTS
+        from graphctx.serve.answering import ServedAnswerer
+        from graphctx.serve.live_pool import LivePool
+        from graphctx.stack.model_stack import ModelStack, check_models
+
+        config = load(self.settings)
+        check_models(ModelStack(config), "serve", [VARIANTS[self.settings.variant]])
+        pool = LivePool(pool_folder(self.settings, config), config.retrieval, config.cache_dir)
+        tokenizer = load_tokenizer(config.model.spec)
+        answerer = Answerer.from_config(config, pool=pool.snapshot().rows, tokenizer=tokenizer)
+        self.served = ServedAnswerer(answerer, pool, site_host(config))
+        self.count = lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
+        self.served.builder()  # the index, retriever and models load now, not at the first request
+        answerer.model(VARIANTS[self.settings.variant].model)
+
+    def authorize(self, request: Request) -> None:
+        check_key(request, self.settings.read_key)
+
+    def decode_request(self, request) -> tuple[str, str]:  # no annotation: LitServe passes the JSON body
+        try:
+            return answer_request(dict(request), self.settings.limits, self.count, self.settings.variant)
+        except RequestError as error:
+            raise HTTPException(error.status, error.message) from None
+
+    def batch(self, inputs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        return list(inputs)
+
+    def predict(self, requests: list[tuple[str, str]]) -> list[dict[str, Any]]:
+        return self.served.answer(requests)
+
+    def unbatch(self, output: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return list(output)
+
+    def encode_response(self, output):  # no annotation: LitServe sends it as JSON
+        return output
+
+
+class BodyCheck(BaseHTTPMiddleware):
+    """Every ``/v1/`` body with content is read and checked before a route sees it: size, UTF-8, one JSON
+    object (:func:`~graphctx.serve.requests.read_body`); a refusal is a 4xx with ``{"detail": message}``."""
+
+    limits = Limits()
+
+    async def dispatch(self, request: Request, call_next: Any) -> Any:
+        if request.url.path.startswith("/v1/") and request.method in ("POST", "PUT"):
+            declared = request.headers.get("content-length", "0")
+            if declared.isdigit() and int(declared) > self.limits.max_body_bytes:
+                return JSONResponse({"detail": f"request body over {self.limits.max_body_bytes} bytes"}, 413)
+            try:
+                read_body(await request.body(), self.limits)
+            except RequestError as error:
+                return JSONResponse({"detail": error.message}, error.status)
+        return await call_next(request)
+
+
+class Writes:
+    """The write endpoints' work in this process: the live pool, one update at a time."""
+
+    def __init__(self, settings: ServeSettings, config: Any) -> None:
+        from graphctx.serve.live_pool import LivePool
+
+        self.settings = settings
+        self.config = config
+        self.pool = LivePool(pool_folder(settings, config), config.retrieval, config.cache_dir)
+        self.pool.start(config.load_dataset()["train"])
+        self.lock = threading.Lock()
+        self._count = None
+
+    def count(self, text: str) -> int:
+        if self._count is None:
+            from graphctx.model import load_tokenizer
+
+            tokenizer = load_tokenizer(self.config.model.spec)
+            self._count = lambda t: len(tokenizer(t, add_special_tokens=False)["input_ids"])
+        return self._count(text)
+
+    def apply(self, operation: str, payload: dict[str, Any], qid: Any) -> dict[str, Any]:
+        from graphctx.errors import GraphctxError
+
+        with self.lock:
+            current = {int(row["id"]): str(row["question"]) for row in self.pool.snapshot().rows}
+            update, answers = write_request(
+                operation, payload, qid, current, self.settings.limits, self.count
+            )
+            try:
+                return self.pool.apply(update, answers)
+            except GraphctxError as error:
+                raise RequestError(400, str(error)) from None
+
+
+def build_server(settings: ServeSettings) -> ls.LitServer:
+    """The LitServer: the answer API, the write endpoints, the page at ``/``."""
+    config = load(settings)
+    writes = Writes(settings, config)
+    BodyCheck.limits = settings.limits
+    server = ls.LitServer(
+        AnswerAPI(settings),
+        accelerator="cpu" if config.generation.device in (None, "cpu") else "auto",
+        devices=1,
+        timeout=600,
+        max_payload_size=settings.limits.max_body_bytes,
+        middlewares=[BodyCheck],
+    )
+    app = server.app
+    app.router.routes = [route for route in app.router.routes if getattr(route, "path", None) != "/"]
+
+    @app.get("/")
+    async def page() -> HTMLResponse:
+        return HTMLResponse(PAGE.read_text(encoding="utf-8"))
+
+    async def write(request: Request, operation: str, qid: Any = None) -> JSONResponse:
+        if settings.api_key is None:
+            return JSONResponse({"detail": "writes are off: start the server with an API key"}, 403)
+        check_key(request, settings.api_key)
+        try:
+            payload = read_body(await request.body(), settings.limits) if operation != "delete" else {}
+            result = await run_in_threadpool(writes.apply, operation, payload, qid)
+        except RequestError as error:
+            return JSONResponse({"detail": error.message}, error.status)
+        return JSONResponse(result)
+
+    @app.post("/v1/questions")
+    async def add(request: Request) -> JSONResponse:
+        return await write(request, "add")
+
+    @app.put("/v1/questions/{qid}")
+    async def edit(request: Request, qid: str) -> JSONResponse:
+        return await write(request, "edit", qid)
+
+    @app.delete("/v1/questions/{qid}")
+    async def delete(request: Request, qid: str) -> JSONResponse:
+        return await write(request, "delete", qid)
+
+    return server
