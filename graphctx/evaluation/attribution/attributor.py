@@ -66,14 +66,18 @@ class JudgeAndRetrievers:
         return self._judge
 
     def retrieve(self, retriever: str, k: int, queries: Sequence[str]) -> list[list[Hit]]:
-        if (retriever, k) not in self._retrievers:
+        """Each query's top ``k`` by ``retriever``: a retriever already built at least ``k`` deep is reused
+        (its rankings cut to ``k``), else one is built at depth ``k``."""
+        deep = [depth for name, depth in self._retrievers if name == retriever and depth >= k]
+        if not deep:
             from graphctx.pipeline.pool import pool_retriever
 
             settings = dataclasses.replace(self.retrieval, method=retriever, top_k=k)
             self._retrievers[retriever, k] = pool_retriever(
                 self.corpus.pool.values(), settings, self.cache_dir
             )
-        return self._retrievers[retriever, k].retrieve(queries)
+            deep = [k]
+        return [hits[:k] for hits in self._retrievers[retriever, min(deep)].retrieve(queries)]
 
     def probabilities(
         self, rows: Sequence[AttributionRow], passages: Sequence[Passage]
