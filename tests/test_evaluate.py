@@ -83,7 +83,7 @@ def test_table_compares_each_graph_variant_with_its_text_twin_holm_corrected(tmp
     assert table.rows[1].linkage is None  # a dense variant
 
     markdown = to_markdown(table)
-    assert "| Variant | ROUGE-1 | AutoAIS [causal-lm-judge] |" in markdown
+    assert "| Variant | ROUGE-1 | AutoAIS (whole context) [causal-lm-judge] |" in markdown
     assert "| Zero-shot | 0.1875 [" in markdown and "| n/a |" in markdown
     assert "Holm-corrected across the table's 2 tests" in markdown
     assert "| GraphContextGen | TextContextGen | +0.2875 (p=" in markdown
