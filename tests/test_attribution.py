@@ -208,3 +208,23 @@ def test_results_and_export_show_the_attributions(run):
         for a in ("rtr", "posthoc", "autoais_rerank")
         for key in KEYS - {"architecture"}
     }
+
+
+def test_graphctx_answer_lists_each_source():
+    from graphctx.commands.answer import source_line
+
+    post = {"architecture": "posthoc", "passage": "post:7", "link": "https://cardano.stackexchange.com/q/7"}
+    assert source_line({**post, "text": "", "probability": 0.25, "judge_in_system": False}) == (
+        "posthoc: https://cardano.stackexchange.com/q/7 (p(entail) = 0.250)"
+    )
+    fact = {
+        "architecture": "rtr",
+        "passage": "kg:Q1|P31|Q2",
+        "link": None,
+        "text": "Cardano is a blockchain.",
+    }
+    assert source_line({**fact, "probability": None, "judge_in_system": False}) == (
+        "rtr: kg:Q1|P31|Q2: Cardano is a blockchain. (not judged)"
+    )
+    rerank = {**post, "architecture": "autoais_rerank", "text": "", "judge_in_system": True}
+    assert source_line({**rerank, "probability": 0.5}).endswith("(chosen by the judge, p(entail) = 0.500)")

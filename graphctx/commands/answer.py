@@ -104,5 +104,9 @@ def source_line(attribution: dict) -> str:
     p = attribution["probability"]
     judged = "not judged" if p is None else f"p(entail) = {p:.3f}"
     if attribution["judge_in_system"]:
-        judged += ", chosen by the judge"
+        judged = (
+            "none within the judge's limit: the top-1 retrieved"
+            if p is None
+            else f"chosen by the judge, {judged}"
+        )
     return f"{attribution['architecture']}: {where} ({judged})"
