@@ -74,6 +74,34 @@ def test_rtr_takes_the_passage_cited_most_often_ties_the_first_cited():
     assert most_cited(row([[2, 1], [1, 2]])).id == "post:2"
 
 
+def test_rtr_reads_the_lines_citations_over_the_prompts_passages():
+    from graphctx.evaluation.attribution.architectures import RetrieveThenRead
+    from graphctx.evaluation.attribution.attributor import row_of
+    from graphctx.prompts import Prompt
+
+    corpus = Corpus({}, "askubuntu")
+    fact = Sentence(
+        "Ubuntu is an operating system.", Triplet("Ubuntu", "instance of", "operating system", "kg:x")
+    )
+    prompt = Prompt("q", (QAPair("Q1", "A1", 11), QAPair("Q2", "A2", 12)), (fact,))
+    line = {
+        "id": 1,
+        "question": "q",
+        "generated": "a [3]. b [2][3].",
+        "citations": [{"sentence": "a.", "passages": [3]}, {"sentence": "b.", "passages": [2, 3]}],
+    }
+    rtr = RetrieveThenRead(RETRIEVERS)
+    cited = rtr.choose([row_of(line, prompt, [], corpus, "here")], None)[0].passage
+    assert cited.id == "triplet:Ubuntu|instance of|operating system" and cited.link is None
+    uncited = rtr.choose([row_of({**line, "citations": None}, prompt, [], corpus, "here")], None)[0]
+    assert uncited.passage.link == "https://askubuntu.com/q/11"  # no marks: the top pair shown
+    line["citations"][1]["passages"] = [4]
+    with pytest.raises(
+        DataError, match=r"^here: citation mark \[4\] names no passage \(the prompt showed 3\)$"
+    ):
+        rtr.choose([row_of(line, prompt, [], corpus, "here")], None)
+
+
 def test_a_mark_naming_no_passage_is_one_line():
     with pytest.raises(DataError) as error:
         most_cited(row([[1], [7]]))
