@@ -29,12 +29,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from graphctx.errors import ConfigError, DataError
 from graphctx.evaluation.attribution.corpus import Corpus, Passage
 from graphctx.plugins import load_plugins, source_fingerprint
-from graphctx.retrieval.retriever import Hit
+
+if TYPE_CHECKING:
+    from graphctx.retrieval.retriever import Hit
 
 SECTION = "evaluation.attribution"
 BUILT_IN = {

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graphctx.evaluation.attribution.architectures import (
     Architecture,
@@ -26,11 +26,13 @@ from graphctx.evaluation.attribution.architectures import (
     architectures,
 )
 from graphctx.evaluation.attribution.corpus import Corpus, Passage, dataset_site
-from graphctx.metrics.judges import EntailmentJudge
 from graphctx.metrics.settings import AutoAISSettings
-from graphctx.prompts import Prompt
-from graphctx.retrieval.retriever import Hit, Retriever
 from graphctx.retrieval.settings import RetrievalSettings
+
+if TYPE_CHECKING:  # torch and transformers load with the judge and the retrievers, not on import
+    from graphctx.metrics.judges import EntailmentJudge
+    from graphctx.prompts import Prompt
+    from graphctx.retrieval.retriever import Hit, Retriever
 
 THRESHOLD = 0.5
 """P(entail) at or above which an attribution counts as attributable (AutoAIS on the attribution)."""
