@@ -9,8 +9,10 @@ when it is ≥ 0.5 (:data:`THRESHOLD`). A passage + hypothesis over the judge's 
 (probability 0), as :class:`~graphctx.metrics.autoais.AutoAIS` counts them. An ``autoais_rerank`` row keeps
 the probability its judge chose by, and is marked ``judge_in_system``.
 
-A line's ``attributions``: ``[{"architecture", "passage" (corpus id, null: nothing to attribute to),
-"link" (null: not a post), "text", "probability" (null: not judged), "judge_in_system"}]``.
+A line's ``attributions``: ``[{"architecture", "passage" (corpus id), "link" (null: not a post), "text",
+"probability" (null: not judged), "judge_in_system"}]``, one per architecture in ``evaluation.attribution``'s
+order; an architecture with nothing to attribute to (``rtr`` on a prompt without context) has no entry on
+that line.
 """
 
 from __future__ import annotations
@@ -133,7 +135,8 @@ class Attributor:
         return cls(chosen, tools)
 
     def attributions(self, rows: Sequence[AttributionRow]) -> list[list[dict[str, Any]]]:
-        """Per row, one attribution per architecture, in ``evaluation.attribution``'s order."""
+        """Per row, one attribution per architecture that found a passage, in ``evaluation.attribution``'s
+        order."""
         per_row: list[list[dict[str, Any]]] = [[] for _ in rows]
         for architecture in self.architectures:
             choices = architecture.choose(rows, self.tools)
@@ -147,12 +150,14 @@ class Attributor:
             probabilities.update(zip(judged, found, strict=True))
             for i, choice in enumerate(choices):
                 passage = choice.passage
+                if passage is None:  # nothing to attribute to: no entry for this architecture
+                    continue
                 per_row[i].append(
                     {
                         "architecture": architecture.name,
-                        "passage": passage.id if passage else None,
-                        "link": passage.link if passage else None,
-                        "text": passage.text if passage else "",
+                        "passage": passage.id,
+                        "link": passage.link,
+                        "text": passage.text,
                         "probability": choice.probability
                         if choice.probability is not None
                         else probabilities[i],

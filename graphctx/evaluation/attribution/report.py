@@ -2,9 +2,9 @@
 
 A row's AutoAIS on its attribution is 1 when the judge's P(entail) of passage → answer is ≥ 0.5
 (:data:`~graphctx.evaluation.attribution.attributor.THRESHOLD`), else 0; a row whose attribution was not
-judged (no passage, or over the judge's input limit) is left out of the mean, and coverage = judged rows /
-rows. The mean has a percentile bootstrap 95% interval, as the results table's. ``autoais_rerank`` rows
-(the judge chose the passage) report no AutoAIS, as Bohnet et al. prescribe.
+judged (no passage: no entry on its line; or over the judge's input limit) is left out of the mean, and
+coverage = judged rows / rows. The mean has a percentile bootstrap 95% interval, as the results table's.
+``autoais_rerank`` rows (the judge chose the passage) report no AutoAIS, as Bohnet et al. prescribe.
 """
 
 from __future__ import annotations
