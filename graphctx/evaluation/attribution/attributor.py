@@ -140,27 +140,24 @@ class Attributor:
         per_row: list[list[dict[str, Any]]] = [[] for _ in rows]
         for architecture in self.architectures:
             choices = architecture.choose(rows, self.tools)
-            judged = [
-                i
+            # the judge's P(entail) of each chosen passage, unless the architecture judged it itself
+            todo = [
+                (i, c.passage)
                 for i, c in enumerate(choices)
-                if c.passage is not None and not architecture.judge_in_system and c.probability is None
+                if c.passage is not None and c.probability is None and not architecture.judge_in_system
             ]
-            probabilities = dict.fromkeys(range(len(rows)))
-            found = self.tools.probabilities([rows[i] for i in judged], [choices[i].passage for i in judged])  # type: ignore[misc]
-            probabilities.update(zip(judged, found, strict=True))
+            judged = self.tools.probabilities([rows[i] for i, _ in todo], [passage for _, passage in todo])
+            probabilities = {i: p for (i, _), p in zip(todo, judged, strict=True)}
             for i, choice in enumerate(choices):
-                passage = choice.passage
-                if passage is None:  # nothing to attribute to: no entry for this architecture
+                if choice.passage is None:  # nothing to attribute to: no entry for this architecture
                     continue
                 per_row[i].append(
                     {
                         "architecture": architecture.name,
-                        "passage": passage.id,
-                        "link": passage.link,
-                        "text": passage.text,
-                        "probability": choice.probability
-                        if choice.probability is not None
-                        else probabilities[i],
+                        "passage": choice.passage.id,
+                        "link": choice.passage.link,
+                        "text": choice.passage.text,
+                        "probability": probabilities.get(i, choice.probability),
                         "judge_in_system": architecture.judge_in_system,
                     }
                 )
