@@ -78,6 +78,13 @@ class EvaluationSettings:
     seed: int = 0
     """Seed of the bootstrap."""
     metrics: MetricSettings = field(default_factory=MetricSettings)
+    attribution: list[dict[str, Any]] = field(default_factory=list)
+    """Attributed QA (Bohnet et al., 2022), an extension beyond the paper: each answer's attribution, one
+    passage of the corpus (pool posts ``post:<id>``, KG sentences), per architecture, each
+    ``{class_path: rtr | posthoc | autoais_rerank | pkg.mod.Class, init_args: {...}}`` (``posthoc`` and
+    ``autoais_rerank``: ``retriever``, default ``dense``, and ``k``, default 50); the prediction lines gain
+    ``attributions`` and results.md an Attribution section (:mod:`graphctx.evaluation.attribution`). Empty:
+    none (the answers' fingerprint is then as before)."""
     wandb_project: str | None = "graphctx"
     """W&B project the results are logged to; null: no W&B logging."""
     wandb_mode: Literal["offline", "online"] = "offline"

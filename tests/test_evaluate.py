@@ -84,9 +84,12 @@ def test_table_compares_each_graph_variant_with_its_text_twin_holm_corrected(tmp
     assert table.rows[1].linkage is None  # a dense variant
 
     markdown = to_markdown(table)
-    header = "| Variant | ROUGE-1 | ROUGE-1 (bootstrap mid, as evaluate) | AutoAIS [causal-lm-judge] |"
+    header = (
+        "| Variant | ROUGE-1 | ROUGE-1 (bootstrap mid, as evaluate) "
+        "| AutoAIS (whole context) [causal-lm-judge] |"
+    )
     assert header in markdown
-    assert "| Variant | vs | ROUGE-1 | AutoAIS [causal-lm-judge] |" in markdown
+    assert "| Variant | vs | ROUGE-1 | AutoAIS (whole context) [causal-lm-judge] |" in markdown
     mid = evaluate_mid({"rouge1": graph}, seed=0)["rouge1"]
     assert graph_row.evaluate_mids == {"rouge1": mid}
     assert f"| GraphContextGen | {graph_row.intervals['rouge1'].mean:.4f} [" in markdown

@@ -28,6 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace, out: TextIO) -> int:
     question = read_question(args)  # before anything loads
+    from graphctx.evaluation.attribution.attributor import configured
     from graphctx.evaluation.matrix.scorer import Scorer
     from graphctx.pipeline.answerer import Answerer
     from graphctx.pipeline.config_file import load_config
@@ -36,6 +37,7 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
     config = load_config(args.config, cache_dir=args.cache_dir)
     variant = VARIANTS[args.variant]
     check_models(ModelStack(config), "answer", [variant])  # a missing model is named before anything loads
+    configured(config)  # so is a bad evaluation.attribution
     cache_dir = config.cache_dir
     answerer = Answerer.from_config(config)
     # the LLM extractor is the base generation model: held after the contexts, it also answers a base variant
@@ -44,6 +46,7 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
     answer = answerer.answer_prompts(variant, prompts)[0]
     context = answer.prompt.context  # as the model saw it: parts dropped to fit max_prompt_tokens are gone
     answerer.release()  # before the judge loads
+    attributions = cited_sources(config, answerer, question, answer, retrieved)
 
     judges = [entry for entry in config.metric_entries if entry.premise]  # AutoAIS (and MiniCheck when set)
     judgement: dict[str, float | str] = dict.fromkeys(
@@ -55,7 +58,8 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
     if args.json:
         hits = [{"id": h.id, "score": h.score, "fallback": h.fallback} for h in retrieved.hits]
         payload = {"question": question, "variant": variant.name, "hits": hits, "context": context}
-        print(json.dumps({**payload, "answer": answer.text, **judgement}, indent=2), file=out)
+        extra = {"attributions": attributions} if attributions else {}
+        print(json.dumps({**payload, "answer": answer.text, **extra, **judgement}, indent=2), file=out)
         return 0
     if variant.retrieval != "none":
         ids = ", ".join(
@@ -67,7 +71,42 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
         print(context or "(empty)", file=out)
         print(file=out)
     print(f"Answer ({variant.label}):\n{answer.text}\n", file=out)
+    if attributions:
+        print("Sources:", file=out)
+        for a in attributions:
+            print(f"  {source_line(a)}", file=out)
+        print(file=out)
     for key, value in judgement.items():
         owner = next(entry for entry in judges if key.startswith(entry.name))
         print(f"{key}: {value if isinstance(value, str) else owner.describe(key, value)}", file=out)
     return 0
+
+
+def cited_sources(config, answerer, question: str, answer, retrieved) -> list[dict]:
+    """The answer's attributions by each architecture of ``evaluation.attribution`` (none: ``[]``)."""
+    from graphctx.evaluation.attribution.attributor import Attributor
+
+    attributor = Attributor.from_config(config, answerer.pool)
+    if attributor is None:
+        return []
+    line = {"id": 0, "question": question, "generated": answer.text}
+    facts = retrieved.enhanced.facts if retrieved.enhanced else []
+    attributor.attach([line], [answer.prompt], [facts], "the answer")
+    attributor.release()
+    return line["attributions"]
+
+
+def source_line(attribution: dict) -> str:
+    """One attribution for people: architecture, link (else the corpus id and text), judge probability."""
+    where = attribution["link"] or (
+        f"{attribution['passage']}: {attribution['text']}" if attribution["passage"] else "(no passage)"
+    )
+    p = attribution["probability"]
+    judged = "not judged" if p is None else f"p(entail) = {p:.3f}"
+    if attribution["judge_in_system"]:
+        judged = (
+            "none within the judge's limit: the top-1 retrieved"
+            if p is None
+            else f"chosen by the judge, {judged}"
+        )
+    return f"{attribution['architecture']}: {where} ({judged})"

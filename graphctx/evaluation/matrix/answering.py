@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from graphctx.baselines import FALLBACKS
+from graphctx.evaluation.attribution.attributor import Attributor
 from graphctx.evaluation.matrix.run_files import VariantFiles
 from graphctx.evaluation.matrix.shards import Unit
 from graphctx.generation.decoder import Answer
@@ -89,6 +90,8 @@ class AnswerStage:
     files: Mapping[str, VariantFiles]
     stop: StopRequest
     log: Callable[[str], None]
+    attributor: Attributor | None = None
+    """Adds each line's ``attributions`` before it is written (``evaluation.attribution``; None: none)."""
 
     def answer(self, units: Sequence[Unit]) -> None:
         """Answer the rows of ``units`` not answered yet, model kind by model kind (see the module
@@ -155,7 +158,12 @@ class AnswerStage:
     def write(self, variant: Variant, unit: Unit, missing: list[int], answers: Sequence[Answer]) -> None:
         """Append the lines of ``missing``'s rows of ``unit`` to this process's predictions of ``variant``."""
         contexts, encoded = self.contexts[variant.name], self.encoded[variant.name]
-        self.files[variant.name].mine_predictions.append(
+        lines = [
             prediction(variant, self.rows[i], contexts[i], encoded[i], answer, unit.number)
             for i, answer in zip(missing, answers, strict=True)
-        )
+        ]
+        if self.attributor is not None:  # a bad citation mark stops here: the batch is not written
+            facts = [contexts[i].enhanced.facts if contexts[i].enhanced else [] for i in missing]
+            where = f"predictions of {variant.name}"
+            self.attributor.attach(lines, [encoded[i].prompt for i in missing], facts, where)
+        self.files[variant.name].mine_predictions.append(lines)

@@ -12,6 +12,9 @@ One row per (site, question) of the run (every question any variant answered), c
   the one-hop KG facts kept (``source`` backend, head/relation/tail ids and labels, ``sentence``,
   ``in_context``: its sentence is in the context the model saw); null on a line an older graphctx wrote
   (:mod:`~graphctx.evaluation.matrix.answering`), as ``V/retrieval_scores`` is;
+- per variant ``V`` and attribution architecture ``A`` (``evaluation.attribution``):
+  ``V/attribution/A/passage`` (corpus id), ``…/link``, ``…/text``, ``…/probability`` (the judge's P(entail))
+  and ``…/judge_in_system``;
 - per variant and score column ``S`` of ``scores/V.jsonl``: ``V/score/S`` (float, null where not scored).
 
 ``run.json`` keeps every ``.meta.json`` of the run (the settings each variant's answers and each metric's
@@ -104,6 +107,18 @@ def by_extractor(triplets: list[dict[str, Any]] | None, extractor: str) -> list[
     return [{key: t[key] for key in TRIPLET_FIELDS} for t in triplets if extractor in t["extractors"]]
 
 
+def attribution_columns(name: str, attributions: list[dict[str, Any]]) -> dict[str, Any]:
+    """A line's ``attributions`` (:mod:`graphctx.evaluation.attribution`) as ``V/attribution/A/<key>``
+    columns, one set per architecture ``A``: ``passage``, ``link``, ``text``, ``probability``,
+    ``judge_in_system``."""
+    return {
+        f"{name}/attribution/{a['architecture']}/{key}": value
+        for a in attributions
+        for key, value in a.items()
+        if key != "architecture"
+    }
+
+
 def variant_values(name: str, line: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
     """Variant ``name``'s columns of one prediction line (made with ``settings``): its fields, with
     ``triplets`` split into one column per extractor; the fields an older line lacks are null."""
@@ -115,6 +130,8 @@ def variant_values(name: str, line: Mapping[str, Any], settings: Mapping[str, An
         if field == "triplets":
             for extractor in settings["knowledge"]["extractors"]:
                 values[f"{name}/triplets/{extractor}"] = by_extractor(value, extractor)
+        elif field == "attributions":
+            values |= attribution_columns(name, value)
         elif field not in SKIPPED:
             values[f"{name}/{RENAMED.get(field, field)}"] = value
     return values

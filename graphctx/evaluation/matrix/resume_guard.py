@@ -20,6 +20,7 @@ from typing import Any
 from graphctx.cache import cache_root, file_digest, fingerprint, write_json_atomic
 from graphctx.data.sources import source_digests
 from graphctx.errors import ConfigError
+from graphctx.evaluation.attribution.attributor import fingerprint_parts as attribution_parts
 from graphctx.evaluation.jsonl import RecordFile, read_records
 from graphctx.evaluation.matrix.metric_fingerprints import changed, metric_parts
 from graphctx.evaluation.matrix.run_files import RunFiles
@@ -177,6 +178,9 @@ class ResumeGuard:
             extractors = plugin_fingerprints(config.knowledge)
             if extractors:  # plug-in triplet extractors: their code and arguments
                 parts["extractor_plugins"] = extractors
+        attribution = attribution_parts(config)
+        if attribution:  # the lines' attributions (evaluation.attribution); left out while it is empty
+            parts["attribution"] = attribution
         return parts
 
     def source_digests(self) -> Any:

@@ -39,6 +39,8 @@ from typing import Any
 
 from graphctx.cache import write_json_atomic
 from graphctx.errors import ConfigError
+from graphctx.evaluation.attribution.attributor import Attributor, configured
+from graphctx.evaluation.attribution.report import run_section
 from graphctx.evaluation.jsonl import check_unique_ids
 from graphctx.evaluation.matrix.answering import AnswerStage
 from graphctx.evaluation.matrix.beside_paper import paper_section
@@ -100,6 +102,7 @@ class MatrixEvaluation:
         self.processes = processes or Processes()
         self.log = log or stderr_logger(self.processes)
         self.stop = stop or StopRequest()
+        configured(config)  # a bad evaluation.attribution is refused before anything is written
         self.run_files = RunFiles(self.output_dir, tuple(entry.name for entry in config.metric_entries))
         self.stale = StaleArea(self.output_dir, self.log)
         """Where this run moves rows and files that no longer match (``stale/<time>/``)."""
@@ -191,7 +194,9 @@ class MatrixEvaluation:
         )
         judges = JudgeReport.of(self.judge_controls(rows), self.config.metric_entries, table, results)
         table.marks = judges.marks()
-        appendix = "\n".join(part for part in (beside, judges.markdown(table.columns)) if part)
+        predictions = {v.label: self.run_files.predictions_file(v) for v in self.variants}
+        attribution = run_section(self.config, predictions, [int(row["id"]) for row in rows])
+        appendix = "\n".join(part for part in (beside, attribution, judges.markdown(table.columns)) if part)
         paths = write_table(table, self.output_dir, appendix=appendix)
         write_json_atomic(self.output_dir / "judges.json", judges.as_json())
         write_json_atomic(self.output_dir / "timings.json", {"stage_seconds": timings})
@@ -275,10 +280,13 @@ class MatrixEvaluation:
         if units is None:
             self.open_files()
             units = self.pending_units(rows, encoded)
+        attributor = Attributor.from_config(self.config, self.answerer.pool, self.processes.device)
         stage = AnswerStage(
-            self.answerer, self.variants, rows, contexts, encoded, self.files, self.stop, self.log
+            self.answerer, self.variants, rows, contexts, encoded, self.files, self.stop, self.log, attributor
         )
         stage.answer(units)
+        if attributor is not None:
+            attributor.release()  # the judge and the post-hoc retrievers go before the scores' models
 
     def score(self, rows: Rows, units: Sequence[Unit]) -> None:
         """Score the answered rows of ``units`` that a metric has not scored yet (:class:`ScoreStage`)."""

@@ -30,10 +30,10 @@ class AutoAISEntry(OneModelEntry):
     """AutoAIS of each answer against the context it was generated from (NaN for rows without one)."""
 
     name = "autoais"
-    columns: ClassVar[dict[str, str]] = {"autoais": "AutoAIS"}
+    columns: ClassVar[dict[str, str]] = {"autoais": "AutoAIS (whole context)"}
     column_rank = 40
     plan_rank = 30
-    title = "AutoAIS"
+    title = "AutoAIS (whole context)"
     sections = ("autoais",)
     libraries = ("torch", "transformers", "gguf")
     premise = True
