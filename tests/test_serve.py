@@ -33,11 +33,12 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, cardano_dir, tiny_bert):
-    """A running ``graphctx serve`` on the tiny workspace (3 new tokens, GraphContextGen); yields (base
+    """A running ``graphctx serve`` on the tiny workspace (3 new tokens, GraphContextGen, the rtr
+    attribution); yields (base
     URL, config path, pool folder); stopped at the module's end."""
     root = tmp_path_factory.mktemp("serve")
     generation = {"max_new_tokens": 3, "batch_size": 1, "max_prompt_tokens": 320}
-    evaluation = {"output_dir": str(root / "out"), "limit": 1}
+    evaluation = {"output_dir": str(root / "out"), "limit": 1, "attribution": [{"class_path": "rtr"}]}
     config = write_workspace(root, cardano_dir, tiny_bert, "serve.yaml", evaluation, generation=generation)
     port = free_port()
     pool_dir = root / "pool"
@@ -88,7 +89,13 @@ def test_served_answer_equals_graphctx_answer(served, capsys):
     assert [hit["score"] for hit in served_answer["hits"]] == [hit["score"] for hit in answered["hits"]]
     first = served_answer["hits"][0]
     assert first["link"] == f"https://cardano.stackexchange.com/q/{first['id']}"
-    stages = {"retrieval_and_kg_ms", "prompt_ms", "generation_ms", "total_ms", "batch"}
+    # the answer's attribution (evaluation.attribution: rtr, no citation marks: the top pair shown), judged
+    # by the configured AutoAIS judge, as graphctx answer gives it
+    assert served_answer["attributions"] == answered["attributions"]
+    (cited,) = served_answer["attributions"]
+    assert cited["architecture"] == "rtr" and cited["passage"] == f"post:{first['id']}"
+    assert cited["link"] == first["link"] and 0.0 <= cited["probability"] <= 1.0
+    stages = {"retrieval_and_kg_ms", "prompt_ms", "generation_ms", "attribution_ms", "total_ms", "batch"}
     assert set(served_answer["timings"]) == stages
     assert served_answer["kg_sentences"] or served_answer["kg_facts"] == []
 

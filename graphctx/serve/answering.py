@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from graphctx.evaluation.attribution.attributor import Attributor
+from graphctx.generation.decoder import Answer
 from graphctx.pipeline.answerer import Answerer
 from graphctx.pipeline.contexts import ContextBuilder, RetrievedContext
 from graphctx.prompts import VARIANTS, Variant
@@ -26,13 +28,6 @@ from graphctx.serve.live_pool import LivePool
 def question_link(host: str | None, qid: int) -> str | None:
     """The question's page on its site, ``https://<host>/q/<id>`` (None without a site)."""
     return f"https://{host}/q/{qid}" if host else None
-
-
-def attributions(answer: str, context: RetrievedContext) -> list[dict[str, Any]]:
-    """ATTRIBUTIONS: the answer's cited posts, ``[{architecture, passage, link, text, probability,
-    judge_in_system}]`` as prediction lines carry them (issue 41, branch s41-attr, merged by the
-    integrator). That branch is not in this one, so nothing is attributed here yet."""
-    return []
 
 
 def neighbourhood_edges(builder: ContextBuilder, method: str, ids: Sequence[int]) -> list[list[float]]:
@@ -53,13 +48,18 @@ def neighbourhood_edges(builder: ContextBuilder, method: str, ids: Sequence[int]
 
 
 class ServedAnswerer:
-    """The loaded recipe (``answerer``) over the live pool (``pool``); ``host``: the site's host for links."""
+    """The loaded recipe (``answerer``) over the live pool (``pool``); ``host``: the site's host for links;
+    ``config``: the run's configuration, whose ``evaluation.attribution`` architectures attribute each
+    answer (issue 41: the same :class:`~graphctx.evaluation.attribution.attributor.Attributor` as
+    ``graphctx answer`` and evaluate.py; none configured: no attributions)."""
 
-    def __init__(self, answerer: Answerer, pool: LivePool, host: str | None) -> None:
+    def __init__(self, answerer: Answerer, pool: LivePool, host: str | None, config: Any) -> None:
         self.answerer = answerer
         self.pool = pool
         self.host = host
+        self.config = config
         self._builder: ContextBuilder | None = None
+        self._attributor: Attributor | None = None
         self._version: tuple[int, int] | None = None
 
     def builder(self) -> ContextBuilder:
@@ -70,6 +70,7 @@ class ServedAnswerer:
             self.answerer.pool = {int(row["id"]): row for row in snapshot.rows}
             old = self._builder
             self._builder = self.answerer.context_builder(enhancer=old._enhancer if old else None)
+            self._attributor = Attributor.from_config(self.config, self.answerer.pool)
             self._version = snapshot.version
         return self._builder
 
@@ -93,18 +94,37 @@ class ServedAnswerer:
         prompts = self.answerer.prompts(variant, questions, contexts)
         prompted = time.perf_counter()
         answers = self.answerer.answer_prompts(variant, prompts)
+        generated = time.perf_counter()
+        attributions = self.attribute(questions, contexts, answers)
         done = time.perf_counter()
         timings: dict[str, float] = {
             "retrieval_and_kg_ms": 1000 * (retrieved - start),
             "prompt_ms": 1000 * (prompted - retrieved),
-            "generation_ms": 1000 * (done - prompted),
+            "generation_ms": 1000 * (generated - prompted),
+            "attribution_ms": 1000 * (done - generated),
             "total_ms": 1000 * (done - start),
         }
         timings["batch"] = len(questions)  # the requests of this variant answered together
         return [
-            self.response(builder, variant, question, context, answer.text, answer.prompt.context, timings)
-            for question, context, answer in zip(questions, contexts, answers, strict=True)
+            self.response(builder, variant, question, context, answer, cited, timings)
+            for question, context, answer, cited in zip(
+                questions, contexts, answers, attributions, strict=True
+            )
         ]
+
+    def attribute(
+        self, questions: Sequence[str], contexts: Sequence[RetrievedContext], answers: Sequence[Answer]
+    ) -> list[list[dict[str, Any]]]:
+        """Each answer's attributions, as prediction lines carry them (``[]`` each without architectures)."""
+        if self._attributor is None:
+            return [[] for _ in questions]
+        lines = [
+            {"id": i, "question": question, "generated": answer.text}
+            for i, (question, answer) in enumerate(zip(questions, answers, strict=True))
+        ]
+        facts = [context.enhanced.facts if context.enhanced else [] for context in contexts]
+        self._attributor.attach(lines, [answer.prompt for answer in answers], facts, "the request")
+        return [line["attributions"] for line in lines]
 
     def response(
         self,
@@ -112,8 +132,8 @@ class ServedAnswerer:
         variant: Variant,
         question: str,
         context: RetrievedContext,
-        answer: str,
-        shown: str,
+        answer: Answer,
+        attributions: list[dict[str, Any]],
         timings: Mapping[str, float],
     ) -> dict[str, Any]:
         """One response: the answer, the context the model saw, the neighbours (PageRank or cosine score,
@@ -144,12 +164,12 @@ class ServedAnswerer:
         return {
             "question": question,
             "variant": variant.name,
-            "answer": answer,
-            "context": shown,
+            "answer": answer.text,
+            "context": answer.prompt.context,
             "hits": hits,
             "edges": neighbourhood_edges(builder, variant.retrieval, [hit.id for hit in context.hits]),
             "kg_sentences": [sentence.text for sentence in context.sentences],
             "kg_facts": facts,
-            "attributions": attributions(answer, context),
+            "attributions": attributions,
             "timings": dict(timings),
         }

@@ -111,7 +111,7 @@ class AnswerAPI(ls.LitAPI):
         pool = LivePool(pool_folder(self.settings, config), config.retrieval, config.cache_dir)
         tokenizer = load_tokenizer(config.model.spec)
         answerer = Answerer.from_config(config, pool=pool.snapshot().rows, tokenizer=tokenizer)
-        self.served = ServedAnswerer(answerer, pool, site_host(config))
+        self.served = ServedAnswerer(answerer, pool, site_host(config), config)
         self.count = lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
         self.served.builder()  # the index, retriever and models load now, not at the first request
         answerer.model(VARIANTS[self.settings.variant].model)
