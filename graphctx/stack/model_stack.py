@@ -51,6 +51,9 @@ class ModelStack:
         """Each extractor's model by its name (the generation model itself where it shares it)."""
         self.metrics = config.metric_entries
         """Every metric the config scores with (:mod:`graphctx.metrics.registry`), in scoring order."""
+        adapter = config.adapter_dir  # train.py exports it; the fine-tuned variants answer with it
+        found = "folder" if (adapter / "adapter_config.json").is_file() else "missing"
+        self.adapter = ModelUse("evaluation.adapter", str(adapter), "adapter", "trained", True, found, None)
         genqa = config.genqa_dir  # always a folder (graphctx genqa writes it), never a Hub id
         found = "folder" if (genqa / "config.json").is_file() else "missing"
         self.genqa = ModelUse(
@@ -192,8 +195,9 @@ class ModelStack:
             if settings.callback_every_n_validations <= 0:
                 return [self.generation]
             return self.needed([VARIANTS[settings.callback_variant]], settings.callback_metrics)
-        if command == "answer":  # the answer and its attribution judgement
-            return self.needed(variants or [], [entry.name for entry in self.metrics if entry.premise])
+        if command == "answer":  # the answer (the adapter of a fine-tuned variant) and its judgement
+            adapter = [self.adapter] if any(v.model == "adapter" for v in variants or []) else []
+            return self.needed(variants or [], [e.name for e in self.metrics if e.premise]) + adapter
         if command == "enhance":  # retrieval and knowledge, budgets in the generation model's tokens
             return self.needed([VARIANTS["GraphContextGen"]], [])
         return self.needed(variants or get_variants(settings.variants), self.metric_names)
@@ -221,6 +225,12 @@ class ModelStack:
             if use.available == "missing"
         ]
         for item in found:
+            if item["key"] == self.adapter.key:
+                item["hint"] = (
+                    f"evaluation.adapter: no trained adapter in {item['model']} (adapter_config.json "
+                    "missing); train one with `python train.py --config CONFIG`, point evaluation.adapter "
+                    "at one, or answer with a base variant (--variant ZeroShot)"
+                )
             if item["key"] == self.genqa.key:
                 item["hint"] = (
                     f"evaluation.genqa_model: no trained GenQA model in {item['model']}; train one with "

@@ -1,0 +1,68 @@
+"""Issue 46, the first hour round two: what `graphctx enhance` and `answer` say about their sentences, and a
+missing adapter refused before any model loads (the recent cardano questions and tiny models of
+tests/evaluation_workspace.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from evaluation_workspace import write_workspace
+
+from graphctx.cli import main
+from graphctx.knowledge.sentence_sources import KG_PREFIX
+
+QUESTION = ["--question", "How do I register my stake pool certificate with cardano-cli?"]
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory, cardano_dir, tiny_bert):
+    root = tmp_path_factory.mktemp("first-hour")
+    evaluation = {"output_dir": str(root / "eval")}
+    generation = {"max_new_tokens": 3, "batch_size": 1, "max_prompt_tokens": 1024}
+    knowledge = {"token_budget": 600}
+    return write_workspace(
+        root, cardano_dir, tiny_bert, "c.yaml", evaluation, generation=generation, knowledge=knowledge
+    )
+
+
+@pytest.mark.slow
+def test_enhance_names_each_sentences_source_and_answer_counts_kg_facts_apart(workspace, capsys):
+    """`enhance`'s text lists each sentence of S under its source; `answer` counts the KG facts and the
+    triplets read from the retrieved pairs under their own names (it called all of them "KG sentences")."""
+    config = str(workspace)
+    assert main(["enhance", "--config", config, *QUESTION, "--json"]) == 0
+    sentences = json.loads(capsys.readouterr().out)["sentences"]
+    assert sentences  # the spaCy triplets of the retrieved pairs, at least
+    assert main(["enhance", "--config", config, *QUESTION]) == 0
+    text = capsys.readouterr().out
+    for sentence in sentences:
+        assert f"[{sentence['triplet']['source']}] {sentence['text']}" in text.splitlines()
+
+    argv = ["answer", "--config", config, *QUESTION, "--variant", "Base-GraphContextGen"]
+    assert main(argv) == 0
+    context = capsys.readouterr().out.split("\nAnswer (")[0]  # the header and the context shown
+    shown = [s for s in sentences if s["text"] in context]
+    facts = sum(s["triplet"]["source"].startswith(KG_PREFIX) for s in shown)
+    header = context.splitlines()[0]
+    counts = re.search(r"; (\d+) KG facts, (\d+) triplets from the retrieved pairs\):$", header)
+    assert counts, header
+    assert (int(counts[1]), int(counts[2])) == (facts, len(shown) - facts)
+
+
+def test_answer_refuses_a_missing_adapter_before_any_model_loads(workspace, capsys, monkeypatch):
+    """A fine-tuned variant with no trained adapter: one error line naming evaluation.adapter and how to
+    get one, before the Answerer loads anything (it used to convert and load the base model first)."""
+    from graphctx.pipeline import answerer
+
+    def loads(*args, **kwargs):
+        raise AssertionError("a model loads before the missing adapter is refused")
+
+    monkeypatch.setattr(answerer.Answerer, "from_config", classmethod(loads))
+    config = workspace
+    config.with_name("no-adapter.yaml").write_text(config.read_text().replace("/adapter", "/absent"))
+    config = str(config.with_name("no-adapter.yaml"))
+    assert main(["answer", "--config", config, *QUESTION, "--variant", "GraphContextGen"]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert re.match(r"error: evaluation\.adapter: no trained adapter in .*/absent .*python train\.py", line)
