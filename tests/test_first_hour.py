@@ -8,7 +8,9 @@ import json
 import re
 
 import pytest
+import yaml
 from evaluation_workspace import write_workspace
+from reproduce_workspace import REPO_ROOT, reproduce_config
 
 from graphctx.cli import main
 from graphctx.knowledge.sentence_sources import KG_PREFIX
@@ -66,3 +68,36 @@ def test_answer_refuses_a_missing_adapter_before_any_model_loads(workspace, caps
     assert main(["answer", "--config", config, *QUESTION, "--variant", "GraphContextGen"]) == 1
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert re.match(r"error: evaluation\.adapter: no trained adapter in .*/absent .*python train\.py", line)
+
+
+def test_cost_before_the_download_is_refused_at_once_naming_counts_and_the_dump(
+    tmp_path, cardano_dir, tiny_bert, reproduce_cache, capsys, monkeypatch
+):
+    """`plan --cost` and `reproduce --dry-run` count rows by building the dataset: without the dump, or
+    without the generation model whose tokenizer counts them, they refuse before anything loads and name
+    `--counts` (plan used to fail after 55 s on the missing model); the missing dump says where to get it."""
+    from graphctx.pipeline.run_config import RunConfig
+
+    def builds(*args, **kwargs):
+        raise AssertionError("the dataset is built before the missing input is refused")
+
+    monkeypatch.setattr(RunConfig, "load_dataset", builds)
+    monkeypatch.chdir(REPO_ROOT)
+    config = yaml.safe_load(reproduce_config(tmp_path, cardano_dir, tiny_bert, reproduce_cache).read_text())
+    no_dump = tmp_path / "no-dump.yaml"
+    no_dump.write_text(
+        yaml.safe_dump({**config, "data": {"dataset": {"source": str(tmp_path / "askubuntu")}}})
+    )
+    config["model"]["spec"]["source"] = "meta-llama/Llama-2-7b-hf"  # not in the HF cache here, nor in CI
+    no_model = tmp_path / "no-model.yaml"
+    no_model.write_text(yaml.safe_dump(config))
+    state = ["--state", str(tmp_path / "state")]
+    for path, named in ((no_dump, "archive.org/details/stackexchange"), (no_model, "model.spec.source")):
+        for argv in (["plan", "--cost"], ["reproduce", "--dry-run", *state]):
+            assert main([*argv, "--config", str(path)]) == 1
+            (line,) = capsys.readouterr().err.strip().splitlines()
+            assert line.startswith("error: ") and named in line, line
+            assert line.endswith("--counts train=N,test=M (the rows per split)"), line
+    counts = ["--counts", "train=40000,test=2000"]
+    assert main(["reproduce", "--dry-run", *state, "--config", str(no_dump), *counts]) == 0
+    assert "total: " in capsys.readouterr().out

@@ -118,6 +118,12 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
         human_questions=args.human_questions,
         digest_sources=not args.dry_run,
     )
+    if args.dry_run and not args.counts:  # the cost reads each site's rows: name --counts if it cannot
+        from graphctx.stack.counts import check_countable
+        from graphctx.stack.model_stack import ModelStack
+
+        for site in sites:
+            check_countable(ModelStack(site.config))
     stages = build_stages(sites, options)  # a missing dump is named here, before anything is written
     if args.stages:
         stages = only(stages, args.stages)
@@ -150,17 +156,13 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
 def stage_costs(site: Site, args: argparse.Namespace, sweep_models: list[str]) -> dict[str, Any]:
     """``graphctx plan --cost``'s estimate of the site's config (train and answers), and of each sweep
     model's answers (its base variants)."""
-    from graphctx.commands.plan import split_sizes
     from graphctx.prompts import VARIANTS
     from graphctx.stack.cost import LAST_MEASURED, cost_json, parse_counts, read_throughputs
+    from graphctx.stack.counts import split_sizes
     from graphctx.stack.model_stack import ModelStack
 
     config = site.config
-    if not args.counts:  # a missing dump is named before any tokenizer loads
-        from graphctx.data.sources import check_source
-
-        check_source(config.data.dataset.source)
-    counts = parse_counts(args.counts) if args.counts else split_sizes(config)
+    counts = parse_counts(args.counts) if args.counts else split_sizes(ModelStack(config))
     rates = read_throughputs(args.throughput) if args.throughput else LAST_MEASURED
     cost = cost_json(ModelStack(config), counts, rates)
     sweep = []
