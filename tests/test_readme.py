@@ -24,3 +24,16 @@ def test_first_screen_has_exactly_two_commands_train_then_test():
 def test_ci_runs_the_readme_test_command_verbatim():
     ci = (REPO_ROOT / ".ci" / "run").read_text()
     assert _readme_commands()[1] in ci.splitlines()
+
+
+def test_evaluate_help_and_the_readme_name_the_same_paired_tests():
+    """Both state the default comparisons from one source (graphctx.evaluation_settings.TEXT_TWINS); the
+    help used to say "against the best baseline"."""
+    import evaluate
+    from graphctx.evaluation_settings import comparisons_text
+
+    pairs = comparisons_text()
+    help_text = " ".join(evaluate.build_parser().format_help().split())
+    assert pairs in help_text and "best baseline" not in help_text
+    assert pairs in (REPO_ROOT / "README.md").read_text()
+    assert "`runs/tiny/eval/`" in (REPO_ROOT / "README.md").read_text()  # evaluate.py's default folder
