@@ -37,3 +37,19 @@ def test_evaluate_help_and_the_readme_name_the_same_paired_tests():
     assert pairs in help_text and "best baseline" not in help_text
     assert pairs in (REPO_ROOT / "README.md").read_text()
     assert "`runs/tiny/eval/`" in (REPO_ROOT / "README.md").read_text()  # evaluate.py's default folder
+
+
+def test_the_readme_states_the_figures_scripts_readme_figures_computes(smollm2_folder, tmp_path, monkeypatch):
+    """The tiny config's rows per split, computed from its data by scripts/readme_figures.py (the SmolLM2
+    tokenizer is the session's converted copy), stated by the README (the pool was 298 there, then 293)."""
+    from graphctx.pipeline.config_file import load_config
+
+    monkeypatch.chdir(REPO_ROOT)  # the config's paths are relative to the repository root
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "scripts"))
+    import readme_figures
+
+    source = ["--model.spec.source", str(smollm2_folder)]  # the packaged GGUF, converted once per session
+    config = load_config(readme_figures.TINY, source, cache_dir=str(tmp_path))
+    readme = " ".join((REPO_ROOT / "README.md").read_text().split())
+    for phrase in readme_figures.split_phrases(readme_figures.split_sizes(config)):
+        assert phrase in readme
