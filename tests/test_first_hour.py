@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 import yaml
 from evaluation_workspace import write_workspace
 from reproduce_workspace import REPO_ROOT, reproduce_config
+from tiny_config import tiny_split
 
 from graphctx.cli import main
 from graphctx.knowledge.sentence_sources import KG_PREFIX
@@ -101,3 +103,46 @@ def test_cost_before_the_download_is_refused_at_once_naming_counts_and_the_dump(
     counts = ["--counts", "train=40000,test=2000"]
     assert main(["reproduce", "--dry-run", *state, "--config", str(no_dump), *counts]) == 0
     assert "total: " in capsys.readouterr().out
+
+
+def written(text: str, verb: str = "wrote") -> list[Path]:
+    """The paths of a command's last line, ``wrote: a, b and c``."""
+    last = text.strip().splitlines()[-1]
+    assert last.startswith(f"{verb}: "), text[-2000:]
+    return [Path(name) for name in re.split(r", | and ", last.removeprefix(f"{verb}: "))]
+
+
+@pytest.mark.slow
+def test_every_command_that_writes_ends_with_one_line_naming_what_it_wrote(
+    local_run, tmp_path, capsys, monkeypatch
+):
+    """reproduce, index, retrieval-eval and export end with ``wrote: <paths>`` on stdout (on stderr with
+    --json, whose stdout stays one JSON document), each path there; the tiny protocol's run is reused."""
+    config, run = str(local_run.config), local_run.config.parent / "run"
+    paths = written(local_run.stdout)  # graphctx reproduce, run locally
+    assert {path.name for path in paths} == {"results.csv", "results.md", "beside_the_paper.md"}
+    settings = yaml.safe_load(local_run.config.read_text())
+    settings["data"]["dataset"]["split"] = tiny_split()  # the whole pool: 43 questions leave 1 linked query
+    whole = tmp_path / "whole-pool.yaml"
+    whole.write_text(yaml.safe_dump(settings))
+    commands = {
+        "index": ["index", "--config", str(whole)],
+        "retrieval-eval": ["retrieval-eval", "--config", str(whole), "--output-dir", str(tmp_path / "links")],
+    }
+    texts = {}
+    for name, argv in commands.items():
+        assert main(argv) == 0
+        texts[name] = text = capsys.readouterr().out
+        paths += written(text)
+        assert main([*argv, "--json"]) == 0
+        printed = capsys.readouterr()
+        json.loads(printed.out)  # nothing else on stdout
+        assert written(printed.err) == written(text)
+    assert texts["index"].startswith("question graph: ")  # the readable summary is its result
+    assert main(["export", "--run", str(run / "eval"), "--to", str(tmp_path / "dataset")]) == 0
+    paths += written(capsys.readouterr().out)
+    assert all(path.exists() for path in paths), paths
+    monkeypatch.chdir(REPO_ROOT)
+    state = ["--state", str(tmp_path / "state")]
+    assert main(["reproduce", "--config", config, *state, "--dry-run", "--counts", "train=9,test=3"]) == 0
+    assert written(capsys.readouterr().out, "wrote (--dry-run)") == [Path("nothing")]

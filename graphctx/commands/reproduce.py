@@ -25,6 +25,8 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from graphctx.commands import wrote
+
 if TYPE_CHECKING:
     from graphctx.reproduce.sites import Site
     from graphctx.reproduce.stages import Stage
@@ -129,6 +131,7 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
         stages = only(stages, args.stages)
     if args.dry_run:
         print(dry_run(stages, sites, args), file=out)
+        wrote(out, [], verb="wrote (--dry-run)")
         return 0
     commit = git_commit(Path(__file__).resolve().parents[2])
     state.check_commit(commit)
@@ -150,6 +153,10 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
 
             state.begin(commit)
             run_local(stages, state, done, out)
+    results = [output for stage in stages if stage.kind in ("evaluate", "tables") for output in stage.outputs]
+    wrote(
+        out, results or stages[-1].outputs, verb="results (once the jobs finish)" if args.slurm else "wrote"
+    )
     return 0
 
 
