@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 
+import pytest
 from conftest import REPO_ROOT
 
 
@@ -52,4 +54,22 @@ def test_the_readme_states_the_figures_scripts_readme_figures_computes(smollm2_f
     config = load_config(readme_figures.TINY, source, cache_dir=str(tmp_path))
     readme = " ".join((REPO_ROOT / "README.md").read_text().split())
     for phrase in readme_figures.split_phrases(readme_figures.split_sizes(config)):
+        assert phrase in readme
+
+
+@pytest.mark.slow
+def test_the_readme_states_the_t_sweep_scripts_readme_figures_computes(tmp_path, monkeypatch, capsys):
+    """The T-sweep sentence of "Choosing T" from `graphctx retrieval-eval` on the tiny config (its MiniLM
+    embeddings cached, as tests/test_retrieval_eval.py's run caches them): it said the graph equals dense
+    from T = 0.6, which holds from 0.65."""
+    from graphctx.cli import main
+
+    monkeypatch.chdir(REPO_ROOT)
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "scripts"))
+    import readme_figures
+
+    argv = ["retrieval-eval", "--config", readme_figures.TINY, "--json", "--output-dir", str(tmp_path)]
+    assert main([*argv, "--thresholds", readme_figures.SWEEP]) == 0
+    readme = " ".join((REPO_ROOT / "README.md").read_text().split())
+    for phrase in readme_figures.sweep_phrases(json.loads(capsys.readouterr().out)):
         assert phrase in readme
