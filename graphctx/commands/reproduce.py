@@ -154,9 +154,10 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
             state.begin(commit)
             run_local(stages, state, done, out)
     results = [output for stage in stages if stage.kind in ("evaluate", "tables") for output in stage.outputs]
-    wrote(
-        out, results or stages[-1].outputs, verb="results (once the jobs finish)" if args.slurm else "wrote"
-    )
+    results = results or [
+        output for stage in stages[-1:] for output in stage.outputs
+    ]  # --stages without them
+    wrote(out, results, verb="results (once the jobs finish)" if args.slurm else "wrote")
     return 0
 
 
