@@ -4,7 +4,7 @@
 
 For each variant (see ``graphctx.prompts.VARIANTS``) the test split's questions are answered with the
 variant's prompt and model, the answers scored (BERTScore, ROUGE-1/L, fact score, AutoAIS, entity Jaccard),
-and a results table written with 95% bootstrap intervals and paired tests against the best baseline.
+and a results table written with 95% bootstrap intervals and paired tests (below).
 Predictions are appended to JSONL files as they are made: rerunning the same command after an interruption
 continues where it stopped.
 
@@ -22,9 +22,16 @@ import sys
 from typing import TYPE_CHECKING, TextIO
 
 from graphctx.errors import debug_enabled, report
+from graphctx.evaluation_settings import comparisons_text
 from graphctx.prompts import BASELINE_VARIANTS, VARIANTS
 from graphctx.quiet import quiet_third_party
 from graphctx.settings_help import add_settings_help
+
+PAIRED_TESTS = (
+    "Paired tests, fixed before scoring (evaluation.comparisons; Holm-corrected over pairs x metrics): by\n"
+    f"default each graph variant vs its text twin ({comparisons_text()}),\n"
+    "and each <variant>@<retriever> row vs its variant."
+)
 
 if TYPE_CHECKING:
     from graphctx.pipeline.processes import StopRequest
@@ -40,7 +47,9 @@ def positive_int(value: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False
+        description=f"{__doc__}\n{PAIRED_TESTS}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        add_help=False,
     )
     parser.add_argument("--config", required=True, help="YAML config (as for train.py)")
     add_settings_help(parser)

@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import importlib
 import os
+import re
 import sys
 from collections.abc import Sequence
 
@@ -35,6 +36,12 @@ COMMANDS: tuple[str, ...] = (
 """Subcommand names; each is the module of :mod:`graphctx.commands` of that name, ``-`` read as ``_``."""
 
 
+def summary(docstring: str) -> str:
+    """A subcommand's one-line help: the first sentence of its module docstring, whole (lines joined)."""
+    paragraph = " ".join(docstring.strip().split("\n\n")[0].split())
+    return re.match(r"(.+?[.])(?:\s|$)", paragraph + " ").group(1)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with every registered subcommand (their modules import nothing heavy)."""
     parser = argparse.ArgumentParser(
@@ -44,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
         module = importlib.import_module(f"graphctx.commands.{name.replace('-', '_')}")
-        sub = subparsers.add_parser(name, help=module.__doc__.strip().splitlines()[0], add_help=False)
+        sub = subparsers.add_parser(name, help=summary(module.__doc__), add_help=False)
         module.add_arguments(sub)
         if "--config" in sub._option_string_actions:  # its --help lists the config's settings too
             add_settings_help(sub, getattr(module, "settings_help", every_setting))

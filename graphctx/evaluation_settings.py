@@ -21,6 +21,12 @@ TEXT_TWINS: dict[str, str] = {
 """Each graph variant and its text twin: the same prompt with cosine instead of graph retrieval."""
 
 
+def comparisons_text(comparisons: dict[str, str] = TEXT_TWINS) -> str:
+    """The paired tests in words, ``Base-GraphGen vs Base-TextGen; ...``: what evaluate.py --help and the
+    README say the default table tests (tests/test_readme.py holds them to it)."""
+    return "; ".join(f"{variant} vs {baseline}" for variant, baseline in comparisons.items())
+
+
 def callback_default() -> list[str]:
     """The built-in metrics that compare an answer with its gold answer (not the context judges)."""
     return [cls.name for cls in built_in_classes() if not cls.premise]

@@ -4,6 +4,8 @@ they use."""
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import json
 import os
 import subprocess
@@ -15,7 +17,7 @@ from tiny_config import recent_pool_config
 
 import evaluate
 import train
-from graphctx.cli import COMMANDS
+from graphctx.cli import COMMANDS, build_parser
 from graphctx.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -164,3 +166,14 @@ def test_data_help_documents_its_settings_without_heavy_imports():
     assert done.stdout.startswith("[] "), done.stdout[:200] + done.stderr[-2000:]
     assert "--data.dataset.source SOURCE A Stack Exchange site folder" in done.stdout
     assert "--data.dataset.split.train_fraction TRAIN_FRACTION" in done.stdout
+
+
+def test_help_gives_each_subcommand_a_whole_sentence():
+    """`graphctx --help` lists each subcommand with its docstring's first sentence, never cut mid-way (the
+    first line of a wrapped docstring used to stop at "…; say")."""
+    parser = build_parser()
+    (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    for choice in subparsers._choices_actions:
+        module = importlib.import_module(f"graphctx.commands.{choice.dest.replace('-', '_')}")
+        assert choice.help.endswith("."), (choice.dest, choice.help)
+        assert " ".join(module.__doc__.split()).startswith(choice.help), choice.dest

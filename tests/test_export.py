@@ -89,11 +89,14 @@ def files_of(folder: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.slow
-def test_the_dataset_holds_every_prediction_and_score_of_the_run(run_folder, tmp_path, capsys):
+def test_the_dataset_holds_every_prediction_and_score_of_the_run(evaluation, run_folder, tmp_path, capsys):
     out = tmp_path / "dataset"
     status, printed, err = export(capsys, "--run", str(run_folder), "--to", str(out))
     assert status == 0, err
-    assert printed.strip() == str(out)
+    assert (
+        printed.strip().splitlines()[-1]
+        == f"wrote: {out / 'README.md'}, {out / 'data'} and {out / 'run.json'}"
+    )
     rows = load(out, tmp_path)  # the card's configs entry names the Parquet files
     predictions = {
         v: {r["id"]: r for r in read_records(run_folder / "predictions" / f"{v}.jsonl")} for v in VARIANTS
@@ -124,7 +127,10 @@ def test_the_dataset_holds_every_prediction_and_score_of_the_run(run_folder, tmp
     metadata = yaml.safe_load(card.split("---\n")[1])
     assert metadata["license"] == "cc-by-sa-4.0"
     assert metadata["graphctx"]["sites"] == ["cardano"] and metadata["graphctx"]["variants"] == VARIANTS
-    assert "tiny-random" in metadata["graphctx"]["stand_ins"]
+    assert main(["plan", "--config", str(evaluation.config.path), "--json"]) == 0
+    planned = json.loads(capsys.readouterr().out)["stand_ins"]  # every stand-in graphctx plan lists
+    assert metadata["graphctx"]["stand_ins"] == planned and len(planned) >= 6
+    assert "None" not in metadata["graphctx"]["embedding_models"]  # a variant without retrieval has none
     assert len(metadata["graphctx"]["exported_with_commit"]) == 40
     assert "| RetrievedAnswer |" in card  # the run's results table
     document = json.loads((out / "run.json").read_text())

@@ -12,7 +12,10 @@ from transformers import (
     AutoTokenizer,
 )
 
+from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics import AutoAIS, AutoAISSettings, CausalLMJudge, T5NliJudge, build_judge, nli_input
+from graphctx.metrics.registry import MetricContext, metric_entries
+from graphctx.metrics.settings import MetricSettings
 from graphctx.model.loading import build_tiny_random
 from graphctx.model.settings import TINY_RANDOM, ModelSpec
 
@@ -196,3 +199,28 @@ def test_build_judge_reads_sources_like_the_model_spec(tmp_path):
     assert (
         judge.max_input_tokens == AutoModelForCausalLM.from_pretrained(folder).config.max_position_embeddings
     )
+
+
+JUDGED = {"autoais": 1.0, "autoais_soft": 0.9, "autoais_over_limit": 0.0}
+OVER_LIMIT = {"autoais": math.nan, "autoais_soft": math.nan, "autoais_over_limit": 1.0}
+CHECKED = {"minicheck": 1.0, "minicheck_prob": 0.8, "minicheck_truncated": 0.0}
+
+
+@pytest.mark.parametrize(
+    ("scores", "contradictions"),
+    [
+        (JUDGED, ("not judged", "not attributable")),
+        (OVER_LIMIT, ("attributable",)),
+        (CHECKED, ("not", "cut")),
+    ],
+)
+def test_graphctx_answer_reads_every_flag_without_contradicting_itself(scores, contradictions):
+    """`graphctx answer` prints each score through its metric's ``describe``: the over-limit flag of a
+    judged row used to read "not attributable to the context" under "attributable to the context"."""
+    extra = [{"class_path": "minicheck", "init_args": {"model": "lytang/MiniCheck-Flan-T5-Large"}}]
+    context = MetricContext(MetricSettings(extra=extra), KnowledgeSettings(), ModelSpec())
+    entries = {entry.name: entry for entry in metric_entries(context)}
+    lines = [entries[key.partition("_")[0]].describe(key, value) for key, value in scores.items()]
+    assert not [line for line in lines for word in contradictions if word in line], lines
+    if scores is OVER_LIMIT:
+        assert all("not judged" in line for line in lines), lines

@@ -79,3 +79,23 @@ def test_permutation_count_is_its_own_setting():
     assert paired_test(a, b, n_resamples=999, n_permutations=99).p_value == few.p_value
     many = paired_test(a, b, n_resamples=200, n_permutations=9999)
     assert few.p_value == pytest.approx(2 / 100) and many.p_value == pytest.approx(2 / 10000)
+
+
+def test_results_md_says_when_too_few_rows_let_no_paired_test_reach_005():
+    """The exact sign-flip test's smallest p is 2 / 2^n (scipy's, all differences of one sign); results.md
+    says when Holm's correction keeps every test of the table above 0.05 whatever the answers (six
+    questions and 30 tests: all p = 1 in the issue), and how many questions would do."""
+    from graphctx.evaluation.matrix.table import VariantScores, build_table, to_markdown
+    from graphctx.metrics.stats import rows_needed, smallest_p
+    from graphctx.prompts import VARIANTS
+
+    for n in (4, 6, 9):
+        assert paired_test(np.arange(n) + 1.0, np.zeros(n), n_permutations=10_000).p_value == smallest_p(n)
+    assert rows_needed(30) == 11 and 30 * smallest_p(11) <= 0.05 < 30 * smallest_p(10)
+    for n, warned in ((4, True), (8, False)):
+        scores = [
+            VariantScores(VARIANTS[name], list(range(n)), {"rouge1": np.linspace(0.1, 0.5, n) + shift})
+            for name, shift in (("TextGen", 0.0), ("GraphGen", 0.2))
+        ]
+        markdown = to_markdown(build_table(scores, n_resamples=50))
+        assert ("Evaluate at least 6 questions (evaluation.limit)" in markdown) is warned, markdown

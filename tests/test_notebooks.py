@@ -59,7 +59,10 @@ def test_retrieval_graph_notebook(shared_data):
 
 def test_results_notebook_runs_a_small_evaluation_and_reads_it_back(shared_data, tmp_path):
     run_dir = tmp_path / "eval"
-    notebook = execute("02_results.ipynb", parameters=f"RUN_DIR = {str(run_dir)!r}")
+    default = nbformat.read(NOTEBOOKS / "02_results.ipynb", as_version=4)
+    (parameters,) = [cell for cell in default.cells if "parameters" in cell.metadata.get("tags", [])]
+    assert 'RESULTS_DIR = "runs/tiny/eval"' in parameters.source  # the trained tiny run by default
+    notebook = execute("02_results.ipynb", parameters=f"RESULTS_DIR = None\nRUN_DIR = {str(run_dir)!r}")
     summary = summary_of(notebook)
     variants = ["ZeroShot", "Base-TextGen", "Base-GraphGen", "Base-GraphContextGen"]
     assert summary["results_dir"] == str(run_dir) and summary["variants"] == variants

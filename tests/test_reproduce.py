@@ -60,8 +60,10 @@ def test_the_protocol_runs_end_to_end_then_skips_what_is_up_to_date(local_run: L
     again = reproduce("--config", str(config), "--state", str(state), "--human-questions", "2")
     assert again.returncode == 0, again.stderr[-3000:]
     assert lines(again.stdout, "skip") == every and not lines(again.stdout, "run"), again.stdout
-    for line in again.stdout.splitlines():
+    *skipped, last = again.stdout.splitlines()
+    for line in skipped:
         assert re.fullmatch(r"skip \S+: up to date \([0-9a-f]{20}\)", line), line
+    assert last.startswith("wrote: ") and last.endswith("beside_the_paper.md"), last  # what the run made
 
     # A stage that fails (an annotator named twice) stops the run, naming it; the next run retries it
     twice = ("--annotators", "alice", "alice")

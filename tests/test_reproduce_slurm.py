@@ -49,8 +49,10 @@ def submitted(stdout: str) -> dict[str, tuple[str, str]]:
 
 
 def verbs(stdout: str) -> dict[str, str]:
-    """Stage → the first word of its line (``submit`` or ``skip``)."""
-    return {line.split()[1].rstrip(":"): line.split()[0] for line in stdout.splitlines()}
+    """Stage → the first word of its line (``submit`` or ``skip``); the last line names the results."""
+    *stages, last = stdout.splitlines()
+    assert last.startswith("results (once the jobs finish): "), last
+    return {line.split()[1].rstrip(":"): line.split()[0] for line in stages}
 
 
 def final_states(cluster: SlurmCluster, jobs: dict[str, tuple[str, str]]) -> dict[str, tuple[str, str]]:

@@ -269,9 +269,9 @@ def test_index_and_retrieve_commands(cardano_dir: Path, tmp_path: Path, capsys) 
         f"data:\n  dataset:\n    source: {cardano_dir}\n    filters:\n      max_tokens: null\n"
         "retrieval:\n  threshold: 0.5\n  max_seq_length: 64\n  device: cpu\n"
     )
-    assert cli_main(["index", "--config", str(config)]) == 0
+    assert cli_main(["index", "--config", str(config), "--json"]) == 0
     printed = capsys.readouterr()
-    stats = json.loads(printed.out.strip().splitlines()[-1])
+    stats = json.loads(printed.out)
     assert stats["pool"] == stats["nodes"] > 100 and stats["edges"] > 0
     assert f"degree min {stats['min_degree']}, mean {stats['mean_degree']:.1f}," in printed.err
     assert ("graph is dense" in printed.err) == (stats["mean_degree"] > 50)

@@ -112,13 +112,13 @@ def test_bad_additions_are_one_line_errors(tmp_path):
 def test_index_command_adds_questions_to_the_cached_pool(tmp_path, capsys, smollm2_folder):
     cache, config = str(tmp_path / "cache"), str(recent_pool_config(tmp_path, smollm2_folder))
     out = io.StringIO()
-    assert index_command.execute(index_args("--config", config, "--cache-dir", cache), out) == 0
+    assert index_command.execute(index_args("--config", config, "--cache-dir", cache, "--json"), out) == 0
     before = json.loads(out.getvalue())
     table = tmp_path / "new.jsonl"
     rows = [{"id": 10**9 + n, "question": text} for n, text in enumerate(ADDED)]
     table.write_text("".join(json.dumps(row) + "\n" for row in rows))
     out = io.StringIO()
-    added = index_args("--config", config, "--cache-dir", cache, "--add", str(table))
+    added = index_args("--config", config, "--cache-dir", cache, "--add", str(table), "--json")
     assert index_command.execute(added, out) == 0
     after = json.loads(out.getvalue())
     assert after["pool"] == before["pool"] + 2 and after["added"] == 2

@@ -63,6 +63,7 @@ def index_report(config: Path, cache: Path, capsys, **options) -> tuple[dict, st
             "add": None,
             "shards": None,
             "worker": False,
+            "json": True,
             **options,
         }
     )

@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TextIO
 
 from graphctx.errors import ConfigError
 
 STDIN = "-"
 """``--question -``: read the question from stdin."""
+
+
+def wrote(out: TextIO, paths: Sequence[str | Path], json_mode: bool = False, verb: str = "wrote") -> None:
+    """A command's last line, naming what it wrote: ``wrote: a/results.md, a/results.csv and a/trec``. On
+    stdout with its results; with ``--json`` on stderr, so that stdout stays one JSON document."""
+    names = [str(path) for path in paths] or ["nothing"]
+    listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    print(f"{verb}: {listed}", file=sys.stderr if json_mode else out)
 
 
 def add_question_arguments(parser: argparse.ArgumentParser, what: str) -> None:

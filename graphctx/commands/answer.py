@@ -8,6 +8,7 @@ import json
 from typing import TextIO
 
 from graphctx.commands import add_question_arguments, read_question
+from graphctx.knowledge.sentence_sources import count_label
 from graphctx.prompts import VARIANTS
 
 
@@ -65,9 +66,8 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
         ids = ", ".join(
             f"#{hit.id}" + (" (cosine fallback)" if hit.fallback else "") for hit in retrieved.hits
         )
-        print(
-            f"Context ({variant.label}; retrieved {ids}; {len(retrieved.sentences)} KG sentences):", file=out
-        )
+        shown = [sentence for sentence in retrieved.sentences if sentence.text in context]
+        print(f"Context ({variant.label}; retrieved {ids}; {count_label(shown)}):", file=out)
         print(context or "(empty)", file=out)
         print(file=out)
     print(f"Answer ({variant.label}):\n{answer.text}\n", file=out)

@@ -8,6 +8,7 @@ import sys
 from typing import TextIO
 
 from graphctx.commands import add_question_arguments, read_question
+from graphctx.knowledge.sentence_sources import count_label, sourced_lines
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,4 +38,7 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
         print(json.dumps({"question": question, **context.to_json()}, indent=2), file=out)
     else:
         print(context.text, file=out)
+        if context.sentences:
+            print(f"\nSources of the sentences ({count_label(context.sentences)}):", file=out)
+            print("\n".join(sourced_lines(context.sentences)), file=out)
     return 0

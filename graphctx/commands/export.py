@@ -1,8 +1,8 @@
 """Export an evaluation run folder as a Hugging Face dataset (Parquet + dataset card), optionally pushed.
 
 One row per (site, question): each variant's prompt, fitted context, answer, retrieved ids and every
-per-question score (graphctx.evaluation.matrix.export). Prints the folder written (and the Hub URL with
---push-to-hub).
+per-question score (graphctx.evaluation.matrix.export). Ends with the files written (after the Hub URL
+with --push-to-hub).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import TextIO
 
+from graphctx.commands import wrote
 from graphctx.errors import ConfigError
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
@@ -47,7 +48,7 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
         check_repo(args.push_to_hub)
     commit = git_commit(Path(__file__).resolve().parents[2])  # graphctx's checkout
     folder = export_run(Path(args.run_dir), Path(args.to), args.overwrite, commit)
-    print(folder, file=out)
     if args.push_to_hub is not None:
-        print(push_to_hub(folder, args.push_to_hub), file=out)
+        print(f"pushed: {push_to_hub(folder, args.push_to_hub)}", file=out)
+    wrote(out, sorted(path for path in folder.iterdir() if not path.name.startswith(".")))
     return 0

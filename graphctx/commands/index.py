@@ -19,6 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, help="YAML config (sections data, model, retrieval)")
     parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's cache_dir)")
     parser.add_argument(
+        "--json", action="store_true", help="print the report as one JSON line (the summary goes to stderr)"
+    )
+    parser.add_argument(
         "--add",
         metavar="PATH",
         help="a .jsonl/.json/.csv/.parquet table of new questions (columns id, question): embed only them "
@@ -130,6 +133,8 @@ def embed_pool_shards(
 
 
 def execute(args: argparse.Namespace, out: TextIO) -> int:
+    from graphctx.cache import cache_root
+    from graphctx.commands import wrote
     from graphctx.errors import ConfigError
     from graphctx.pipeline.config_file import load_config
     from graphctx.pipeline.pool import pool_index
@@ -193,7 +198,9 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
     if added is not None:
         texts = [row["question"] for row in {int(row["id"]): row for row in train}.values()]
         index = extend_index(index.ids.tolist(), texts, *added, config.retrieval, cache_dir)
-    print(f"question graph: {describe_degrees(index.stats)}; {describe_build(index.stats)}", file=sys.stderr)
+    as_json = args.json
+    summary = sys.stderr if as_json else out  # the readable summary is the result without --json
+    print(f"question graph: {describe_degrees(index.stats)}; {describe_build(index.stats)}", file=summary)
     warning = density_warning(index.stats, config.retrieval.threshold)
     if warning:
         print(warning, file=sys.stderr)
@@ -206,6 +213,9 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
             edges = build_query_edges(queries, index.embeddings, config.retrieval)
         fallbacks = graph_fallbacks(index.graph, edges, config.retrieval.top_k)
         report["linkage"] = {"split": split, **linkage_stats(fallbacks, index.stats)}
-        print(f"{split} questions: {describe_linkage(report['linkage'])}", file=sys.stderr)
-    print(json.dumps(report), file=out)
+        print(f"{split} questions: {describe_linkage(report['linkage'])}", file=summary)
+    if as_json:
+        print(json.dumps(report), file=out)
+    folder = cache_root(cache_dir) / "retrieval-index"
+    wrote(out, [folder], as_json)  # the cached index of the pool, read by retrieve and evaluate.py
     return 0

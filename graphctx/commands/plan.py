@@ -5,10 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
-
-if TYPE_CHECKING:
-    from graphctx.pipeline.run_config import RunConfig
+from typing import TextIO
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,15 +36,11 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
     text = plan_text(plan, report)
     if args.cost:
         from graphctx.stack.cost import LAST_MEASURED, cost_json, cost_text, parse_counts, read_throughputs
+        from graphctx.stack.counts import split_sizes
 
-        counts = parse_counts(args.counts) if args.counts else split_sizes(plan.config)
+        counts = parse_counts(args.counts) if args.counts else split_sizes(plan)
         throughputs = read_throughputs(args.throughput) if args.throughput else LAST_MEASURED
         report["cost"] = cost_json(plan, counts, throughputs)
         text += "\n" + cost_text(report["cost"])
     print(json.dumps(report, indent=2) if args.json else text, file=out)
     return 0
-
-
-def split_sizes(config: RunConfig) -> dict[str, int]:
-    """Rows per split of the config's dataset (built, or read from the cache)."""
-    return {name: len(split) for name, split in config.load_dataset().items()}

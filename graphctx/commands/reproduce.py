@@ -25,6 +25,8 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from graphctx.commands import wrote
+
 if TYPE_CHECKING:
     from graphctx.reproduce.sites import Site
     from graphctx.reproduce.stages import Stage
@@ -118,11 +120,18 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
         human_questions=args.human_questions,
         digest_sources=not args.dry_run,
     )
+    if args.dry_run and not args.counts:  # the cost reads each site's rows: name --counts if it cannot
+        from graphctx.stack.counts import check_countable
+        from graphctx.stack.model_stack import ModelStack
+
+        for site in sites:
+            check_countable(ModelStack(site.config))
     stages = build_stages(sites, options)  # a missing dump is named here, before anything is written
     if args.stages:
         stages = only(stages, args.stages)
     if args.dry_run:
         print(dry_run(stages, sites, args), file=out)
+        wrote(out, [], verb="wrote (--dry-run)")
         return 0
     commit = git_commit(Path(__file__).resolve().parents[2])
     state.check_commit(commit)
@@ -144,23 +153,24 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
 
             state.begin(commit)
             run_local(stages, state, done, out)
+    results = [output for stage in stages if stage.kind in ("evaluate", "tables") for output in stage.outputs]
+    results = results or [
+        output for stage in stages[-1:] for output in stage.outputs
+    ]  # --stages without them
+    wrote(out, results, verb="results (once the jobs finish)" if args.slurm else "wrote")
     return 0
 
 
 def stage_costs(site: Site, args: argparse.Namespace, sweep_models: list[str]) -> dict[str, Any]:
     """``graphctx plan --cost``'s estimate of the site's config (train and answers), and of each sweep
     model's answers (its base variants)."""
-    from graphctx.commands.plan import split_sizes
     from graphctx.prompts import VARIANTS
     from graphctx.stack.cost import LAST_MEASURED, cost_json, parse_counts, read_throughputs
+    from graphctx.stack.counts import split_sizes
     from graphctx.stack.model_stack import ModelStack
 
     config = site.config
-    if not args.counts:  # a missing dump is named before any tokenizer loads
-        from graphctx.data.sources import check_source
-
-        check_source(config.data.dataset.source)
-    counts = parse_counts(args.counts) if args.counts else split_sizes(config)
+    counts = parse_counts(args.counts) if args.counts else split_sizes(ModelStack(config))
     rates = read_throughputs(args.throughput) if args.throughput else LAST_MEASURED
     cost = cost_json(ModelStack(config), counts, rates)
     sweep = []

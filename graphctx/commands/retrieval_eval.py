@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from graphctx.commands import wrote
 from graphctx.errors import ConfigError
 
 MAX_THRESHOLDS = 200
@@ -71,7 +72,7 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
         few_queries_warning,
         load_link_queries,
     )
-    from graphctx.evaluation.retrieval_eval.report import markdown, write_report
+    from graphctx.evaluation.retrieval_eval.report import FILES, TREC, markdown, write_report
     from graphctx.pipeline.config_file import load_config
 
     thresholds = check_thresholds(parse_thresholds(args.thresholds), "--thresholds")
@@ -110,6 +111,7 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
     folder = Path(args.output_dir) if args.output_dir else config.root_dir / "retrieval_eval"
     document = write_report(evaluation, about, folder)
     print(json.dumps(document) if args.json else markdown(evaluation, about), file=out)
+    wrote(out, [*(folder / name for name in FILES), folder / TREC], args.json)
     return 0
 
 

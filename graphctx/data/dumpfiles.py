@@ -100,6 +100,14 @@ def site_name(archive: Path) -> str:
     return name
 
 
+WHERE_TO_GET = (
+    "download the site's archive (e.g. askubuntu.com.7z) from the Stack Exchange data dump, "
+    "https://archive.org/details/stackexchange, and set data.dataset.source to its path (no need to "
+    "unpack it)"
+)
+"""The missing-dump error's next step (graphctx never downloads: the user does, once)."""
+
+
 def _archive_suffix(path: Path) -> str:
     """The archive suffix ``path``'s name ends with (:data:`ARCHIVE_SUFFIXES`, any case), or ``""``."""
     name = path.name.lower()
@@ -121,7 +129,7 @@ def resolve_dump(path: str | Path) -> DumpFiles:
     if posts is None or not posts.is_file():
         raise DataError(
             f"{posts or path / POSTS}: not found (expected a Stack Exchange site folder holding Posts.xml "
-            "or Posts.xml.gz, a Posts.xml, or a site's .7z / .zip / .tar.gz archive)"
+            f"or Posts.xml.gz, a Posts.xml, or a site's .7z / .zip / .tar.gz archive); {WHERE_TO_GET}"
         )
     return DumpFiles(posts, _present(posts.parent, LINKS))
 

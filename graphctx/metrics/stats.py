@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -101,6 +102,18 @@ def paired_test(
             rng=np.random.default_rng(seed),
         ).pvalue
     return PairedComparison(float(differences.mean()), low, high, float(p_value), int(a.size))
+
+
+def smallest_p(rows: int) -> float:
+    """The smallest two-sided p the exact sign-flip test of :func:`paired_test` can give over ``rows``
+    paired differences: all of one sign, 2 of the 2^rows flips are as extreme, so 2 / 2^rows."""
+    return min(1.0, 2.0 / 2.0**rows)
+
+
+def rows_needed(tests: int, alpha: float = 0.05) -> int:
+    """The fewest paired rows with which the best of ``tests`` Holm-corrected tests can reach ``alpha``:
+    the least n with tests · 2 / 2^n ≤ alpha (Holm multiplies the smallest p by the number of tests)."""
+    return max(1, math.ceil(math.log2(2.0 * tests / alpha)))
 
 
 def holm(p_values: Sequence[float] | np.ndarray) -> np.ndarray:

@@ -164,7 +164,7 @@ def site_stages(site: Site, options: Options) -> list[Stage]:
             stdout=str(folder / "data.txt"), outputs=[folder / "data.txt"],
         ),
         stage(
-            "index", ["data"], [*GRAPHCTX, "index", "--config", path],
+            "index", ["data"], [*GRAPHCTX, "index", "--config", path, "--json"],
             _settings(config.data.dataset, config.retrieval, config.evaluation.split, config.cache_dir),
             stdout=str(folder / "index.json"), outputs=[folder / "index.json"],
         ),

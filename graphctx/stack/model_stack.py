@@ -51,6 +51,9 @@ class ModelStack:
         """Each extractor's model by its name (the generation model itself where it shares it)."""
         self.metrics = config.metric_entries
         """Every metric the config scores with (:mod:`graphctx.metrics.registry`), in scoring order."""
+        adapter = config.adapter_dir  # train.py exports it; the fine-tuned variants answer with it
+        found = "folder" if (adapter / "adapter_config.json").is_file() else "missing"
+        self.adapter = ModelUse("evaluation.adapter", str(adapter), "adapter", "trained", True, found, None)
         genqa = config.genqa_dir  # always a folder (graphctx genqa writes it), never a Hub id
         found = "folder" if (genqa / "config.json").is_file() else "missing"
         self.genqa = ModelUse(
@@ -186,16 +189,19 @@ class ModelStack:
     def needed_by(self, command: str, variants: Sequence[Variant] | None = None) -> list[ModelUse]:
         """The models of ``train`` (the model, and what the validation callback computes), ``evaluate``
         (``variants``, default ``evaluation.variants``, and every metric), ``answer`` (``variants`` and the
-        AutoAIS judgement), ``serve`` (``variants`` alone) or ``enhance`` (retrieval and knowledge)."""
+        AutoAIS judgement), ``serve`` (``variants``, and the judge of ``evaluation.attribution``) or
+        ``enhance`` (retrieval and knowledge)."""
         settings = self.config.evaluation
         if command == "train":
             if settings.callback_every_n_validations <= 0:
                 return [self.generation]
             return self.needed([VARIANTS[settings.callback_variant]], settings.callback_metrics)
-        if command == "answer":  # the answer and its attribution judgement
-            return self.needed(variants or [], [entry.name for entry in self.metrics if entry.premise])
-        if command == "serve":  # the served variants' models, no judge
-            return self.needed(variants or [], [])
+        if command in ("answer", "serve"):  # the answers (a fine-tuned variant's adapter too), and the judge:
+            # answer's AutoAIS judgement; serve's only when evaluation.attribution attributes each answer
+            adapter = [self.adapter] if any(v.model == "adapter" for v in variants or []) else []
+            judging = command == "answer" or bool(settings.attribution)
+            judges = [entry.name for entry in self.metrics if entry.premise] if judging else []
+            return self.needed(variants or [], judges) + adapter
         if command == "enhance":  # retrieval and knowledge, budgets in the generation model's tokens
             return self.needed([VARIANTS["GraphContextGen"]], [])
         return self.needed(variants or get_variants(settings.variants), self.metric_names)
@@ -223,6 +229,12 @@ class ModelStack:
             if use.available == "missing"
         ]
         for item in found:
+            if item["key"] == self.adapter.key:
+                item["hint"] = (
+                    f"evaluation.adapter: no trained adapter in {item['model']} (adapter_config.json "
+                    "missing); train one with `python train.py --config CONFIG`, point evaluation.adapter "
+                    "at one, or answer with a base variant (--variant ZeroShot)"
+                )
             if item["key"] == self.genqa.key:
                 item["hint"] = (
                     f"evaluation.genqa_model: no trained GenQA model in {item['model']}; train one with "

@@ -303,6 +303,11 @@ SECTIONS: tuple[Section, ...] = (
 """The plan's sections in JSON order; ``screen`` orders the text."""
 
 
+PLAN_FILE = "plan.json"
+"""Where evaluate.py leaves :func:`plan_json` of its config, beside results.md (``graphctx export``'s card
+lists its stand-ins from it, as ``graphctx plan`` does)."""
+
+
 def plan_json(stack: ModelStack) -> Json:
     """The whole plan, section by section (``graphctx plan --json``)."""
     return {section.key: section.value(stack) for section in SECTIONS}

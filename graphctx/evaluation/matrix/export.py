@@ -18,9 +18,10 @@ One row per (site, question) of the run (every question any variant answered), c
 - per variant and score column ``S`` of ``scores/V.jsonl``: ``V/score/S`` (float, null where not scored).
 
 ``run.json`` keeps every ``.meta.json`` of the run (the settings each variant's answers and each metric's
-scores depend on) and ``timings.json``. The card (README.md) carries YAML metadata (licence CC BY-SA 4.0,
-the Stack Exchange dump's; the configs entry ``datasets.load_dataset`` reads; under ``graphctx``: the
-exporting checkout's commit, sites, split, models and their stand-ins) and the run's results table.
+scores depend on), ``timings.json`` and ``plan.json``. The card (README.md) carries YAML metadata (licence
+CC BY-SA 4.0, the Stack Exchange dump's; the configs entry ``datasets.load_dataset`` reads; under
+``graphctx``: the exporting checkout's commit, sites, split, models and the stand-ins ``graphctx plan``
+lists for the run's config) and the run's results table.
 
 Every file is a function of the run folder and the exporting commit (sorted keys, no time stamps, one
 Parquet writer configuration), so exporting a run again gives byte-identical files. The folder is staged
@@ -45,6 +46,7 @@ import pyarrow.parquet as pq
 from graphctx.errors import ConfigError, DataError
 from graphctx.evaluation.jsonl import read_records
 from graphctx.folder_lock import holding
+from graphctx.stack.report import PLAN_FILE
 
 MARKER = ".graphctx-export.json"
 """The file that marks a folder as made by :func:`export_run` (what ``overwrite`` may replace)."""
@@ -169,6 +171,7 @@ def export_table(run: Path) -> tuple[pa.Table, dict[str, Any]]:
         "format": FORMAT,
         "variants": metas,
         "timings": json.loads(timings.read_text()) if timings.is_file() else None,
+        "plan": json.loads(plan.read_text()) if (plan := run / PLAN_FILE).is_file() else None,
     }
     return table, document
 
@@ -190,8 +193,8 @@ def card(table: pa.Table, document: dict[str, Any], run: Path, split: str, commi
 
     settings = [v["predictions"]["settings"] for v in document["variants"].values()]
     models = sorted({str(s.get("model", {}).get("source")) for s in settings})
-    encoders = sorted({str(s.get("retrieval", {}).get("embedding_model")) for s in settings})
-    used = [*models, *encoders]
+    encoders = sorted({str(s["retrieval"]["embedding_model"]) for s in settings if s.get("retrieval")})
+    plan = document["plan"]  # graphctx plan --json of the run's config, as evaluate.py wrote it
     metadata = {
         "license": LICENSE,
         "pretty_name": f"graphctx evaluation run {run.name}",
@@ -208,8 +211,10 @@ def card(table: pa.Table, document: dict[str, Any], run: Path, split: str, commi
             "variants": sorted(document["variants"]),
             "generation_models": models,
             "embedding_models": encoders,
-            "stand_ins": sorted(m for m in used if m in STAND_INS),
-            "plan": None,
+            "stand_ins": plan["stand_ins"]
+            if plan
+            else sorted(m for m in models + encoders if m in STAND_INS),
+            "plan": "run.json" if plan else None,
         },
     }
     results = run / "results.md"
@@ -229,8 +234,9 @@ def card(table: pa.Table, document: dict[str, Any], run: Path, split: str, commi
         "variant's answers and each metric's scores were made with.",
         "",
         "Null in `V/retrieval_scores`, `V/triplets/E` or `V/kg_facts`: the line was written by a graphctx "
-        "that did not record them yet. Not in the run folder, so not here: the plan and the commit the "
-        "run was made with (`run_commit`, `plan`: null).",
+        "that did not record them yet. Not in the run folder, so not here: the commit the run was made "
+        "with (`run_commit`: null). The stand-ins are `graphctx plan`'s for the run's config, whose whole "
+        "plan is in `run.json` (`plan`: null for a run made before evaluate.py wrote plan.json).",
         "",
         "Questions and answers are Stack Exchange content, licensed CC BY-SA 4.0 (attribution: the "
         "question's site and id, https://<site>/q/<id>).",

@@ -10,6 +10,7 @@ Files of ``evaluation.output_dir`` (:mod:`graphctx.evaluation.matrix.run_files`)
     stale/<time>/                 rows and files that no longer match their settings, moved aside
     results.md, results.csv       the table (means, 95% intervals, paired tests vs fixed baselines)
     timings.json                  the last run's seconds per stage, per process (``stage_seconds``)
+    plan.json                     ``graphctx plan --json`` of the run's config (models, stand-ins)
     {predictions,scores/<variant>}/shards/  while a multi-process run goes on: one file per rank
 
 Answers are decoded, and scored, in a fixed order of length-sorted batches over the whole split
@@ -69,7 +70,7 @@ from graphctx.prompts import EncodedPrompt, Variant, get_variants, retriever_twi
 from graphctx.stack.descriptions import model_descriptions
 from graphctx.stack.memory import check_memory
 from graphctx.stack.model_stack import ModelStack, check_models
-from graphctx.stack.report import plan_json, plan_text
+from graphctx.stack.report import PLAN_FILE, plan_json, plan_text
 
 Rows = Sequence[dict[str, Any]]
 Contexts = dict[str, list[RetrievedContext]]
@@ -200,10 +201,12 @@ class MatrixEvaluation:
         paths = write_table(table, self.output_dir, appendix=appendix)
         write_json_atomic(self.output_dir / "judges.json", judges.as_json())
         write_json_atomic(self.output_dir / "timings.json", {"stage_seconds": timings})
+        plan = plan_json(self.plan)
+        write_json_atomic(self.output_dir / PLAN_FILE, plan)
         self.log(f"results: {paths['markdown']} and {paths['csv']}")
         run_files = self.run_files
         files = {v.name: (run_files.predictions_file(v), run_files.scores_file(v)) for v in self.variants}
-        log_results(settings, self.config.path, table, files, self.output_dir, plan_json(self.plan))
+        log_results(settings, self.config.path, table, files, self.output_dir, plan)
         return table
 
     # ---- data, contexts and prompts ------------------------------------------------------------------

@@ -18,7 +18,15 @@ from graphctx.cache import atomic_path
 from graphctx.evaluation_settings import TEXT_TWINS
 from graphctx.metrics.registry import built_in_columns
 from graphctx.metrics.rouge import evaluate_mid
-from graphctx.metrics.stats import Interval, PairedComparison, bootstrap_interval, holm, paired_test
+from graphctx.metrics.stats import (
+    Interval,
+    PairedComparison,
+    bootstrap_interval,
+    holm,
+    paired_test,
+    rows_needed,
+    smallest_p,
+)
 from graphctx.prompts import Variant
 from graphctx.retrieval.graph import describe_linkage, linkage_stats
 
@@ -270,6 +278,22 @@ def to_csv(table: ResultsTable) -> str:
     return buffer.getvalue()
 
 
+def _too_few_rows_lines(table: ResultsTable, alpha: float = 0.05) -> list[str]:
+    """A warning when no paired test of the table can reach ``alpha`` after Holm's correction, whatever the
+    answers: with n rows the smallest p is 2 / 2^n (:func:`~graphctx.metrics.stats.smallest_p`)."""
+    counts = [c.n for row in table.rows for c in row.comparisons.values() if c is not None and c.n > 0]
+    if not counts or table.comparisons * smallest_p(max(counts)) <= alpha:
+        return []
+    most = max(counts)
+    return [
+        "",
+        f"With at most {most} paired rows per test no difference can reach p < {alpha} after Holm: the "
+        f"smallest p a sign-flip test of {most} rows gives is {smallest_p(most):.3g}, times "
+        f"{table.comparisons} tests. Evaluate at least {rows_needed(table.comparisons, alpha)} questions "
+        "(evaluation.limit) for these tests to be able to say anything.",
+    ]
+
+
 def to_markdown(table: ResultsTable, title: str = "Results") -> str:
     """Markdown: means with 95% intervals, differences from each variant's baseline with p and Holm's p,
     coverage (prompts cut, AutoAIS judged / rows with a context), graph linkage, and the model behind each
@@ -318,6 +342,7 @@ def to_markdown(table: ResultsTable, title: str = "Results") -> str:
                 cells.append(f"{comparison.mean_difference:+.4f} (p={p:.3g}, Holm {p_holm:.3g})")
         baseline = _label_of(table, row.baseline)
         lines.append(f"| {row.variant.label} | {baseline} | " + " | ".join(cells) + " |")
+    lines += _too_few_rows_lines(table)
     lines += ["", *_coverage_lines(table), *_linkage_lines(table)]
     if table.models:
         lines += ["", "Models:", ""]

@@ -100,6 +100,8 @@ class AutoAISEntry(OneModelEntry):
         )
 
     def describe(self, key: str, value: float) -> str:
+        if key.startswith("autoais_over_limit"):  # a flag, not a score: 1 = not judged
+            return "over the judge's input limit: not judged" if value else "within the judge's input limit"
         if math.isnan(value):
             return "not judged: the context is longer than the judge accepts"
         if key.startswith("autoais_soft"):

@@ -88,6 +88,14 @@ class MiniCheckEntry(OneModelEntry):
             f"words, max over chunks — an extension beyond the paper{checker}"
         )
 
+    def describe(self, key: str, value: float) -> str:
+        if key.startswith("minicheck_truncated"):  # a flag, not a score: 1 = an input was cut
+            limit = self.options.max_input_tokens
+            return f"an input was cut at {limit} tokens" if value else f"every input within {limit} tokens"
+        if key.startswith("minicheck_prob"):
+            return f"p(supported) = {value:.3f}"
+        return "supported by the context" if value == 1 else "not supported by the context"
+
     def memory_bytes(self, counter: ByteCounter) -> float | None:
         return counter.weight_bytes(self.options.model, 4)  # float32, as the authors load it
 

@@ -1,0 +1,98 @@
+"""The README's figures about the tiny config, computed from its data, so that they cannot go stale.
+
+    python scripts/readme_figures.py               # the figures and the README phrases, one JSON line
+    python scripts/readme_figures.py --retrieval   # also the T sweep of `graphctx retrieval-eval` (minutes)
+
+tests/test_readme.py checks on every CI run that the README states them: the rows per split of the tiny
+config's dataset (:func:`split_sizes`, :func:`split_phrases`) and the T-sweep sentence (which T makes
+the graph retriever equal dense retrieval, :func:`sweep_phrases`; its test reads the pool's MiniLM
+embeddings from the cache tests/test_retrieval_eval.py fills). Training time is not a figure
+of the data: the README states none (Lightning's progress bar shows it for the machine at hand).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from graphctx.pipeline.run_config import RunConfig
+
+TINY = "configs/tiny.yaml"
+SWEEP = "0.5:0.7:0.05"
+"""The thresholds of the README's sweep sentence."""
+DOMINATED = 0.75
+"""The fallback share from which the README says the graph retriever has become dense retrieval."""
+
+
+def split_sizes(config: RunConfig) -> dict[str, int]:
+    """Questions (with their accepted answer, after cleaning) per split of the config's dataset."""
+    return {name: len(rows) for name, rows in config.load_dataset().items()}
+
+
+def split_phrases(sizes: dict[str, int]) -> list[str]:
+    """What the README says about them (its configs table)."""
+    return [
+        f"split April–Sept / Sept–Oct / Oct–Dec 2021: {sizes['train']} / {sizes['validation']} / "
+        f"{sizes['test']} questions"
+    ]
+
+
+def interval(figure: dict[str, float]) -> str:
+    """``0.53 [0.43, 0.62]``: a mean and its 95% interval as the README writes them."""
+    return f"{figure['mean']:.2f} [{figure['low']:.2f}, {figure['high']:.2f}]"
+
+
+def sweep_phrases(results: dict[str, Any]) -> list[str]:
+    """The README's T-sweep sentence from ``graphctx retrieval-eval --json``'s document: the linked queries,
+    graph nDCG@10 at the sweep's first T, the first T whose fallback share reaches :data:`DOMINATED` and the
+    first T from which graph nDCG@10 is dense retrieval's (mean and interval)."""
+    rows, dense = results["sweep"], results["methods"]["dense"]["ndcg@10"]
+    dominated = next(row["threshold"] for row in rows if row["fallback_share"] >= DOMINATED)
+    equal = next(row["threshold"] for row in rows if interval(row["ndcg@10"]) == interval(dense))
+    first = rows[0]
+    linked = round(first["linked_share"] * results["queries"])
+    edges = "every query has an edge" if linked == results["queries"] else f"{linked} queries have an edge"
+    return [
+        f"only {results['queries']} test questions link to an older pool question: at T = "
+        f"{first['threshold']:g} {edges} and nDCG@10 is {interval(first['ndcg@10'])}",
+        f"from T = {dominated:g} three quarters of the hits are fallbacks, and from T = {equal:g} the graph "
+        f"equals dense ({interval(dense)})",
+    ]
+
+
+def retrieval_document(config_path: str) -> dict[str, Any]:
+    """``graphctx retrieval-eval --json`` on the config (its embeddings cached as the command caches them)."""
+    import contextlib
+    import io
+
+    from graphctx.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = main(["retrieval-eval", "--config", config_path, "--json", "--thresholds", SWEEP])
+    if status:
+        sys.exit(status)
+    return json.loads(out.getvalue())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default=TINY)
+    parser.add_argument("--retrieval", action="store_true", help="also run the T sweep (minutes on a CPU)")
+    args = parser.parse_args()
+    from graphctx.pipeline.config_file import load_config
+
+    sizes = split_sizes(load_config(args.config))
+    report: dict[str, Any] = {"splits": sizes, "phrases": split_phrases(sizes)}
+    if args.retrieval:
+        report["phrases"] += sweep_phrases(retrieval_document(args.config))
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    report["missing_from_readme"] = [p for p in report["phrases"] if " ".join(p.split()) not in readme]
+    print(json.dumps(report, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()
