@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sys
 from pathlib import Path
 from typing import TextIO
 
@@ -17,6 +18,10 @@ from graphctx.errors import ConfigError
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
 """A Hub repository id, ``owner/name``."""
+NO_COMMIT = (
+    "note: graphctx is not run from its git checkout (a `pip install .`), so the card's "
+    "exported_with_commit is null"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,6 +51,8 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
     if args.push_to_hub is not None:
         check_repo(args.push_to_hub)
     commit = git_commit(Path(__file__).resolve().parents[2])  # graphctx's checkout
+    if commit is None:
+        print(NO_COMMIT, file=sys.stderr)
     folder = export_run(Path(args.run_dir), Path(args.to), args.overwrite, commit)
     print(folder, file=out)
     if args.push_to_hub is not None:
