@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -217,3 +218,55 @@ def test_ddp_on_two_cpu_processes_trains_and_exports(tmp_path, cardano_dir) -> N
     # each rank recorded its own (different) shard of the batches at the same global steps
     steps = [line.split()[0] for line in (root / "batches.txt").read_text().splitlines()]
     assert sorted(steps) == ["0", "0", "1", "1"]
+
+
+def end_of_run_checkpoint_config(tmp_path: Path, cardano_dir: Path) -> Path:
+    """run_config, saving ``last.ckpt`` only when training ends (no validation, no loggers: cheap), with
+    plain progress lines every step."""
+    path = run_config(tmp_path, cardano_dir, name="ended")
+    config = yaml.safe_load(path.read_text())
+    trainer = config["trainer"]
+    trainer.update(val_check_interval=None, limit_val_batches=0, logger=False, enable_progress_bar=True)
+    trainer["callbacks"][0]["init_args"].update(every_n_train_steps=100)
+    progress = {"class_path": "graphctx.model.progress.PlainProgress", "init_args": {"every_n_steps": 1}}
+    trainer["callbacks"].append(progress)
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.mark.slow
+def test_resume_from_the_end_of_run_checkpoint_trains_to_the_new_max_steps_with_plain_progress_lines(
+    tmp_path, cardano_dir, capfd
+) -> None:
+    """Lightning closes the epoch of a run that ``max_steps`` stopped, and the checkpoint saved at its end
+    said so: resumed with a larger ``max_steps`` (``max_epochs: 1``), it trained 0 steps. stderr here is
+    pytest's capture file, not a terminal: the progress shows as plain lines."""
+    config = end_of_run_checkpoint_config(tmp_path, cardano_dir)
+    root = tmp_path / "ended"
+    assert main(["--config", str(config)]) == 0
+    err = capfd.readouterr().err
+    assert re.search(r"^progress: step 1/2 \(50%\), epoch 0, train/loss \d+\.\d{4}, ", err, re.M), err[-3000:]
+    assert re.search(r"^progress: training ended at step 2/2 \(100%\), elapsed \d+:\d\d:\d\d$", err, re.M)
+    assert main(["--config", str(config), "--ckpt_path", "last", "--trainer.max_steps", "3"]) == 0
+    err = capfd.readouterr().err
+    assert "warning: no training step ran" not in err
+    assert torch.load(root / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 3
+    steps = [line.split()[0] for line in (root / "batches.txt").read_text().splitlines()]
+    assert steps == ["0", "1", "2"]
+    assert re.search(r"^progress: training ended at step 3/3 \(100%\), elapsed ", err, re.M)
+
+
+def test_plain_progress_is_added_when_stderr_is_not_a_terminal_unless_listed(capfd) -> None:
+    from graphctx.model.progress import EVERY_N_STEPS, EVERY_S, PlainProgress
+    from train import add_run_callbacks
+
+    trainer = L.Trainer(enable_progress_bar=True, logger=False, enable_checkpointing=False)
+    add_run_callbacks(trainer)  # pytest captures stderr: not a terminal
+    (added,) = [c for c in trainer.callbacks if isinstance(c, PlainProgress)]
+    assert (added.every_n_steps, added.every_s) == (EVERY_N_STEPS, EVERY_S) == (10, 60.0)
+    listed = PlainProgress(every_n_steps=3)
+    trainer = L.Trainer(
+        enable_progress_bar=True, logger=False, enable_checkpointing=False, callbacks=[listed]
+    )
+    add_run_callbacks(trainer)
+    assert [c for c in trainer.callbacks if isinstance(c, PlainProgress)] == [listed]

@@ -31,6 +31,7 @@ from graphctx.model.loading import (
 )
 from graphctx.model.loss import IGNORE_INDEX, answer_cross_entropy_sum
 from graphctx.model.optim import build_optimizer, build_scheduler
+from graphctx.model.resume import reopen_stopped_epoch
 from graphctx.model.settings import ExportSettings, TunerSettings
 
 
@@ -246,7 +247,8 @@ class InstructionTuner(L.LightningModule):
         checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items() if k in trainable}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Refuse a checkpoint whose adapter does not match this one (names checked, not silently skipped)."""
+        """Refuse a checkpoint whose adapter does not match this one (names checked, not silently skipped);
+        reopen an epoch that ``max_steps`` stopped (:func:`~graphctx.model.resume.reopen_stopped_epoch`)."""
         saved, expected = set(checkpoint["state_dict"]), self.trainable_parameter_names()
         if saved != expected:
             missing, unexpected = sorted(expected - saved)[:3], sorted(saved - expected)[:3]
@@ -254,6 +256,7 @@ class InstructionTuner(L.LightningModule):
                 "checkpoint adapter does not match model.lora / model.spec: "
                 f"missing e.g. {missing}, unexpected e.g. {unexpected}"
             )
+        reopen_stopped_epoch(checkpoint)
 
     def adapter_dir(self) -> Path:
         """Where the adapter is exported (:func:`exported_adapter_dir`)."""
