@@ -255,6 +255,13 @@ def test_resume_from_the_end_of_run_checkpoint_trains_to_the_new_max_steps_with_
     assert steps == ["0", "1", "2"]
     assert re.search(r"^progress: training ended at step 3/3 \(100%\), elapsed ", err, re.M)
 
+    checkpoint = root / "checkpoints" / "last.ckpt"  # loads outside a Trainer (it needed a `settings`)
+    tuner = InstructionTuner.load_from_checkpoint(checkpoint, map_location="cpu", weights_only=True)
+    assert tuner.settings.spec.source == "tiny-random" and tuner.settings.optimizer.betas == (0.9, 0.999)
+    saved = torch.load(checkpoint, weights_only=True)["state_dict"]
+    loaded = tuner.state_dict()
+    assert saved and all(torch.equal(loaded[name], weights) for name, weights in saved.items())
+
 
 def test_plain_progress_is_added_when_stderr_is_not_a_terminal_unless_listed(capfd) -> None:
     from graphctx.model.progress import EVERY_N_STEPS, EVERY_S, PlainProgress

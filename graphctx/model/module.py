@@ -6,13 +6,15 @@ Batches follow the DataModule contract: ``input_ids`` and ``labels`` [B, T] (lab
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import resource
 import time
+import typing
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import lightning as L
 import torch
@@ -33,6 +35,8 @@ from graphctx.model.loss import IGNORE_INDEX, answer_cross_entropy_sum
 from graphctx.model.optim import build_optimizer, build_scheduler
 from graphctx.model.resume import reopen_stopped_epoch
 from graphctx.model.settings import ExportSettings, TunerSettings
+
+T = TypeVar("T")
 
 
 def real_token_mask(batch: dict[str, torch.Tensor], pad_token_id: int | None) -> torch.Tensor:
@@ -103,6 +107,21 @@ def fit_optimizer_steps(trainer: L.Trainer) -> int:
     return min(limits)
 
 
+def plain_to_dataclass(kind: type[T], plain: dict[str, Any]) -> T:
+    """The dataclass ``kind`` from its ``asdict`` form (nested dataclasses rebuilt, lists back to tuples
+    where the field is a tuple); an unknown or missing field is the constructor's ``TypeError``."""
+    hints = typing.get_type_hints(kind)
+    values = {}
+    for name, value in plain.items():
+        hint = hints.get(name)
+        if dataclasses.is_dataclass(hint) and isinstance(value, dict):
+            value = plain_to_dataclass(hint, value)
+        elif typing.get_origin(hint) is tuple and isinstance(value, list):
+            value = tuple(value)
+        values[name] = value
+    return kind(**values)
+
+
 class InstructionTuner(L.LightningModule):
     """QLoRA/LoRA instruction tuning with the loss on answer tokens only, built from the ``model`` section's
     :class:`~graphctx.model.settings.TunerSettings` (also its checkpoints' hyper-parameters).
@@ -121,8 +140,12 @@ class InstructionTuner(L.LightningModule):
     adapter is exported in peft format (and, if asked, merged into a bf16 copy of the base).
     """
 
-    def __init__(self, settings: TunerSettings) -> None:
+    def __init__(self, settings: TunerSettings | None = None, **saved: Any) -> None:
+        """``settings``; or, as ``load_from_checkpoint`` passes a checkpoint's hyper-parameters, its fields
+        as plain values (``saved``)."""
         super().__init__()
+        if settings is None:
+            settings = plain_to_dataclass(TunerSettings, saved)
         # JSON-plain dicts (no tuples), so checkpoints load with torch.load(weights_only=True) and every
         # logger (YAML, W&B) can write them
         self.save_hyperparameters(json.loads(json.dumps(asdict(settings))))
@@ -248,7 +271,9 @@ class InstructionTuner(L.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Refuse a checkpoint whose adapter does not match this one (names checked, not silently skipped);
-        reopen an epoch that ``max_steps`` stopped (:func:`~graphctx.model.resume.reopen_stopped_epoch`)."""
+        reopen an epoch that ``max_steps`` stopped (:func:`~graphctx.model.resume.reopen_stopped_epoch`).
+        Outside a Trainer (``load_from_checkpoint``) the base and adapter are built here first."""
+        self.configure_model()
         saved, expected = set(checkpoint["state_dict"]), self.trainable_parameter_names()
         if saved != expected:
             missing, unexpected = sorted(expected - saved)[:3], sorted(saved - expected)[:3]
