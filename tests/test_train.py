@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import json
 import os
 import re
 import subprocess
@@ -255,6 +256,17 @@ def test_resume_from_the_end_of_run_checkpoint_trains_to_the_new_max_steps_with_
     assert steps == ["0", "1", "2"]
     assert re.search(r"^progress: training ended at step 3/3 \(100%\), elapsed ", err, re.M)
 
+    adapter = root / "adapter"  # names the configured base (not its cache folder) and how it was trained
+    assert (
+        json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"] == "tiny-random"
+    )
+    card = (adapter / "README.md").read_text()
+    assert "# LoRA adapter of `tiny-random`, trained by graphctx" in card and "## Model Details" not in card
+    assert "- Trained: 3 optimiser steps (trainer.max_steps 3, max_epochs 1)" in card
+    assert f"- Data: `{cardano_dir}`, train split [2021-04-01, 2021-09-15); template paper" in card
+    assert "- Method: QLoRA: base quantised to 4-bit NF4 (double quantisation on)" in card
+    assert "- LoRA: r 16, alpha 16, dropout 0.05" in card
+
     checkpoint = root / "checkpoints" / "last.ckpt"  # loads outside a Trainer (it needed a `settings`)
     tuner = InstructionTuner.load_from_checkpoint(checkpoint, map_location="cpu", weights_only=True)
     assert tuner.settings.spec.source == "tiny-random" and tuner.settings.optimizer.betas == (0.9, 0.999)
@@ -277,3 +289,13 @@ def test_plain_progress_is_added_when_stderr_is_not_a_terminal_unless_listed(cap
     )
     add_run_callbacks(trainer)
     assert [c for c in trainer.callbacks if isinstance(c, PlainProgress)] == [listed]
+
+
+def test_the_adapter_names_a_packaged_base_by_its_hub_id() -> None:
+    from graphctx.model.card import base_model_id
+    from graphctx.model.settings import ModelSpec
+
+    assert base_model_id(ModelSpec(source="smollm2-gguf")) == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert base_model_id(ModelSpec(source="meta-llama/Llama-2-7b-hf", revision="abc")) == (
+        "meta-llama/Llama-2-7b-hf@abc"
+    )

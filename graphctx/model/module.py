@@ -22,6 +22,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from torchmetrics.aggregation import MeanMetric
 
 from graphctx.model.attention import VARLEN, varlen_keyword_arguments
+from graphctx.model.card import adapter_card, base_model_id
 from graphctx.model.export import export_adapter, export_merged
 from graphctx.model.liger import apply_liger, check_liger, liger_answer_cross_entropy_sum
 from graphctx.model.loading import (
@@ -289,7 +290,10 @@ class InstructionTuner(L.LightningModule):
 
     @rank_zero_only
     def on_train_end(self) -> None:
-        target = export_adapter(self.model, load_tokenizer(self.spec), self.adapter_dir())
+        data = getattr(self.trainer.datamodule, "settings", None)
+        card = adapter_card(self.settings, self.trainer, data)
+        base = base_model_id(self.spec)
+        target = export_adapter(self.model, load_tokenizer(self.spec), self.adapter_dir(), base, card)
         export = self.settings.export
         if export.merge:
             merged = export.merged_dir or Path(self.trainer.default_root_dir) / "merged"
