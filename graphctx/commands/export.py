@@ -11,10 +11,11 @@ import argparse
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from graphctx.errors import ConfigError
+from graphctx.errors import ConfigError, EndpointError
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
 """A Hub repository id, ``owner/name``."""
@@ -56,5 +57,19 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
     folder = export_run(Path(args.run_dir), Path(args.to), args.overwrite, commit)
     print(folder, file=out)
     if args.push_to_hub is not None:
-        print(push_to_hub(folder, args.push_to_hub), file=out)
+        print(upload(folder, args.push_to_hub, push_to_hub), file=out)
     return 0
+
+
+def upload(folder: Path, repo: str, push: Callable[[Path, str], str]) -> str:
+    """``push(folder, repo)``'s URL; a failed upload (no network, no login, no access) is one
+    :class:`EndpointError` line saying that ``folder`` is written and complete, and how to upload it
+    later."""
+    try:
+        return push(folder, repo)
+    except Exception as error:  # huggingface_hub's, its HTTP client's and the OS's errors alike
+        reason = (str(error).strip().splitlines() or [""])[0]
+        raise EndpointError(
+            f"--push-to-hub {repo}: the upload failed ({type(error).__name__}: {reason}); {folder} is "
+            f"written and complete: upload it later with `hf upload {repo} {folder} --repo-type dataset`"
+        ) from error
