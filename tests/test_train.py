@@ -17,6 +17,7 @@ import torch
 import yaml
 
 from graphctx.data.datamodule import InstructionDataModule
+from graphctx.errors import ConfigError
 from graphctx.model import InstructionTuner
 from train import TrainCLI, main, stable_wandb_id
 
@@ -289,6 +290,8 @@ def test_plain_progress_is_added_when_stderr_is_not_a_terminal_unless_listed(cap
     )
     add_run_callbacks(trainer)
     assert [c for c in trainer.callbacks if isinstance(c, PlainProgress)] == [listed]
+    with pytest.raises(ConfigError, match="every_n_steps 0 must be at least 1"):
+        PlainProgress(every_n_steps=0)
 
 
 def test_the_adapter_names_a_packaged_base_by_its_hub_id() -> None:

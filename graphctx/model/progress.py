@@ -18,6 +18,8 @@ from typing import Any, TextIO
 import lightning as L
 from lightning.pytorch.utilities import rank_zero_only
 
+from graphctx.errors import ConfigError
+
 EVERY_N_STEPS = 10
 """Default: a line every 10 optimiser steps ..."""
 EVERY_S = 60.0
@@ -36,7 +38,10 @@ class PlainProgress(L.Callback):
 
     def __init__(self, every_n_steps: int = EVERY_N_STEPS, every_s: float = EVERY_S) -> None:
         if every_n_steps < 1 or not every_s > 0:
-            raise ValueError(f"PlainProgress: every_n_steps {every_n_steps} < 1 or every_s {every_s} <= 0")
+            raise ConfigError(
+                f"trainer.callbacks PlainProgress: every_n_steps {every_n_steps} must be at least 1 and "
+                f"every_s {every_s} above 0"
+            )
         self.every_n_steps = every_n_steps
         self.every_s = every_s
         self._start = self._last = 0.0
