@@ -37,6 +37,7 @@ from graphctx.model import InstructionTuner, load_tokenizer
 from graphctx.model.guards import FiniteLossGuard
 from graphctx.model.module import exported_adapter_dir
 from graphctx.model.preemption import RequeueAtStepBoundary, finish_wandb_runs
+from graphctx.model.progress import PlainProgress
 from graphctx.pipeline.config_file import (
     SETTINGS_SECTIONS,
     add_sections,
@@ -217,9 +218,14 @@ def root_outputs(trainer: Namespace, root: str) -> None:
 
 def add_run_callbacks(trainer: Trainer) -> None:
     """A NaN step stops before any checkpoint callback saves it (first); preemption saves its HPC checkpoint
-    after every ``ModelCheckpoint`` has saved for that step (last; see :class:`RequeueAtStepBoundary`)."""
+    after every ``ModelCheckpoint`` has saved for that step (last; see :class:`RequeueAtStepBoundary`).
+    With the progress bar on and stderr not a terminal (a SLURM ``.out``), plain progress lines every 10
+    steps or 60 s (:class:`PlainProgress`, unless ``trainer.callbacks`` lists one)."""
     trainer.callbacks.insert(0, FiniteLossGuard())
     trainer.callbacks.append(RequeueAtStepBoundary())
+    listed = any(isinstance(callback, PlainProgress) for callback in trainer.callbacks)
+    if trainer.progress_bar_callback is not None and not sys.stderr.isatty() and not listed:
+        trainer.callbacks.append(PlainProgress())
 
 
 class TrainingRan(Callback):

@@ -6,6 +6,7 @@ Each entry says who prints it and why it does not concern a graphctx user; anyth
 from __future__ import annotations
 
 import logging
+import re
 import warnings
 
 HARMLESS_LOGGERS = ("bitsandbytes.backends.cpu.ops",)
@@ -24,7 +25,8 @@ HARMLESS_WARNINGS: tuple[tuple[str, type[Warning]], ...] = (
     # Lightning, on a machine that has SLURM installed, when a run is not started with srun
     ("The `srun` command is available on your system but is not used", Warning),
 )
-"""``(start of the message, category)`` of warnings raised by third-party code on graphctx's behalf."""
+"""``(start of the message, category)`` of warnings raised by third-party code on graphctx's behalf; the
+messages are literal text (escaped before ``warnings`` reads them as a regular expression)."""
 
 
 def quiet_third_party() -> None:
@@ -33,4 +35,4 @@ def quiet_third_party() -> None:
     for name in HARMLESS_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
     for message, category in HARMLESS_WARNINGS:
-        warnings.filterwarnings("ignore", message=message, category=category)
+        warnings.filterwarnings("ignore", message=re.escape(message), category=category)

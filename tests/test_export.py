@@ -292,3 +292,27 @@ def test_lines_an_older_graphctx_wrote_give_nulls_in_the_new_columns(run_folder,
     ):
         assert table.column(column).to_pylist() == [None, None], column
     assert table.column(f"{VARIANTS[0]}/retrieved_ids").null_count == 0
+
+
+def test_a_push_that_cannot_reach_the_hub_is_one_line_saying_what_was_written(tmp_path, monkeypatch) -> None:
+    """A real upload attempt to an endpoint nobody listens on (as on a machine without network)."""
+    import huggingface_hub.constants
+
+    from graphctx.commands.export import upload
+    from graphctx.errors import EndpointError
+    from graphctx.evaluation.matrix.export import push_to_hub
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")
+    folder = tmp_path / "written"
+    folder.mkdir()
+    (folder / "README.md").write_text("---\nlicense: cc-by-sa-4.0\n---\n")
+    with pytest.raises(EndpointError) as error:
+        upload(folder, "owner/name", push_to_hub)
+    message = str(error.value)
+    assert message.startswith("--push-to-hub owner/name: the upload failed (") and "\n" not in message
+    assert message.endswith(
+        f"{folder} is written and complete: upload it later with "
+        f"`hf upload owner/name {folder} --repo-type dataset`"
+    )

@@ -199,3 +199,84 @@ def test_slurm_without_sbatch_on_path_is_refused(workspace: tuple[Path, Path], t
         "error: --slurm: sbatch/squeue are not on PATH; run on a SLURM login node, or leave out --slurm"
     ], done.stderr
     assert not state.exists()
+
+
+def test_a_state_file_a_shared_training_folder_and_corrupt_state_files_are_one_line(
+    workspace: tuple[Path, Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from graphctx.errors import ConfigError
+    from graphctx.reproduce.slurm import json_ids
+    from graphctx.reproduce.state import State
+
+    config, state = workspace
+    a_file = tmp_path / "state-file"
+    a_file.write_text("x\n")
+    error = _error(capsys, ["reproduce", "--state", str(a_file), "--config", str(config)])
+    assert error == f"error: --state {a_file}: not a folder; name a folder (made if missing)"
+
+    def other_site_same_root(s):
+        s["data"]["dataset"]["site"] = "other"
+
+    other = _config_with(config, other_site_same_root)
+    error = _error(
+        capsys, ["reproduce", "--state", str(state), "--config", str(config), "--config", str(other)]
+    )
+    assert f"{other}: trainer.default_root_dir " in error and "is also the training folder of site" in error
+    assert not state.exists()
+
+    state.mkdir()
+    jobs = state / "jobs.json"
+    for text in ("{not json", "[1, 2]", '{"a": [1]}'):
+        jobs.write_text(text)
+        with pytest.raises(ConfigError, match=r"jobs.json: not the job list graphctx reproduce writes \("):
+            json_ids(jobs)
+    records = state / "records"
+    records.mkdir()
+    for text in ("[]", '{"fingerprint": 3}', "{trunc"):
+        (records / "cardano" / "data.json").parent.mkdir(exist_ok=True)
+        (records / "cardano" / "data.json").write_text(text)
+        assert State(state).input_fingerprint("own", ["cardano/data"]) is None  # the stage runs again
+        warning = capsys.readouterr().err.strip().splitlines()
+        assert len(warning) == 1 and warning[0].startswith(f"warning: {records / 'cardano' / 'data.json'}: ")
+
+
+def test_a_stopped_reproduce_ends_its_stage_and_leaves_no_temporary_file(
+    workspace: tuple[Path, Path],
+) -> None:
+    """SIGTERM while the index stage runs (its stdout going to a temporary index.json): one line, the
+    stage's processes ended, the temporary removed, nothing recorded."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+    from reproduce_workspace import environment
+
+    config, state = workspace
+    argv = [sys.executable, "-m", "graphctx.cli", "reproduce", "--config", str(config), "--state", str(state)]
+    argv += ["--stages", "index"]
+    process = subprocess.Popen(
+        argv, cwd=REPO_ROOT, env=environment(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if line.startswith("run cardano/index"):
+                break
+        deadline = time.monotonic() + 60
+        while not list(state.glob("cardano/.index.json.*.tmp")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        children = psutil.Process(process.pid).children(recursive=True)
+        assert children and list(state.glob("cardano/.index.json.*.tmp"))
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 1
+    assert err.strip().splitlines()[-1] == (
+        "error: stopped by SIGTERM: the running stage's processes were ended and its partial output removed, "
+        "nothing of it recorded; rerun graphctx reproduce to continue from it"
+    )
+    assert not any(child.is_running() and child.status() != psutil.STATUS_ZOMBIE for child in children)
+    assert not list(state.rglob("*.tmp")) and not (state / "records" / "cardano" / "index.json").exists()

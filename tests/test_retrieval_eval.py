@@ -266,6 +266,9 @@ def test_tiny_config_end_to_end(tmp_path, capsys):
     assert low["edges"] > high["edges"] and low["linked_share"] >= high["linked_share"]
     assert (out / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| graph | 0.50 |" in (out / "results.md").read_text()
+    assert document["ndcg_gain"].startswith("exponential, 2^grade - 1 (duplicate 3, linked 1)")
+    assert "| ndcg@10 (exp. gain) |" in (out / "results.md").read_text()
+    assert f"nDCG gain {document['ndcg_gain']}." in (out / "results.md").read_text()
     assert len((out / "results.csv").read_text().splitlines()) == 1 + 4 + 2
     # each method against graph on the same queries: a paired difference, its interval and p
     assert "minus_graph" not in document["methods"]["graph"]["ndcg@10"]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +17,7 @@ import torch
 import yaml
 
 from graphctx.data.datamodule import InstructionDataModule
+from graphctx.errors import ConfigError
 from graphctx.model import InstructionTuner
 from train import TrainCLI, main, stable_wandb_id
 
@@ -217,3 +220,85 @@ def test_ddp_on_two_cpu_processes_trains_and_exports(tmp_path, cardano_dir) -> N
     # each rank recorded its own (different) shard of the batches at the same global steps
     steps = [line.split()[0] for line in (root / "batches.txt").read_text().splitlines()]
     assert sorted(steps) == ["0", "0", "1", "1"]
+
+
+def end_of_run_checkpoint_config(tmp_path: Path, cardano_dir: Path) -> Path:
+    """run_config, saving ``last.ckpt`` only when training ends (no validation, no loggers: cheap), with
+    plain progress lines every step."""
+    path = run_config(tmp_path, cardano_dir, name="ended")
+    config = yaml.safe_load(path.read_text())
+    trainer = config["trainer"]
+    trainer.update(val_check_interval=None, limit_val_batches=0, logger=False, enable_progress_bar=True)
+    trainer["callbacks"][0]["init_args"].update(every_n_train_steps=100)
+    progress = {"class_path": "graphctx.model.progress.PlainProgress", "init_args": {"every_n_steps": 1}}
+    trainer["callbacks"].append(progress)
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.mark.slow
+def test_resume_from_the_end_of_run_checkpoint_trains_to_the_new_max_steps_with_plain_progress_lines(
+    tmp_path, cardano_dir, capfd
+) -> None:
+    """Lightning closes the epoch of a run that ``max_steps`` stopped, and the checkpoint saved at its end
+    said so: resumed with a larger ``max_steps`` (``max_epochs: 1``), it trained 0 steps. stderr here is
+    pytest's capture file, not a terminal: the progress shows as plain lines."""
+    config = end_of_run_checkpoint_config(tmp_path, cardano_dir)
+    root = tmp_path / "ended"
+    assert main(["--config", str(config)]) == 0
+    err = capfd.readouterr().err
+    assert re.search(r"^progress: step 1/2 \(50%\), epoch 0, train/loss \d+\.\d{4}, ", err, re.M), err[-3000:]
+    assert re.search(r"^progress: training ended at step 2/2 \(100%\), elapsed \d+:\d\d:\d\d$", err, re.M)
+    assert main(["--config", str(config), "--ckpt_path", "last", "--trainer.max_steps", "3"]) == 0
+    err = capfd.readouterr().err
+    assert "warning: no training step ran" not in err
+    assert torch.load(root / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 3
+    steps = [line.split()[0] for line in (root / "batches.txt").read_text().splitlines()]
+    assert steps == ["0", "1", "2"]
+    assert re.search(r"^progress: training ended at step 3/3 \(100%\), elapsed ", err, re.M)
+
+    adapter = root / "adapter"  # names the configured base (not its cache folder) and how it was trained
+    assert (
+        json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"] == "tiny-random"
+    )
+    card = (adapter / "README.md").read_text()
+    assert "# LoRA adapter of `tiny-random`, trained by graphctx" in card and "## Model Details" not in card
+    assert "- Trained: 3 optimiser steps (trainer.max_steps 3, max_epochs 1)" in card
+    assert f"- Data: `{cardano_dir}`, train split [2021-04-01, 2021-09-15); template paper" in card
+    assert "- Method: QLoRA: base quantised to 4-bit NF4 (double quantisation on)" in card
+    assert "- LoRA: r 16, alpha 16, dropout 0.05" in card
+
+    checkpoint = root / "checkpoints" / "last.ckpt"  # loads outside a Trainer (it needed a `settings`)
+    tuner = InstructionTuner.load_from_checkpoint(checkpoint, map_location="cpu", weights_only=True)
+    assert tuner.settings.spec.source == "tiny-random" and tuner.settings.optimizer.betas == (0.9, 0.999)
+    saved = torch.load(checkpoint, weights_only=True)["state_dict"]
+    loaded = tuner.state_dict()
+    assert saved and all(torch.equal(loaded[name], weights) for name, weights in saved.items())
+
+
+def test_plain_progress_is_added_when_stderr_is_not_a_terminal_unless_listed(capfd) -> None:
+    from graphctx.model.progress import EVERY_N_STEPS, EVERY_S, PlainProgress
+    from train import add_run_callbacks
+
+    trainer = L.Trainer(enable_progress_bar=True, logger=False, enable_checkpointing=False)
+    add_run_callbacks(trainer)  # pytest captures stderr: not a terminal
+    (added,) = [c for c in trainer.callbacks if isinstance(c, PlainProgress)]
+    assert (added.every_n_steps, added.every_s) == (EVERY_N_STEPS, EVERY_S) == (10, 60.0)
+    listed = PlainProgress(every_n_steps=3)
+    trainer = L.Trainer(
+        enable_progress_bar=True, logger=False, enable_checkpointing=False, callbacks=[listed]
+    )
+    add_run_callbacks(trainer)
+    assert [c for c in trainer.callbacks if isinstance(c, PlainProgress)] == [listed]
+    with pytest.raises(ConfigError, match="every_n_steps 0 must be at least 1"):
+        PlainProgress(every_n_steps=0)
+
+
+def test_the_adapter_names_a_packaged_base_by_its_hub_id() -> None:
+    from graphctx.model.card import base_model_id
+    from graphctx.model.settings import ModelSpec
+
+    assert base_model_id(ModelSpec(source="smollm2-gguf")) == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert base_model_id(ModelSpec(source="meta-llama/Llama-2-7b-hf", revision="abc")) == (
+        "meta-llama/Llama-2-7b-hf@abc"
+    )

@@ -72,7 +72,7 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
     if args.config:
         from graphctx.pipeline.config_file import load_config
 
-        config = load_config(args.config, cache_dir=args.cache_dir)
+        config = load_config(args.config, devices=(), cache_dir=args.cache_dir)  # runs on the CPU
         settings = replace(config.data.dataset, source=args.path)
         spec, cache_dir = config.model.spec, config.cache_dir
     else:

@@ -10,14 +10,20 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
 from graphctx.commands import wrote
-from graphctx.errors import ConfigError
+from graphctx.errors import ConfigError, EndpointError
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.-]{0,95}$")
 """A Hub repository id, ``owner/name``."""
+NO_COMMIT = (
+    "note: graphctx is not run from its git checkout (a `pip install .`), so the card's "
+    "exported_with_commit is null"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,8 +53,24 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
     if args.push_to_hub is not None:
         check_repo(args.push_to_hub)
     commit = git_commit(Path(__file__).resolve().parents[2])  # graphctx's checkout
+    if commit is None:
+        print(NO_COMMIT, file=sys.stderr)
     folder = export_run(Path(args.run_dir), Path(args.to), args.overwrite, commit)
     if args.push_to_hub is not None:
-        print(f"pushed: {push_to_hub(folder, args.push_to_hub)}", file=out)
+        print(f"pushed: {upload(folder, args.push_to_hub, push_to_hub)}", file=out)
     wrote(out, sorted(path for path in folder.iterdir() if not path.name.startswith(".")))
     return 0
+
+
+def upload(folder: Path, repo: str, push: Callable[[Path, str], str]) -> str:
+    """``push(folder, repo)``'s URL; a failed upload (no network, no login, no access) is one
+    :class:`EndpointError` line saying that ``folder`` is written and complete, and how to upload it
+    later."""
+    try:
+        return push(folder, repo)
+    except Exception as error:  # huggingface_hub's, its HTTP client's and the OS's errors alike
+        reason = (str(error).strip().splitlines() or [""])[0]
+        raise EndpointError(
+            f"--push-to-hub {repo}: the upload failed ({type(error).__name__}: {reason}); {folder} is "
+            f"written and complete: upload it later with `hf upload {repo} {folder} --repo-type dataset`"
+        ) from error

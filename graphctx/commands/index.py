@@ -150,7 +150,7 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.retrieval.knn import describe_build
     from graphctx.retrieval.numerics import pinned_threads
 
-    config = load_config(args.config, cache_dir=args.cache_dir)
+    config = load_config(args.config, devices=("retrieval",), cache_dir=args.cache_dir)
     cache_dir = config.cache_dir
     dataset = config.load_dataset()
     train, split = dataset["train"], config.evaluation.split

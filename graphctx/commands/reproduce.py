@@ -110,8 +110,10 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
         from graphctx.reproduce.slurm import check_sbatch
 
         check_sbatch()
-    sites = load_sites(args.config, args.sites)
     state = State(Path(args.state))
+    if state.folder.exists() and not state.folder.is_dir():
+        raise ConfigError(f"--state {state.folder}: not a folder; name a folder (made if missing)")
+    sites = load_sites(args.config, args.sites)
     options = Options(
         state=state.folder,
         sweep_models=tuple(args.sweep_models),

@@ -41,6 +41,7 @@ from graphctx.knowledge.kg import MAX_IDS_PER_SURFACE, Gazetteer, Lookup, Sparql
 from graphctx.knowledge.mentions import MentionMatcher
 from graphctx.knowledge.provenance import SourcedFact, sourced_facts
 from graphctx.knowledge.settings import KnowledgeSettings
+from graphctx.knowledge.spacy_load import load_spacy
 from graphctx.knowledge.sparql import KGFact
 from graphctx.knowledge.triplets import ExtractorUnion, Triplet, TripletExtractor
 from graphctx.knowledge.verbalise import Sentence, fact_to_triplet, verbalise
@@ -179,11 +180,9 @@ class Enhancer:
             spacy_members = [m for m in members if isinstance(m, SpacyExtractor)]
             matcher = next((m.matcher for m in spacy_members if m.matcher is not None), None)
             if matcher is None:
-                import spacy
-
                 matcher = MentionMatcher(
                     gazetteer.maps,
-                    english_words(spacy.load(settings.spacy_model)),
+                    english_words(load_spacy(settings.spacy_model, "knowledge.spacy_model")),
                     resolve=gazetteer.matcher_resolve(),
                 )
         return cls(

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-import spacy
 from spacy.lang.en.stop_words import STOP_WORDS
 from spacy.language import Language
 from spacy.tokens import Doc, Span, Token
 
 from graphctx.knowledge.entities import normalise_entity
 from graphctx.knowledge.mentions import MentionMatcher, english_words
+from graphctx.knowledge.spacy_load import load_spacy
 from graphctx.knowledge.text import strip_code_blocks
 from graphctx.knowledge.triplets import Triplet
 
@@ -98,7 +98,7 @@ class SpacyExtractor:
     ) -> SpacyExtractor:
         """Load the spaCy pipeline ``model``; with a gazetteer, heads/tails naming KG labels are linked
         (``resolve``: see :class:`MentionMatcher`)."""
-        nlp = spacy.load(model)
+        nlp = load_spacy(model, "knowledge.spacy_model")
         matcher = (
             MentionMatcher(gazetteer, english_words(nlp), resolve=resolve) if gazetteer is not None else None
         )

@@ -102,7 +102,7 @@ class EncoderChoice:
 
 def choose_encoder(settings: BertScoreSettings) -> EncoderChoice:
     """Resolve model path, layer and label of ``settings`` from ids and ``config.json`` files only."""
-    path = resolve_model_path(settings.model)
+    path = resolve_model_path(settings.model, "evaluation.metrics.bertscore.model")
     config = find_config(path)
     layer, layer_from = settings.num_layers, "evaluation.metrics.bertscore.num_layers"
     if layer is None and settings.model in MODEL2LAYERS and not looks_like_path(settings.model):

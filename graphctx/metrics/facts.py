@@ -16,6 +16,7 @@ from typing import Any
 import spacy
 from nltk.stem.porter import PorterStemmer
 
+from graphctx.knowledge.spacy_load import load_spacy
 from graphctx.knowledge.triplets import Triplet, TripletExtractor
 from graphctx.metrics.base import RowScoreMetric
 from graphctx.metrics.gold import GoldSide
@@ -109,7 +110,7 @@ class SpacyEntities:
     @classmethod
     def load(cls, name: str) -> SpacyEntities:
         """The named pipeline, parser and lemmatizer off."""
-        return cls(spacy.load(name, disable=["parser", "lemmatizer"]))
+        return cls(load_spacy(name, "evaluation.metrics.facts.spacy_model", disable=["parser", "lemmatizer"]))
 
     def __call__(self, texts: Sequence[str], batch_size: int | None = None) -> tuple[list[set[str]], int]:
         """The normalised entity strings of each text (spaCy never fails to answer: 0 unread; each doc is

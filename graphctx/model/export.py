@@ -3,6 +3,7 @@ into the dequantised NF4 base: the model evaluate.py scores)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,14 +18,29 @@ if TYPE_CHECKING:
     from peft import PeftModel
 
 
-def export_adapter(model: PeftModel, tokenizer: PreTrainedTokenizerBase, target: str | Path) -> Path:
-    """Save the LoRA adapter (``adapter_config.json`` + safetensors) and the tokenizer to ``target``.
+def export_adapter(
+    model: PeftModel,
+    tokenizer: PreTrainedTokenizerBase,
+    target: str | Path,
+    base_model: str | None = None,
+    card: str | None = None,
+) -> Path:
+    """Save the LoRA adapter (``adapter_config.json`` + safetensors) and the tokenizer to ``target``;
+    ``base_model``: the id ``adapter_config.json`` names (peft writes the folder the base was read from, a
+    cache path for a converted GGUF); ``card``: README.md (peft writes an empty template).
 
     Load it back with ``PeftModel.from_pretrained(base, target)``.
     """
     with atomic_path(target) as tmp:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+        if base_model is not None:
+            config_file = Path(tmp) / "adapter_config.json"
+            config = json.loads(config_file.read_text())
+            config["base_model_name_or_path"] = base_model
+            config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+        if card is not None:
+            (Path(tmp) / "README.md").write_text(card)
     return Path(target)
 
 

@@ -6,13 +6,15 @@ Batches follow the DataModule contract: ``input_ids`` and ``labels`` [B, T] (lab
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import resource
 import time
+import typing
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import lightning as L
 import torch
@@ -20,6 +22,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from torchmetrics.aggregation import MeanMetric
 
 from graphctx.model.attention import VARLEN, varlen_keyword_arguments
+from graphctx.model.card import adapter_card, base_model_id
 from graphctx.model.export import export_adapter, export_merged
 from graphctx.model.liger import apply_liger, check_liger, liger_answer_cross_entropy_sum
 from graphctx.model.loading import (
@@ -31,7 +34,10 @@ from graphctx.model.loading import (
 )
 from graphctx.model.loss import IGNORE_INDEX, answer_cross_entropy_sum
 from graphctx.model.optim import build_optimizer, build_scheduler
+from graphctx.model.resume import reopen_stopped_epoch
 from graphctx.model.settings import ExportSettings, TunerSettings
+
+T = TypeVar("T")
 
 
 def real_token_mask(batch: dict[str, torch.Tensor], pad_token_id: int | None) -> torch.Tensor:
@@ -102,6 +108,21 @@ def fit_optimizer_steps(trainer: L.Trainer) -> int:
     return min(limits)
 
 
+def plain_to_dataclass(kind: type[T], plain: dict[str, Any]) -> T:
+    """The dataclass ``kind`` from its ``asdict`` form (nested dataclasses rebuilt, lists back to tuples
+    where the field is a tuple); an unknown or missing field is the constructor's ``TypeError``."""
+    hints = typing.get_type_hints(kind)
+    values = {}
+    for name, value in plain.items():
+        hint = hints.get(name)
+        if dataclasses.is_dataclass(hint) and isinstance(value, dict):
+            value = plain_to_dataclass(hint, value)
+        elif typing.get_origin(hint) is tuple and isinstance(value, list):
+            value = tuple(value)
+        values[name] = value
+    return kind(**values)
+
+
 class InstructionTuner(L.LightningModule):
     """QLoRA/LoRA instruction tuning with the loss on answer tokens only, built from the ``model`` section's
     :class:`~graphctx.model.settings.TunerSettings` (also its checkpoints' hyper-parameters).
@@ -120,8 +141,12 @@ class InstructionTuner(L.LightningModule):
     adapter is exported in peft format (and, if asked, merged into a bf16 copy of the base).
     """
 
-    def __init__(self, settings: TunerSettings) -> None:
+    def __init__(self, settings: TunerSettings | None = None, **saved: Any) -> None:
+        """``settings``; or, as ``load_from_checkpoint`` passes a checkpoint's hyper-parameters, its fields
+        as plain values (``saved``)."""
         super().__init__()
+        if settings is None:
+            settings = plain_to_dataclass(TunerSettings, saved)
         # JSON-plain dicts (no tuples), so checkpoints load with torch.load(weights_only=True) and every
         # logger (YAML, W&B) can write them
         self.save_hyperparameters(json.loads(json.dumps(asdict(settings))))
@@ -246,7 +271,10 @@ class InstructionTuner(L.LightningModule):
         checkpoint["state_dict"] = {k: v for k, v in checkpoint["state_dict"].items() if k in trainable}
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Refuse a checkpoint whose adapter does not match this one (names checked, not silently skipped)."""
+        """Refuse a checkpoint whose adapter does not match this one (names checked, not silently skipped);
+        reopen an epoch that ``max_steps`` stopped (:func:`~graphctx.model.resume.reopen_stopped_epoch`).
+        Outside a Trainer (``load_from_checkpoint``) the base and adapter are built here first."""
+        self.configure_model()
         saved, expected = set(checkpoint["state_dict"]), self.trainable_parameter_names()
         if saved != expected:
             missing, unexpected = sorted(expected - saved)[:3], sorted(saved - expected)[:3]
@@ -254,6 +282,7 @@ class InstructionTuner(L.LightningModule):
                 "checkpoint adapter does not match model.lora / model.spec: "
                 f"missing e.g. {missing}, unexpected e.g. {unexpected}"
             )
+        reopen_stopped_epoch(checkpoint)
 
     def adapter_dir(self) -> Path:
         """Where the adapter is exported (:func:`exported_adapter_dir`)."""
@@ -261,7 +290,10 @@ class InstructionTuner(L.LightningModule):
 
     @rank_zero_only
     def on_train_end(self) -> None:
-        target = export_adapter(self.model, load_tokenizer(self.spec), self.adapter_dir())
+        data = getattr(self.trainer.datamodule, "settings", None)
+        card = adapter_card(self.settings, self.trainer, data)
+        base = base_model_id(self.spec)
+        target = export_adapter(self.model, load_tokenizer(self.spec), self.adapter_dir(), base, card)
         export = self.settings.export
         if export.merge:
             merged = export.merged_dir or Path(self.trainer.default_root_dir) / "merged"

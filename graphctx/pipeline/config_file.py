@@ -320,7 +320,7 @@ def settings_help() -> str:
 def load_config(
     path: str | Path,
     overrides: Sequence[str] = (),
-    devices: bool = True,
+    devices: bool | Sequence[str] = True,
     cache_dir: str | os.PathLike[str] | None = None,
 ) -> RunConfig:
     """Parse and validate ``path`` (plus dotted ``--section.key value`` overrides) into a RunConfig.
@@ -328,7 +328,8 @@ def load_config(
     ``cache_dir``: a cache folder given on the command line, which wins over the config's.
 
     ``devices``: refuse CUDA settings on a machine without CUDA (off for ``graphctx plan``, which describes
-    a GPU config from a login node)."""
+    a GPU config from a login node); a list of sections checks only theirs (a CPU command such as
+    ``graphctx data`` runs a GPU config on a CPU node: ``trainer.accelerator: gpu`` is not its concern)."""
     path = Path(path)
     check_mapping(path)
     parser = config_parser()
@@ -336,8 +337,12 @@ def load_config(
         check_moved_keys({}, overrides)
         parsed = parser.parse_args(["--config", str(path), *overrides])
         check_settings(parsed)
-        if devices:
+        if devices is True:
             check_devices(parsed.as_dict())
+        elif devices:
+            plain = parsed.as_dict()
+            for section in devices:
+                check_devices(plain.get(section) or {}, f"{section}.")
         settings = parser.instantiate_classes(parsed)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from exc

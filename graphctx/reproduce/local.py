@@ -11,12 +11,15 @@ written, so the next ``graphctx reproduce`` starts again from it.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
-from typing import TextIO
+from collections.abc import Iterator, Sequence
+from types import FrameType
+from typing import IO, TextIO
 
 from graphctx.cache import atomic_path
 from graphctx.errors import GraphctxError
@@ -28,6 +31,53 @@ class StageFailed(GraphctxError):
     """A stage's command exited with a non-zero status."""
 
 
+class Stopped(GraphctxError):
+    """reproduce was stopped (SIGTERM, SIGINT / Ctrl-C) while a stage ran."""
+
+
+STOP_GRACE_S = 10.0
+"""Seconds a stopped stage's processes get to end after SIGTERM before SIGKILL."""
+
+
+def _raise_stopped(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+@contextlib.contextmanager
+def stops_as_errors() -> Iterator[None]:
+    """SIGTERM (SLURM's, ``kill``'s) raises, as SIGINT does, so that every ``finally`` runs (the running
+    stage's process group is ended, temporary files removed, the lock released) instead of the process
+    dying where it stands; the previous handler is restored afterwards."""
+    previous = signal.signal(signal.SIGTERM, _raise_stopped)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_stage(command: list[str], env: dict[str, str], stdout: IO[str] | None) -> int:
+    """Run ``command`` in its own process group and return its exit status. Stopped while it runs, the
+    whole group (the stage and any processes it started) gets SIGTERM, then SIGKILL after
+    :data:`STOP_GRACE_S`, before the stop goes on."""
+    child = subprocess.Popen(command, env=env, stdout=stdout, start_new_session=True)
+    try:
+        return child.wait()
+    except BaseException:
+        _end_group(child)
+        raise
+
+
+def _end_group(child: subprocess.Popen[bytes]) -> None:
+    for sent in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, sent)
+        try:
+            child.wait(timeout=STOP_GRACE_S)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
 def argv(stage: Stage) -> list[str]:
     """The stage's command with ``python`` as this interpreter."""
     command = list(stage.command)
@@ -35,7 +85,21 @@ def argv(stage: Stage) -> list[str]:
 
 
 def run_local(stages: Sequence[Stage], state: State, done: dict[str, str], out: TextIO) -> None:
-    """Run every stage not in ``done`` in order and record it; ``done`` stages are reported as skipped."""
+    """Run every stage not in ``done`` in order and record it; ``done`` stages are reported as skipped.
+    Stopped (SIGTERM, SIGINT): one :class:`Stopped` line naming the stage, whose processes are ended and
+    partial output removed; nothing of it is recorded."""
+    try:
+        with stops_as_errors():
+            _run_stages(stages, state, done, out)
+    except KeyboardInterrupt as stop:
+        signal_name = str(stop) or "SIGINT"
+        raise Stopped(
+            f"stopped by {signal_name}: the running stage's processes were ended and its partial output "
+            "removed, nothing of it recorded; rerun graphctx reproduce to continue from it"
+        ) from None
+
+
+def _run_stages(stages: Sequence[Stage], state: State, done: dict[str, str], out: TextIO) -> None:
     for stage in stages:
         if stage.name in done:
             print(f"skip {stage.name}: up to date ({done[stage.name]})", file=out, flush=True)
@@ -45,10 +109,10 @@ def run_local(stages: Sequence[Stage], state: State, done: dict[str, str], out: 
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         started = time.monotonic()
         if stage.stdout is None:
-            code = subprocess.run(argv(stage), env=env, stdout=sys.stderr).returncode
+            code = run_stage(argv(stage), env, sys.stderr)
         else:
             with atomic_path(stage.stdout) as tmp, open(tmp, "w") as handle:
-                code = subprocess.run(argv(stage), env=env, stdout=handle).returncode
+                code = run_stage(argv(stage), env, handle)
                 check_status(stage, code)  # before the output is renamed into place
         check_status(stage, code)
         seconds = time.monotonic() - started

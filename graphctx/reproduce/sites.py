@@ -64,7 +64,22 @@ def load_sites(paths: Sequence[str], chosen: Sequence[str] | None) -> list[Site]
                 f"{site.path}: model.spec.source {ours} differs from {first.path}'s {theirs}; the tables "
                 "lay the sites side by side on one base model"
             )
+    check_own_roots(every)
     return every
+
+
+def check_own_roots(sites: Sequence[Site]) -> None:
+    """Refuse two sites that train into one folder (``trainer.default_root_dir``): the second train stage
+    would resume from the first's checkpoints and overwrite its adapter."""
+    seen: dict[Path, Site] = {}
+    for site in sites:
+        root = Path(site.config.root_dir).resolve()
+        if root in seen:
+            raise ConfigError(
+                f"{site.path}: trainer.default_root_dir {site.config.root_dir} is also the training folder "
+                f"of site {seen[root].name} ({seen[root].path}); give each site its own"
+            )
+        seen[root] = site
 
 
 def check_adapter(site: Site) -> None:

@@ -54,8 +54,17 @@ def queued_jobs(state: State) -> list[str]:
 
 
 def json_ids(path: Path) -> list[str]:
-    """Every job id of a ``jobs.json``."""
-    return [job for jobs in json.loads(path.read_text()).values() for job in jobs]
+    """Every job id of a ``jobs.json`` (stage → job ids); one that is not is a :class:`ConfigError`."""
+    try:
+        ids = [job for jobs in json.loads(path.read_text()).values() for job in jobs]
+        if not all(isinstance(job, str) for job in ids):
+            raise TypeError("job ids are not strings")
+    except (OSError, ValueError, AttributeError, TypeError) as error:
+        raise ConfigError(
+            f"{path}: not the job list graphctx reproduce writes ({type(error).__name__}: {error}); check "
+            "squeue for its jobs, then delete it"
+        ) from None
+    return ids
 
 
 def sbatch(args: Sequence[str], env: dict[str, str] | None = None) -> str:

@@ -115,6 +115,14 @@ def _job(config: Any) -> Resources:
     )
 
 
+def _index_job(config: Any) -> Resources:
+    """The index stage's job: a CPU stage, or one GPU when ``retrieval.device`` asks for CUDA (the paper
+    configs embed the pool with bge-large-en there; on a CPU allocation ``graphctx index`` would refuse)."""
+    if str(config.retrieval.device).startswith("cuda"):
+        return dataclasses.replace(CPU_STAGE, gpus=1, cpus=8)
+    return CPU_STAGE
+
+
 def _one_device(job: Resources) -> Resources:
     """One task on one node, with one GPU when the job has GPUs (``graphctx genqa`` trains on one device)."""
     return dataclasses.replace(job, tasks=1, nodes=1, gpus=min(job.gpus, 1))
@@ -166,7 +174,7 @@ def site_stages(site: Site, options: Options) -> list[Stage]:
         stage(
             "index", ["data"], [*GRAPHCTX, "index", "--config", path, "--json"],
             _settings(config.data.dataset, config.retrieval, config.evaluation.split, config.cache_dir),
-            stdout=str(folder / "index.json"), outputs=[folder / "index.json"],
+            stdout=str(folder / "index.json"), outputs=[folder / "index.json"], resources=_index_job(config),
         ),
         stage(
             "train", ["data"], ["python", "train.py", "--config", path],

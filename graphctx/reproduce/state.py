@@ -19,6 +19,7 @@ a rebuilt upstream output reruns it and everything after it, and a deleted or ed
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -63,10 +64,20 @@ class State:
         return self.folder / "planned" / f"{name}.json"
 
     def _read(self, path: Path) -> dict[str, Any] | None:
+        """A record or plan; None when missing, and when unreadable or not one (a warning line: the stage
+        then counts as not done and runs again, which rewrites it)."""
         try:
-            return json.loads(path.read_text())
-        except (OSError, ValueError):
+            found = json.loads(path.read_text())
+        except FileNotFoundError:
             return None
+        except (OSError, ValueError) as error:
+            found, reason = None, f"{type(error).__name__}: {error}"
+        else:
+            reason = "not a graphctx record"
+        if isinstance(found, dict) and all(isinstance(found.get(key), str) for key in ("fingerprint",)):
+            return found
+        print(f"warning: {path}: {reason}; its stage counts as not done", file=sys.stderr)
+        return None
 
     def input_fingerprint(self, own: str, needs: Sequence[str]) -> str | None:
         """The stage's input fingerprint from its needs' records; None while one of them has no record."""

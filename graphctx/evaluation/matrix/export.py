@@ -177,14 +177,22 @@ def export_table(run: Path) -> tuple[pa.Table, dict[str, Any]]:
 
 
 def git_commit(folder: Path) -> str | None:
-    """The commit checked out at ``folder`` (graphctx's checkout), None outside a git checkout."""
+    """The commit checked out at ``folder`` when ``folder`` is a git checkout's root (graphctx's own
+    repository, installed editable); None otherwise: outside git, and for an install into site-packages
+    that some other repository's work tree happens to surround."""
     try:
         done = subprocess.run(
-            ["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30
+            ["git", "-C", str(folder), "rev-parse", "--show-toplevel", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=30,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    return done.stdout.strip() if done.returncode == 0 else None
+    lines = done.stdout.splitlines()
+    if done.returncode != 0 or len(lines) != 2 or Path(lines[0]).resolve() != folder.resolve():
+        return None
+    return lines[1]
 
 
 def card(table: pa.Table, document: dict[str, Any], run: Path, split: str, commit: str | None) -> str:

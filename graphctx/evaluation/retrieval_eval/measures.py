@@ -20,6 +20,12 @@ import numpy as np
 
 from graphctx.metrics.stats import Interval, bootstrap_interval
 
+NDCG_GAIN = (
+    "exponential, 2^grade - 1 (duplicate 3, linked 1); ir-measures' nDCG uses the grade itself unless "
+    "given these gains: nDCG(gains={1:1,2:3})"
+)
+"""The nDCG gain, as every output names it (results.json ``ndcg_gain``, results.md)."""
+
 
 def recall_at_k(ranking: Sequence[int], relevant: Mapping[int, int], k: int) -> float:
     """Share of the relevant pool questions among the first ``k`` ranked.

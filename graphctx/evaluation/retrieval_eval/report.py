@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from graphctx.evaluation.retrieval_eval.judge import DENSITY_KEYS, MethodResult, RetrievalEvaluation
+from graphctx.evaluation.retrieval_eval.measures import NDCG_GAIN
 from graphctx.evaluation.retrieval_eval.trec import QRELS, TAG, qrels_text, run_name, run_text
 from graphctx.metrics.stats import PairedComparison
 
@@ -47,6 +48,7 @@ def report_json(evaluation: RetrievalEvaluation, about: dict[str, Any]) -> dict[
         "queries": evaluation.queries,
         "pool": evaluation.pool,
         "top_k": evaluation.top_k,
+        "ndcg_gain": NDCG_GAIN,
         "methods": {
             r.method: {"threshold": r.threshold, "seconds": r.seconds, **_metrics_json(r)}
             for r in evaluation.methods
@@ -71,9 +73,9 @@ def markdown(evaluation: RetrievalEvaluation, about: dict[str, Any]) -> str:
         "",
         f"{evaluation.queries} queries ({about.get('split')} split, {about.get('in_split', '?')} of them "
         f"rows of the filtered split) against a pool of {evaluation.pool} questions; relevance: duplicate "
-        "= 2, linked = 1. Mean [95% bootstrap interval over queries].",
+        f"= 2, linked = 1; nDCG gain {NDCG_GAIN}. Mean [95% bootstrap interval over queries].",
         "",
-        "| method | T | " + " | ".join(names) + " | seconds |",
+        "| method | T | " + " | ".join(map(_label, names)) + " | seconds |",
         "|---|---|" + "---|" * len(names) + "---|",
     ]
     for r in evaluation.methods:
@@ -86,7 +88,7 @@ def markdown(evaluation: RetrievalEvaluation, about: dict[str, Any]) -> str:
         "two-sided paired permutation p (the marginal intervals above overlap far more often than the "
         "paired differences do).",
         "",
-        "| method | " + " | ".join(names) + " |",
+        "| method | " + " | ".join(map(_label, names)) + " |",
         "|---|" + "---|" * len(names),
     ]
     for r in evaluation.methods:
@@ -98,13 +100,18 @@ def markdown(evaluation: RetrievalEvaluation, about: dict[str, Any]) -> str:
         "",
         f"## Graph PPR by threshold T (k = {evaluation.top_k} for the fallback share)",
         "",
-        f"| T | {density} | " + " | ".join(names) + " |",
+        f"| T | {density} | " + " | ".join(map(_label, names)) + " |",
         "|---|" + "---|" * (len(DENSITY_KEYS) + len(names)),
     ]
     for r in evaluation.sweep:
         shown = " | ".join(_density(key, (r.density or {})[key]) for key in DENSITY_KEYS)
         lines.append(f"| {r.threshold:.2f} | {shown} | " + " | ".join(_cell(r, n) for n in names) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _label(name: str) -> str:
+    """A metric's column heading: nDCG's names its gain."""
+    return f"{name} (exp. gain)" if name.startswith("ndcg@") else name
 
 
 def _difference(c: PairedComparison) -> str:
