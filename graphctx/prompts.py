@@ -26,6 +26,21 @@ with the context before the question exactly as ``with_context`` places it in tr
 A prompt is kept in parts (:class:`Prompt`) and tokenised as one text exactly as training tokenises its
 prompts (:func:`encode_prompt`); over ``max_prompt_tokens`` it drops whole context parts in the order of the
 knowledge budget, never the question or the top pair.
+
+With ``generation.citations`` (ALCE, :mod:`graphctx.citations`) a prompt with a context numbers its passages,
+the pairs 1..p then the knowledge sentences p+1.., as ``Document [n](Title: …): …`` lines under ALCE's
+instruction to cite them as ``[n]``. A base-model prompt is then ALCE's own (no demonstrations)::
+
+    {instruction}
+
+    Question: {question}
+
+    Document [1](Title: {retrieved question 1}): {retrieved answer 1}
+    Document [2](Title: {triplet head}): {sentence 1}
+
+    Answer:
+
+and a fine-tuned one is the training template with ``{instruction}\\n\\n{documents}`` as its context.
 """
 
 from __future__ import annotations
@@ -34,6 +49,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
+from graphctx.citations import CITATION_INSTRUCTION, Passage, numbered_documents
 from graphctx.data.instruct import InstructionTemplate, get_template, prompt_ids, with_context
 from graphctx.knowledge.budget import KNOWLEDGE_HEADER, QAPair, most_kept, render
 from graphctx.knowledge.verbalise import Sentence
@@ -178,18 +194,34 @@ class Prompt:
     """Knowledge-graph sentences S shown after the pairs."""
     template: InstructionTemplate | None = None
     """The fine-tuned model's training template; ``None``: the base model's plain few-shot text."""
+    citations: bool = False
+    """Number the passages and ask for ``[n]`` citations (ALCE; ``generation.citations``)."""
+
+    @property
+    def passages(self) -> list[Passage]:
+        """The context parts as numbered passages: the pairs (best first), then the knowledge sentences."""
+        pairs = [Passage(pair.question.strip(), pair.answer.strip()) for pair in self.pairs]
+        return pairs + [Passage(sentence.triplet.head, sentence.text) for sentence in self.sentences]
 
     @property
     def context(self) -> str:
-        """The context text ('' for none): one block per pair, then the knowledge sentences."""
+        """The context text ('' for none): one block per pair, then the knowledge sentences; with
+        :attr:`citations`, the numbered passages."""
+        if self.citations:
+            return numbered_documents(self.passages)
         return render(self.pairs, self.sentences)
 
     @property
     def text(self) -> str:
         """The prompt as the model reads it."""
+        context = self.context
+        if self.citations and context:
+            if self.template is None:
+                return f"{CITATION_INSTRUCTION}\n\nQuestion: {self.question.strip()}\n\n{context}\n\nAnswer:"
+            context = f"{CITATION_INSTRUCTION}\n\n{context}"
         if self.template is not None:
-            return self.template.prompt(with_context(self.question, self.context))
-        shots = f"{self.context}\n\n" if self.context else ""
+            return self.template.prompt(with_context(self.question, context))
+        shots = f"{context}\n\n" if context else ""
         return f"{shots}Question: {self.question.strip()}\nAnswer:"
 
     @property
@@ -211,18 +243,21 @@ def build_prompt(
     pairs: Sequence[QAPair] = (),
     sentences: Sequence[Sentence] = (),
     template: InstructionTemplate | str = "paper",
+    citations: bool = False,
 ) -> Prompt:
     """The prompt of ``variant`` for ``question``: of the retrieved ``pairs`` (best first) and their
     knowledge ``sentences`` (both fitted to ``knowledge.token_budget``), the parts the variant shows.
 
     Fine-tuned variants: the training template (``template``) around ``with_context(question, context)``.
     Base variants: ``{context}\\n\\nQuestion: {question}\\nAnswer:`` (just the question lines when zero-shot).
+    ``citations``: the passages numbered, under ALCE's instruction (module docstring).
     """
     instruction = None
     if variant.model == "adapter":
         instruction = get_template(template) if isinstance(template, str) else template
     shown_pairs = tuple(pairs) if variant.pairs else ()
-    return Prompt(question, shown_pairs, tuple(sentences) if variant.knowledge else (), instruction)
+    shown_sentences = tuple(sentences) if variant.knowledge else ()
+    return Prompt(question, shown_pairs, shown_sentences, instruction, citations)
 
 
 @dataclass(frozen=True)

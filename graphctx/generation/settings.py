@@ -53,3 +53,8 @@ class GenerationSettings:
     """With ``static_cache``: prompt widths are rounded up to a multiple of this."""
     device: str | None = None
     """Torch device of the generating model; null: ``cuda`` when available, else ``cpu``."""
+    citations: bool = False
+    """ALCE (Gao et al., 2023) sentence citations, an extension beyond the paper: a prompt with a context
+    numbers its passages (the pairs, then the knowledge sentences) as ``Document [n](Title: …): …`` under
+    ALCE's instruction to cite them as ``[n]`` after each sentence; the prediction lines gain ``citations``
+    and ``passages``, which the ``alce_citations`` metric scores. False: the paper's prompts."""

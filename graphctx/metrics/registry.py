@@ -128,6 +128,10 @@ class MetricEntry:
     """Packages in its path, whose versions are in its fingerprint."""
     premise: ClassVar[bool] = False
     """Scores an answer against the context it was generated from: rows without one get NaN."""
+    passages: ClassVar[bool] = False
+    """Scores an answer's ``[n]`` citations against the numbered passages its prompt showed (a prediction
+    line's ``passages``, ``generation.citations``): its scorer also takes each row's passages, a fifth
+    argument (None: the row's prompt numbered none)."""
     paper_metric: ClassVar[bool] = False
     """One of the paper's metrics (False: an extension beyond the paper)."""
     paper_columns: ClassVar[dict[str, tuple[str, str]]] = {}
@@ -346,7 +350,10 @@ def built_in_classes() -> list[type[MetricEntry]]:
     return [import_class(path, "graphctx") for path in BUILT_IN]
 
 
-EXTENSIONS: dict[str, str] = {"minicheck": "graphctx.metrics.entries.minicheck:MiniCheckEntry"}
+EXTENSIONS: dict[str, str] = {
+    "minicheck": "graphctx.metrics.entries.minicheck:MiniCheckEntry",
+    "alce_citations": "graphctx.metrics.entries.citations:CitationEntry",
+}
 """Short names of the metrics graphctx ships beyond the paper (``class_path: minicheck``)."""
 
 

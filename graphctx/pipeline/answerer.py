@@ -225,9 +225,9 @@ class Answerer:
         self, variant: Variant, questions: Sequence[str], contexts: Sequence[RetrievedContext]
     ) -> list[Prompt]:
         """Each question's prompt for ``variant``, of its context (the parts the variant shows)."""
-        template = self.settings.template
+        template, citations = self.settings.template, self.settings.generation.citations
         return [
-            build_prompt(variant, question, retrieved.pairs, retrieved.sentences, template)
+            build_prompt(variant, question, retrieved.pairs, retrieved.sentences, template, citations)
             for question, retrieved in zip(questions, contexts, strict=True)
         ]
 

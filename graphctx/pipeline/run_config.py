@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graphctx.data.instruct import InstructionTemplate, get_template
+from graphctx.errors import ConfigError
 from graphctx.metrics.registry import MetricContext, MetricEntry, metric_entries
 from graphctx.retrieval.registry import RetrieverEntry, retriever_entries
 
@@ -59,8 +60,16 @@ class RunConfig:
     @cached_property
     def metric_entries(self) -> list[MetricEntry]:
         """Every metric this config scores with, built-ins then ``evaluation.metrics.extra``
-        (:func:`graphctx.metrics.registry.metric_entries`)."""
-        return metric_entries(MetricContext(self.evaluation.metrics, self.knowledge, self.model.spec))
+        (:func:`graphctx.metrics.registry.metric_entries`); one that scores ``[n]`` citations needs the
+        prompts that ask for them (``generation.citations``)."""
+        entries = metric_entries(MetricContext(self.evaluation.metrics, self.knowledge, self.model.spec))
+        citing = [entry.name for entry in entries if entry.passages]
+        if citing and not self.generation.citations:
+            raise ConfigError(
+                f"evaluation.metrics.extra: {citing} score [n] citations, which only prompts with "
+                "generation.citations: true ask for; set it"
+            )
+        return entries
 
     @cached_property
     def retriever_entries(self) -> dict[str, RetrieverEntry]:

@@ -122,6 +122,9 @@ class ModelStack:
             also = " + ".join(knowledge.also)
             what = f"KG facts also from {also}, each naming its source (the paper: Wikidata alone)"
             found.append({"key": "knowledge.also", "what": what})
+        if self.config.generation.citations:
+            what = "ALCE prompts: the passages numbered, [n] asked after each sentence (the paper cites none)"
+            found.append({"key": "generation.citations", "what": what})
         if not (knowledge.enabled and knowledge.link_mentions):
             return found
         linking = {

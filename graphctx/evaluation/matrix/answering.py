@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from graphctx.baselines import FALLBACKS
+from graphctx.citations import parse_citations
 from graphctx.evaluation.attribution.attributor import Attributor
 from graphctx.evaluation.matrix.run_files import VariantFiles
 from graphctx.evaluation.matrix.shards import Unit
@@ -50,7 +51,10 @@ def prediction(
     position, in the variant's decoding order, of the batch the row was decoded in. A KG variant's line
     adds ``triplets`` (τ^init, per extractor and pair) and ``kg_facts`` (τ' with its backend), each marked
     ``in_context`` when its sentence is in the context the model saw (it survived ``knowledge.token_budget``
-    and ``generation.max_prompt_tokens``)."""
+    and ``generation.max_prompt_tokens``). With ``generation.citations`` the line adds ``passages`` (the
+    fitted prompt's numbered passages as the judge reads them, ``Title: …\\n…``, passage n at n - 1) and
+    ``citations`` (per answer sentence, ALCE's reading: its text without marks and the passage numbers it
+    cites, 1-based as printed, out-of-range ones kept)."""
     line = {
         "id": int(row["id"]),
         "variant": variant.name,
@@ -70,6 +74,12 @@ def prediction(
         "stop": answer.stop,
         "batch": batch,
     }
+    if encoded.prompt.citations:
+        line["passages"] = [passage.judged for passage in encoded.prompt.passages]
+        line["citations"] = [
+            {"sentence": sentence.text, "passages": list(sentence.marks)}
+            for sentence in parse_citations(answer.text)
+        ]
     enhanced = retrieved.enhanced
     if enhanced is not None:
         shown = encoded.prompt.sentences  # after knowledge.token_budget and max_prompt_tokens

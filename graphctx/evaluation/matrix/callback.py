@@ -154,6 +154,7 @@ class ValidationGeneration(L.Callback):
             generated,
             [row["answer"] for row in self.rows],
             [context or None for context in contexts],
+            [[p.judged for p in a.prompt.passages] if a.prompt.citations else None for a in answers],
         )
         rows = [
             {

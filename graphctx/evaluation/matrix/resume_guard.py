@@ -69,6 +69,11 @@ SPEED_ONLY: dict[str, set[str]] = {
 fingerprint that guards a resumed run."""
 
 
+OFF_BY_DEFAULT: dict[str, set[str]] = {"generation": {"citations"}}
+"""Extensions added after runs were made, each off by default: out of the fingerprint while off, so a run
+made before they existed resumes (on, they change the prompts and are in it)."""
+
+
 IDLE_MODES: dict[tuple[str, str], set[str]] = {
     ("graph_build", "exact"): {"knn_k", "knn_nprobe"},
     ("ppr", "power"): {"ppr_eps"},
@@ -86,6 +91,11 @@ def idle_modes(config: RunConfig) -> set[str]:
         if getattr(retrieval, key) == value
         for name in names
     }
+
+
+def switched_off(generation: Any) -> set[str]:
+    """The generation settings :data:`OFF_BY_DEFAULT` leaves out for this config (those that are off)."""
+    return {name for name in OFF_BY_DEFAULT["generation"] if not getattr(generation, name)}
 
 
 def _settings(settings: Any, leave_out: set[str]) -> dict[str, Any]:
@@ -155,7 +165,10 @@ class ResumeGuard:
             "filter_models": [spec.source for spec in config.filter_models],
             "split": config.evaluation.split,
             # base_weights only binds the base rows: it enters as the variant's ``weights``
-            "generation": _settings(config.generation, SPEED_ONLY["generation"] | {"base_weights"}),
+            "generation": _settings(
+                config.generation,
+                SPEED_ONLY["generation"] | {"base_weights"} | switched_off(config.generation),
+            ),
             "weights": decoded_weights(variant.model, config.generation),
         }
         if variant.model == "adapter":

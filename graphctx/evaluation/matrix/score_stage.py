@@ -90,6 +90,7 @@ class ScoreStage:
                 [r["generated"] for r in rows],
                 [r["gold"] for r in rows],
                 [r["context"] or None for r in rows],
+                [r.get("passages") for r in rows],
             )
             files.mine_scores[metric].append({"id": i, **v} for i, v in zip(chunk, values, strict=True))
             self.log(f"{unit.variant}: batch {unit.number + 1} scored ({metric})")

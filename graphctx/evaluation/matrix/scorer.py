@@ -49,16 +49,19 @@ class Scorer:
         generated: Sequence[str],
         gold: Sequence[str],
         premises: Sequence[str | None],
+        passages: Sequence[Sequence[str] | None] | None = None,
     ) -> list[dict[str, float]]:
         """Scores of each row; a metric judging attribution only where there is a passage (NaN elsewhere).
 
-        ``premises[i]`` is the context answer ``i`` was generated from, None when its prompt had no context.
-        The metrics score exactly these rows, in this process: they never sync with other ranks (under DDP
-        the validation callback scores on rank 0 alone).
+        ``premises[i]`` is the context answer ``i`` was generated from, None when its prompt had no context;
+        ``passages[i]``, its numbered passages when ``generation.citations`` numbered them (given to the
+        metrics that score citations). The metrics score exactly these rows, in this process: they never
+        sync with other ranks (under DDP the validation callback scores on rank 0 alone).
         """
         rows: list[dict[str, float]] = [{} for _ in generated]
-        for score in self.scorers:
-            for key, values in score(questions, generated, gold, premises).items():
+        for entry, score in zip(self.entries, self.scorers, strict=True):
+            extra = [passages or [None] * len(generated)] if entry.passages else []
+            for key, values in score(questions, generated, gold, premises, *extra).items():
                 for row, value in zip(rows, values, strict=True):
                     row[key] = value
         return rows
