@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graphctx.cache import fingerprint
+from graphctx.paths import inside
 
 if TYPE_CHECKING:
     from graphctx.reproduce.sites import Site
@@ -130,7 +131,7 @@ def site_stages(site: Site, options: Options) -> list[Stage]:
     from graphctx.prompts import get_variants
 
     config, path, name = site.config, str(site.path), site.name
-    folder = options.state / name
+    folder = inside(options.state, name, where=f"{site.path}: site {name}")
     evaluated = [v.name for v in get_variants(config.evaluation.variants)]
     dataset = config.data.dataset
     source = source_fingerprint(dataset.source) if options.digest_sources else None
