@@ -400,6 +400,25 @@ def test_config_value_of_the_wrong_type_names_the_key(tmp_path):
     assert str(path) in str(error.value)
 
 
+@pytest.mark.parametrize(
+    ("section", "key", "value"),
+    [
+        ("retrieval", "ppr_eps", float("inf")),
+        ("retrieval", "ppr_eps", float("nan")),
+        ("retrieval", "alpha", float("-inf")),
+        ("retrieval", "threshold", float("nan")),
+        ("knowledge", "sparql_max_failure_share", float("nan")),
+    ],
+)
+def test_a_float_setting_that_is_nan_or_inf_is_refused_in_one_line(tmp_path, section, key, value):
+    path = write_config(tmp_path, lambda c: c[section].update({key: value}))
+    with pytest.raises(ConfigError) as error:
+        load_config(path)
+    assert "\n" not in str(error.value) and f"{section}.{key}: must be a finite number, got {value!r}" in str(
+        error.value
+    )
+
+
 def test_config_unknown_key_is_named(tmp_path):
     path = write_config(tmp_path, lambda c: c["knowledge"].update(backnd="local"))
     with pytest.raises(ConfigError, match="backnd"):

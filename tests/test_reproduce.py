@@ -166,6 +166,17 @@ def test_bad_input_is_one_line_and_nothing_is_written(
     elsewhere = _config_with(config, adapter_elsewhere)
     assert "evaluation.adapter" in _error(capsys, [*run, "--config", str(elsewhere)])
 
+    for site in (str(tmp_path / "outside"), "../../outside"):  # the site names folders of --state
+
+        def hostile_site(s, site=site):
+            s["data"]["dataset"]["site"] = site
+
+        hostile = _config_with(config, hostile_site)
+        assert f"data.dataset.site: {site!r} is not a site's name" in _error(
+            capsys, [*run, "--config", str(hostile)]
+        )
+    assert not (tmp_path / "outside").exists() and not (tmp_path.parent / "outside").exists()
+
     assert not state.exists()
 
     elsewhere = tmp_path / "elsewhere"
