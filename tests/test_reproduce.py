@@ -208,3 +208,26 @@ def test_slurm_without_sbatch_on_path_is_refused(workspace: tuple[Path, Path], t
         "error: --slurm: sbatch/squeue are not on PATH; run on a SLURM login node, or leave out --slurm"
     ], done.stderr
     assert not state.exists()
+
+
+def test_editing_a_module_a_plugin_imports_reruns_evaluate_only(
+    workspace: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from test_extending import _plugin_package
+
+    from graphctx.reproduce.sites import load_sites
+    from graphctx.reproduce.stages import Options, build_stages
+
+    config, state = workspace
+    package = _plugin_package(tmp_path / "plugins")
+    monkeypatch.syspath_prepend(str(tmp_path / "plugins"))
+
+    def with_plugin(s):
+        s["evaluation"]["metrics"]["extra"] = [{"class_path": "helpful.metric.Words"}]
+
+    sites = load_sites([str(_config_with(config, with_plugin))], None)
+    options = Options(state=state, digest_sources=False)
+    before = {stage.name: stage.fingerprint for stage in build_stages(sites, options)}
+    (package / "words.py").write_text("def count(text):\n    return len(text)\n")
+    after = {stage.name: stage.fingerprint for stage in build_stages(sites, options)}
+    assert [name for name in before if before[name] != after[name]] == ["cardano/evaluate"]

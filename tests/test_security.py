@@ -232,9 +232,9 @@ def test_evaluation_run_files_stay_in_the_output_folder(tmp_path: Path) -> None:
     files = RunFiles(tmp_path, ("rouge",))
     hostile = Variant("../../x", "x", "base", "none", knowledge=False, pairs=False)
     for path_of in (files.predictions_file, files.scores_file):
-        with pytest.raises(ConfigError, match="evaluation.variants: .* would write outside"):
+        with pytest.raises(ConfigError, match=r"evaluation\.variants: .* would write outside"):
             path_of(hostile)
-    with pytest.raises(ConfigError, match="metric ../x: .* would write outside"):
+    with pytest.raises(ConfigError, match=r"metric \.\./x: .* would write outside"):
         files.metric_file(VARIANTS["TextGen"], "../x")
     assert files.metric_file(VARIANTS["TextGen"], "rouge") == tmp_path / "scores" / "TextGen" / "rouge.jsonl"
 
