@@ -4,11 +4,13 @@ refuses the same mistakes with the same one-line messages, naming the setting.""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from graphctx.errors import ConfigError
+from graphctx.errors import ConfigError, GraphctxError
 
 Entry = TypeVar("Entry")
 
@@ -22,6 +24,8 @@ def import_class(class_path: str, where: str) -> type:
         module = importlib.import_module(module_name)
     except ImportError as error:
         raise ConfigError(f"{where}: cannot import {module_name!r} ({error})") from error
+    except Exception as error:  # the module's own code failed (a SyntaxError, a NameError...)
+        raise ConfigError(f"{where}: importing {module_name!r} raised {describe(error)}") from error
     found = getattr(module, attribute, None)
     if not isinstance(found, type):
         raise ConfigError(f"{where}: {module_name!r} has no class {attribute!r}")
@@ -52,6 +56,10 @@ def load_plugin(
         entry = cls(*args, **init_args)
     except TypeError as error:
         raise ConfigError(f"{where}: {class_path}: bad init_args ({error})") from error
+    except GraphctxError:
+        raise
+    except Exception as error:
+        raise ConfigError(f"{where}: {class_path}(...) raised {describe(error)}") from error
     entry.class_path = class_path  # type: ignore[attr-defined]
     entry.init_args = dict(init_args)  # type: ignore[attr-defined]
     return entry
@@ -78,6 +86,43 @@ def load_plugins(
         names.add(name)
         loaded.append(entry)
     return loaded
+
+
+def describe(error: BaseException) -> str:
+    """``Type: message`` on one line (``GRAPHCTX_DEBUG=1`` shows the traceback)."""
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def plugin_name(entry: Any) -> str:
+    """How a plug-in is named in its errors: ``<name> (<class path>)``."""
+    return f"{entry.name} ({getattr(entry, 'class_path', type(entry).__qualname__)})"
+
+
+@contextlib.contextmanager
+def running(what: str) -> Iterator[None]:
+    """Run a plug-in's code: an exception it raises becomes one ``ConfigError`` line starting with ``what``
+    (a graphctx error passes as it is)."""
+    try:
+        yield
+    except GraphctxError:
+        raise
+    except Exception as error:
+        raise ConfigError(f"{what}: raised {describe(error)}") from error
+
+
+def checked_method(method: Callable[..., Any], check: Callable[[Any, Any, tuple], Any], kind: str) -> Any:
+    """``method`` of a plug-in class, run under :func:`running` (named ``<kind> <plug-in>``) with its
+    result passed through ``check(entry, result, args)``; set by the plug-in bases' ``__init_subclass__``."""
+
+    @functools.wraps(method)
+    def run(entry: Any, *args: Any) -> Any:
+        with running(f"{kind} {plugin_name(entry)}"):
+            result = method(entry, *args)
+        return check(entry, result, args)
+
+    run.checked = True  # type: ignore[attr-defined]
+    return run
 
 
 def package_sources(class_path: str) -> dict[str, str]:
