@@ -175,3 +175,31 @@ def test_editing_a_module_a_plugin_imports_changes_its_fingerprint(tmp_path, mon
     first = package_sources("single.Thing")
     (tmp_path / "helper.py").write_text("x = 2\n")
     assert set(first) == {"single.py", "helper.py"} and package_sources("single.Thing") != first
+
+
+@pytest.mark.parametrize(
+    ("scores", "problem"),
+    [
+        ("{'x': [1.0] * len(generated)}", "score_rows() wrote ['x']; its columns are ['x', 'y']"),
+        ("{'x': [1.0], 'y': [1.0]}", "score_rows() gave 1 x scores for 2 rows"),
+        ("{'x': [math.inf] * 2, 'y': [1.0] * 2}", "score_rows()'s x scores hold an infinite value"),
+        ("{'x': ['high'] * 2, 'y': [1.0] * 2}", "score_rows()'s x score 'high' is not a number"),
+        ("[1.0, 2.0]", "score_rows() returned list, not a mapping of columns"),
+        ("1 / 0", "raised ZeroDivisionError: division by zero"),
+    ],
+)
+def test_a_plugin_metrics_wrong_scores_are_one_line_naming_it(tmp_path, monkeypatch, scores, problem):
+    (tmp_path / "badmetric.py").write_text(
+        "import math\nfrom graphctx.metrics.registry import RowMetric\n\n"
+        "class Bad(RowMetric):\n    name = 'bad'\n    columns = {'x': 'X', 'y': 'Y'}\n\n"
+        f"    def score_rows(self, questions, generated, gold, premises):\n        return {scores}\n"
+    )
+    monkeypatch.delitem(sys.modules, "badmetric", raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    extra = '[{"class_path": "badmetric.Bad"}]'
+    entry = ModelStack(load_config(TINY, ["--evaluation.metrics.extra", extra])).metrics[-1]
+    score = entry.scorer(None, None, None, None)
+    with pytest.raises(ConfigError) as error:
+        score(["q1", "q2"], ["a b", "c"], ["g1", "g2"], [None, None])
+    assert str(error.value) == f"evaluation.metrics.extra bad (badmetric.Bad): {problem}"
+    (tmp_path / "badmetric.py").write_text("")
