@@ -530,3 +530,12 @@ def test_hostile_text_reaches_the_local_kg_only_as_a_literal(tmp_path):
         with pytest.raises(ValueError, match="not a safe absolute IRI"):
             kg.one_hop([text])
     assert len(kg.store) == before
+
+
+def test_an_unknown_callback_metric_is_refused_by_plan_and_config_load(tmp_path, capsys):
+    path = write_config(tmp_path, lambda c: c["evaluation"].update(callback_metrics=["nosuch"]))
+    with pytest.raises(ConfigError, match=r"evaluation\.callback_metrics: unknown metric\(s\) \['nosuch'\]"):
+        load_config(path)
+    assert cli_main(["plan", "--config", str(path)]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: ") and "evaluation.callback_metrics: unknown metric(s) ['nosuch']" in line
