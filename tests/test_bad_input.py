@@ -318,6 +318,19 @@ def write_jsonl(path: Path, rows: list[dict[str, object]]) -> Path:
     return path
 
 
+def test_a_negative_question_id_is_refused_naming_the_row(tmp_path, cache_dir):
+    days = ["2021-01-10", "2021-06-10", "2021-07-10", "2021-01-11"]
+    path = write_jsonl(
+        tmp_path / "pairs.jsonl", [table_row(i, day) for i, day in zip([1, 2, -1, 4], days, strict=True)]
+    )
+    with pytest.raises(DataError) as error:
+        prepare_qa_dataset(settings_for(path), cache_dir)
+    assert str(error.value) == (
+        f"{path}: row 3 (id -1), column 'id': question id -1 is negative; use ids >= 0"
+    )
+    assert not [p for p in (cache_dir / "datasets").iterdir() if not p.name.startswith(".")]
+
+
 def test_duplicate_question_ids_in_a_table_are_listed(tmp_path, cache_dir):
     days = ["2021-01-10", "2021-06-10", "2021-07-10", "2021-01-11", "2021-01-12", "2021-06-11"]
     ids = [1, 2, 3, 2, 7, 7]
