@@ -40,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def added_questions(path: str) -> tuple[list[int], list[str]]:
-    """Ids and texts of the ``--add`` table; a missing column or a bad id is a one-line ``DataError``."""
+    """Ids and texts of the ``--add`` table; a missing column or a bad id is a one-line ``DataError``
+    (questions of the evaluated splits: :func:`check_not_evaluated`)."""
     from graphctx.data.records import load_table
     from graphctx.errors import DataError
 
@@ -55,6 +56,26 @@ def added_questions(path: str) -> tuple[list[int], list[str]]:
         ids.append(qid)
         texts.append(text)
     return ids, texts
+
+
+def check_not_evaluated(path: str, added: tuple[list[int], list[str]], dataset: Mapping[str, Any]) -> None:
+    """Refuse, in one line, an ``--add`` question that is a validation or test question (by id or text): in
+    the pool it would be retrieved for itself, and the split's linkage would report it linked. A negative
+    id is refused too (graph retrieval's no-node mark is -1)."""
+    from graphctx.errors import DataError
+
+    ids, texts = added
+    for split in (name for name in dataset if name != "train"):
+        taken_ids, taken_texts = set(dataset[split]["id"]), set(dataset[split]["question"])
+        for row, (qid, text) in enumerate(zip(ids, texts, strict=True), start=1):
+            if qid in taken_ids or text in taken_texts:
+                raise DataError(
+                    f"--add {path}: row {row} (id {qid}) is a question of the {split} split; add only "
+                    "questions that are not evaluated (an evaluated question in the pool finds itself)"
+                )
+    negative = next((row for row, qid in enumerate(ids, start=1) if qid < 0), None)
+    if negative is not None:
+        raise DataError(f"--add {path}: row {negative}: question id {ids[negative - 1]} is negative")
 
 
 def embed_pool_shards(
@@ -103,6 +124,8 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
     if args.worker and args.shards is None:
         raise ConfigError("--worker: needs --shards N")
     added = None if args.add is None else added_questions(args.add)
+    if added is not None:
+        check_not_evaluated(args.add, added, dataset)
     if args.shards is not None:
         sharded = embed_pool_shards(train, config.retrieval, cache_dir, args.shards, args.worker)
         print(json.dumps(sharded), file=sys.stderr if not args.worker else out)
