@@ -4,6 +4,7 @@ line naming the setting."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import subprocess
@@ -203,3 +204,32 @@ def test_a_plugin_metrics_wrong_scores_are_one_line_naming_it(tmp_path, monkeypa
         score(["q1", "q2"], ["a b", "c"], ["g1", "g2"], [None, None])
     assert str(error.value) == f"evaluation.metrics.extra bad (badmetric.Bad): {problem}"
     (tmp_path / "badmetric.py").write_text("")
+
+
+def test_a_plugin_metric_nan_on_every_row_warns(tmp_path, monkeypatch):
+    from graphctx.evaluation.matrix.table import ResultsTable, TableRow
+    from graphctx.evaluation.matrix.unscored import unscored_warnings
+    from graphctx.metrics.stats import Interval
+    from graphctx.prompts import VARIANTS
+
+    (tmp_path / "nanmetric.py").write_text(
+        "import math\nfrom graphctx.metrics.registry import RowMetric\n\n"
+        "class Nan(RowMetric):\n    name = 'nan'\n    columns = {'x': 'X'}\n\n"
+        "    def score_rows(self, questions, generated, gold, premises):\n"
+        "        return {'x': [math.nan] * len(generated)}\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = load_config(TINY, ["--evaluation.metrics.extra", '[{"class_path": "nanmetric.Nan"}]'])
+    scores = config.metric_entries[-1].scorer(None, None, None, None)(
+        ["q"] * 3, ["a"] * 3, ["g"] * 3, [None] * 3
+    )
+    assert all(math.isnan(v) for v in scores["x"])  # NaN is "not scored", not an error
+    empty, scored = Interval(math.nan, math.nan, math.nan, 0), Interval(0.5, 0.4, 0.6, 3)
+    rows = [
+        TableRow(VARIANTS["TextGen"], {"x": empty, "rouge1": scored}, answered=3),
+        TableRow(VARIANTS["GraphGen"], {"x": scored, "rouge1": scored}, answered=3),
+    ]
+    assert unscored_warnings(ResultsTable(rows, ["rouge1", "x"]), config.metric_entries) == [
+        "warning: evaluation.metrics.extra nan (nanmetric.Nan): x is NaN (not scored) on every one of the "
+        "3 rows of TextGen"
+    ]

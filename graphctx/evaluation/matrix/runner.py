@@ -51,6 +51,7 @@ from graphctx.evaluation.matrix.stale import StaleArea
 from graphctx.evaluation.matrix.table import ResultsTable, build_table, write_table
 from graphctx.evaluation.matrix.timing import StageTimer, stderr_logger
 from graphctx.evaluation.matrix.tracking import log_results
+from graphctx.evaluation.matrix.unscored import unscored_warnings
 from graphctx.evaluation.matrix.work_order import decoding_order, pending_units
 from graphctx.evaluation_settings import EvaluationSettings
 from graphctx.folder_lock import FolderLock
@@ -188,6 +189,8 @@ class MatrixEvaluation:
             unlike_paper(self.config.evaluation.metrics),
         )
         paths = write_table(table, self.output_dir, appendix=beside)
+        for line in unscored_warnings(table, self.config.metric_entries):
+            self.log(line)
         write_json_atomic(self.output_dir / "timings.json", {"stage_seconds": timings})
         self.log(f"results: {paths['markdown']} and {paths['csv']}")
         run_files = self.run_files
