@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 import typing
 from dataclasses import dataclass
 from functools import cache
@@ -119,15 +120,19 @@ def fields_of(owner: type, value: Any) -> Any:
 
 
 def problems(owner: type, value: Any, prefix: str, nested: bool = True) -> list[str]:
-    """``"<prefix><field>: problem"`` for every out-of-range field of ``value`` (an ``owner`` object or
-    its namespace, see :func:`fields_of`) and, with ``nested``, of its nested settings; ``None`` values
-    are not checked."""
+    """``"<prefix><field>: problem"`` for every float field of ``value`` (an ``owner`` object or its
+    namespace, see :func:`fields_of`) that is nan or ±inf, every out-of-range field and, with ``nested``,
+    the same of its nested settings; ``None`` values are not checked."""
     found = []
     value = fields_of(owner, value)
+    for name in field_defaults(owner):
+        number = getattr(value, name, None)
+        if isinstance(number, float) and not math.isfinite(number):
+            found.append(f"{prefix}{name}: must be a finite number, got {number!r}")
     for name, allowed in getattr(owner, "RANGES", {}).items():
         number = getattr(value, name, None)
-        if isinstance(number, bool) or not isinstance(number, int | float):
-            continue  # None (a default that means "off"/"auto"), or a wrong type jsonargparse reports
+        if isinstance(number, bool) or not isinstance(number, int | float) or not math.isfinite(number):
+            continue  # None (a default that means "off"/"auto"), a wrong type jsonargparse reports, nan/inf
         if not allowed.contains(number):
             found.append(f"{prefix}{name}: must be {allowed}, got {number!r}")
     consistency = getattr(owner, "consistency", None)

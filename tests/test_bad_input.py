@@ -318,6 +318,19 @@ def write_jsonl(path: Path, rows: list[dict[str, object]]) -> Path:
     return path
 
 
+def test_a_negative_question_id_is_refused_naming_the_row(tmp_path, cache_dir):
+    days = ["2021-01-10", "2021-06-10", "2021-07-10", "2021-01-11"]
+    path = write_jsonl(
+        tmp_path / "pairs.jsonl", [table_row(i, day) for i, day in zip([1, 2, -1, 4], days, strict=True)]
+    )
+    with pytest.raises(DataError) as error:
+        prepare_qa_dataset(settings_for(path), cache_dir)
+    assert str(error.value) == (
+        f"{path}: row 3 (id -1), column 'id': question id -1 is negative; use ids >= 0"
+    )
+    assert not [p for p in (cache_dir / "datasets").iterdir() if not p.name.startswith(".")]
+
+
 def test_duplicate_question_ids_in_a_table_are_listed(tmp_path, cache_dir):
     days = ["2021-01-10", "2021-06-10", "2021-07-10", "2021-01-11", "2021-01-12", "2021-06-11"]
     ids = [1, 2, 3, 2, 7, 7]
@@ -398,6 +411,25 @@ def test_config_value_of_the_wrong_type_names_the_key(tmp_path):
     with pytest.raises(ConfigError, match=r"retrieval\.top_k") as error:
         load_config(path)
     assert str(path) in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value"),
+    [
+        ("retrieval", "ppr_eps", float("inf")),
+        ("retrieval", "ppr_eps", float("nan")),
+        ("retrieval", "alpha", float("-inf")),
+        ("retrieval", "threshold", float("nan")),
+        ("knowledge", "sparql_max_failure_share", float("nan")),
+    ],
+)
+def test_a_float_setting_that_is_nan_or_inf_is_refused_in_one_line(tmp_path, section, key, value):
+    path = write_config(tmp_path, lambda c: c[section].update({key: value}))
+    with pytest.raises(ConfigError) as error:
+        load_config(path)
+    assert "\n" not in str(error.value) and f"{section}.{key}: must be a finite number, got {value!r}" in str(
+        error.value
+    )
 
 
 def test_config_unknown_key_is_named(tmp_path):
@@ -511,3 +543,12 @@ def test_hostile_text_reaches_the_local_kg_only_as_a_literal(tmp_path):
         with pytest.raises(ValueError, match="not a safe absolute IRI"):
             kg.one_hop([text])
     assert len(kg.store) == before
+
+
+def test_an_unknown_callback_metric_is_refused_by_plan_and_config_load(tmp_path, capsys):
+    path = write_config(tmp_path, lambda c: c["evaluation"].update(callback_metrics=["nosuch"]))
+    with pytest.raises(ConfigError, match=r"evaluation\.callback_metrics: unknown metric\(s\) \['nosuch'\]"):
+        load_config(path)
+    assert cli_main(["plan", "--config", str(path)]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: ") and "evaluation.callback_metrics: unknown metric(s) ['nosuch']" in line

@@ -62,3 +62,11 @@ def test_a_label_studio_json_min_export_is_named_and_the_json_export_asked_for(t
         "project as JSON (not JSON_MIN) and import that file"
     )
     assert not (tmp_path / "h").exists()
+
+
+@pytest.mark.parametrize("site", ["../../x", "/some/dir"])
+def test_a_site_that_is_not_a_sites_name_is_one_line(tmp_path, capsys, site):
+    argv = [*EXPORT, "--out", str(tmp_path / "out")]
+    argv[argv.index("cardano")] = site
+    assert one_error(argv, capsys).startswith(f"error: site: {site!r} is not a site's name")
+    assert not (tmp_path / "out").exists()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -316,3 +317,58 @@ def test_a_push_that_cannot_reach_the_hub_is_one_line_saying_what_was_written(tm
         f"{folder} is written and complete: upload it later with "
         f"`hf upload owner/name {folder} --repo-type dataset`"
     )
+
+
+@pytest.mark.slow
+def test_a_killed_run_without_its_joined_scores_is_refused_in_one_line(run_folder, tmp_path, capsys):
+    killed = tmp_path / "run"
+    shutil.copytree(run_folder, killed)
+    (killed / "scores" / f"{VARIANTS[1]}.jsonl").unlink()  # what a run killed before its end lacks
+    status, printed, err = export(capsys, "--run", str(killed), "--to", str(tmp_path / "out"))
+    assert status == 1 and printed == "" and not (tmp_path / "out").exists()
+    assert err.strip().splitlines() == [
+        f"error: --run {killed}: {VARIANTS[1]} has 2 answers and no joined scores file "
+        f"({killed / 'scores' / f'{VARIANTS[1]}.jsonl'}): the run did not finish; rerun evaluate.py with "
+        "its config to score them, then export"
+    ]
+    scores = killed / "scores" / f"{VARIANTS[0]}.jsonl"
+    scores.write_text(scores.read_text().splitlines(keepends=True)[0])  # one of its two rows scored
+    status, _, err = export(capsys, "--run", str(killed), "--to", str(tmp_path / "out"))
+    assert status == 1 and f"{VARIANTS[0]} has 2 answers and no scores for 1 of them" in err
+
+
+@pytest.mark.slow
+def test_a_results_md_the_scores_do_not_back_stays_out_of_the_card(run_folder, tmp_path, capsys):
+    stale = tmp_path / "run"
+    shutil.copytree(run_folder, stale)
+    assert export(capsys, "--run", str(stale), "--to", str(tmp_path / "fresh"))[0] == 0
+    assert "| RetrievedAnswer |" in (tmp_path / "fresh" / "README.md").read_text()  # backed: embedded
+    results = (stale / "results.md").read_text()
+    cell = re.search(r"\| RetrievedAnswer \| (-?\d+\.\d{4}) \[", results)
+    mean = cell.group(1)
+    other = f"{float(mean) + 0.25:.4f}"
+    (stale / "results.md").write_text(
+        results.replace(f"| RetrievedAnswer | {mean} [", f"| RetrievedAnswer | {other} [", 1)
+    )
+    assert export(capsys, "--run", str(stale), "--to", str(tmp_path / "out"))[0] == 0
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "| RetrievedAnswer |" not in card
+    assert (
+        f"The run folder's results.md is left out: its RetrievedAnswer mean {other} over 2 rows is not in "
+        "scores/RetrievedAnswer.jsonl (a results.md of another run)." in card
+    )
+
+
+@pytest.mark.slow
+def test_a_split_that_would_write_outside_the_export_is_refused(run_folder, tmp_path, capsys):
+    hostile = tmp_path / "deep" / "run"
+    shutil.copytree(run_folder, hostile)
+    for variant in VARIANTS:
+        meta = hostile / "predictions" / f"{variant}.meta.json"
+        document = json.loads(meta.read_text())
+        document["settings"]["split"] = "../../../escaped"
+        meta.write_text(json.dumps(document))
+    status, printed, err = export(capsys, "--run", str(hostile), "--to", str(tmp_path / "deep" / "out"))
+    assert status == 1 and printed == "" and not (tmp_path / "deep" / "out").exists()
+    assert "would write outside" in err and len(err.strip().splitlines()) == 1
+    assert not list(tmp_path.rglob("escaped*"))

@@ -4,6 +4,7 @@ line naming the setting."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import subprocess
@@ -86,6 +87,15 @@ def test_the_readme_plugin_metric_is_scored_like_a_built_in(tmp_path, plugin_pat
     again = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert again.returncode == 0 and "loading the" not in again.stderr, again.stderr[-2000:]
 
+    # an edit of another module of the plug-in's package re-scores the plug-in's metric, and only it
+    (plugin_path / "mypkg" / "__init__.py").write_text("WORDS = 'edited'\n")
+    edited = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert edited.returncode == 0, edited.stderr[-2000:]
+    moved = sorted(p.relative_to(out / "stale").parts[1:] for p in (out / "stale").rglob("*.jsonl"))
+    assert [parts for parts in moved if parts[-1] != "moved.jsonl"] == [
+        ("scores", variant, "answer_length.jsonl") for variant in ("TextGen", "TextGen@bm25")
+    ]
+
 
 def test_the_plan_lists_a_plugin_as_an_extension(plugin_path, monkeypatch):
     monkeypatch.syspath_prepend(str(plugin_path))
@@ -124,3 +134,102 @@ def test_a_plugin_name_may_not_take_a_built_in_metrics_place(tmp_path, monkeypat
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(ConfigError, match=r"extra\[0\]: name 'rouge' of clash.Clash is taken"):
         load_config(TINY, ["--evaluation.metrics.extra", '[{"class_path": "clash.Clash"}]'])
+
+
+def _plugin_package(root: Path) -> Path:
+    """``helpful/metric.py`` whose metric scores with ``helpful/words.py``'s helper."""
+    package = root / "helpful"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "words.py").write_text("def count(text):\n    return len(text.split())\n")
+    (package / "metric.py").write_text(
+        "from graphctx.metrics.registry import RowMetric\n"
+        "from helpful.words import count\n\n"
+        "class Words(RowMetric):\n"
+        "    name = 'words'\n"
+        "    columns = {'words': 'Words'}\n\n"
+        "    def score_rows(self, questions, generated, gold, premises):\n"
+        "        return {'words': [count(text) for text in generated]}\n"
+    )
+    return package
+
+
+def test_editing_a_module_a_plugin_imports_changes_its_fingerprint(tmp_path, monkeypatch):
+    package = _plugin_package(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    extra = '[{"class_path": "helpful.metric.Words"}]'
+    entry = ModelStack(load_config(TINY, ["--evaluation.metrics.extra", extra])).metrics[-1]
+    before = entry.fingerprint()
+    (package / "words.py").write_text("def count(text):\n    return len(text)\n")  # characters now
+    after = entry.fingerprint()
+    assert after["source_sha256"] != before["source_sha256"]
+
+    from graphctx.plugins import package_sources
+
+    assert sorted(package_sources("helpful.metric.Words")) == [
+        "helpful/__init__.py",
+        "helpful/metric.py",
+        "helpful/words.py",
+    ]
+    (tmp_path / "single.py").write_text("from helper import x\n")  # a top-level module and its neighbour
+    (tmp_path / "helper.py").write_text("x = 1\n")
+    first = package_sources("single.Thing")
+    (tmp_path / "helper.py").write_text("x = 2\n")
+    assert set(first) == {"single.py", "helper.py"} and package_sources("single.Thing") != first
+
+
+@pytest.mark.parametrize(
+    ("scores", "problem"),
+    [
+        ("{'x': [1.0] * len(generated)}", "score_rows() wrote ['x']; its columns are ['x', 'y']"),
+        ("{'x': [1.0], 'y': [1.0]}", "score_rows() gave 1 x scores for 2 rows"),
+        ("{'x': [math.inf] * 2, 'y': [1.0] * 2}", "score_rows()'s x scores hold an infinite value"),
+        ("{'x': ['high'] * 2, 'y': [1.0] * 2}", "score_rows()'s x score 'high' is not a number"),
+        ("[1.0, 2.0]", "score_rows() returned list, not a mapping of columns"),
+        ("1 / 0", "raised ZeroDivisionError: division by zero"),
+    ],
+)
+def test_a_plugin_metrics_wrong_scores_are_one_line_naming_it(tmp_path, monkeypatch, scores, problem):
+    (tmp_path / "badmetric.py").write_text(
+        "import math\nfrom graphctx.metrics.registry import RowMetric\n\n"
+        "class Bad(RowMetric):\n    name = 'bad'\n    columns = {'x': 'X', 'y': 'Y'}\n\n"
+        f"    def score_rows(self, questions, generated, gold, premises):\n        return {scores}\n"
+    )
+    monkeypatch.delitem(sys.modules, "badmetric", raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    extra = '[{"class_path": "badmetric.Bad"}]'
+    entry = ModelStack(load_config(TINY, ["--evaluation.metrics.extra", extra])).metrics[-1]
+    score = entry.scorer(None, None, None, None)
+    with pytest.raises(ConfigError) as error:
+        score(["q1", "q2"], ["a b", "c"], ["g1", "g2"], [None, None])
+    assert str(error.value) == f"evaluation.metrics.extra bad (badmetric.Bad): {problem}"
+    (tmp_path / "badmetric.py").write_text("")
+
+
+def test_a_plugin_metric_nan_on_every_row_warns(tmp_path, monkeypatch):
+    from graphctx.evaluation.matrix.table import ResultsTable, TableRow
+    from graphctx.evaluation.matrix.unscored import unscored_warnings
+    from graphctx.metrics.stats import Interval
+    from graphctx.prompts import VARIANTS
+
+    (tmp_path / "nanmetric.py").write_text(
+        "import math\nfrom graphctx.metrics.registry import RowMetric\n\n"
+        "class Nan(RowMetric):\n    name = 'nan'\n    columns = {'x': 'X'}\n\n"
+        "    def score_rows(self, questions, generated, gold, premises):\n"
+        "        return {'x': [math.nan] * len(generated)}\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = load_config(TINY, ["--evaluation.metrics.extra", '[{"class_path": "nanmetric.Nan"}]'])
+    scores = config.metric_entries[-1].scorer(None, None, None, None)(
+        ["q"] * 3, ["a"] * 3, ["g"] * 3, [None] * 3
+    )
+    assert all(math.isnan(v) for v in scores["x"])  # NaN is "not scored", not an error
+    empty, scored = Interval(math.nan, math.nan, math.nan, 0), Interval(0.5, 0.4, 0.6, 3)
+    rows = [
+        TableRow(VARIANTS["TextGen"], {"x": empty, "rouge1": scored}, answered=3),
+        TableRow(VARIANTS["GraphGen"], {"x": scored, "rouge1": scored}, answered=3),
+    ]
+    assert unscored_warnings(ResultsTable(rows, ["rouge1", "x"]), config.metric_entries) == [
+        "warning: evaluation.metrics.extra nan (nanmetric.Nan): x is NaN (not scored) on every one of the "
+        "3 rows of TextGen"
+    ]

@@ -6,6 +6,7 @@ name is one line naming the setting."""
 from __future__ import annotations
 
 import json
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -135,3 +136,52 @@ def test_an_unknown_extractor_is_one_line_naming_the_setting(plugin, tmp_path):
     taken = plugin.replace("ownext.TagPairsEntry", "ownext_taken.Taken")
     with pytest.raises(ConfigError, match=r"knowledge\.extractors_extra\[0\]: name 'spacy' .* is taken"):
         load_config(TINY, ["--knowledge.extractors_extra", taken])
+
+
+@pytest.mark.parametrize(
+    ("extract", "problem"),
+    [
+        ("[[]]", "extract() gave 1 triplet lists for 2 texts"),
+        (
+            "[[('a', 'b', 'c')], []]",
+            "extract()'s list 0 holds ('a', 'b', 'c'), not a graphctx.knowledge.triplets",
+        ),
+        ("[None, []]", "extract()'s list 0 is a NoneType"),
+        ("[][0]", "raised IndexError: list index out of range"),
+    ],
+)
+def test_a_plugin_extractors_wrong_output_is_one_line_naming_it(tmp_path, monkeypatch, extract, problem):
+    from graphctx.knowledge.extractors import build_extractor
+
+    (tmp_path / "badext.py").write_text(
+        "from graphctx.knowledge.extractors import PluginExtractor\n\n"
+        "class Bad:\n    name = 'bad'\n\n    def extract(self, texts):\n"
+        f"        return {extract}\n\n"
+        "class BadEntry(PluginExtractor):\n    name = 'bad'\n\n"
+        "    def build(self, lent):\n        return Bad()\n"
+    )
+    monkeypatch.delitem(sys.modules, "badext", raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    extra = json.dumps([{"class_path": "badext.BadEntry"}])
+    config = load_config(TINY, ["--knowledge.extractors", '["bad"]', "--knowledge.extractors_extra", extra])
+    with pytest.raises(ConfigError) as error:
+        build_extractor(config.knowledge).extract(["one text", "another"])
+    assert str(error.value).startswith(f"knowledge.extractors_extra bad (badext.BadEntry): {problem}")
+
+
+def test_a_plugin_knowledge_source_that_opens_no_graph_is_one_line_naming_it(tmp_path, monkeypatch):
+    from graphctx.knowledge.backends import build_knowledge_graph
+
+    (tmp_path / "badkg.py").write_text(
+        "from graphctx.knowledge.backends import PluginSource\n\n"
+        "class NotAGraph(PluginSource):\n    name = 'mine'\n\n    def open(self):\n        return {}\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    extra = json.dumps([{"class_path": "badkg.NotAGraph"}])
+    config = load_config(TINY, ["--knowledge.extra", extra, "--knowledge.backend", "mine"])
+    with pytest.raises(ConfigError) as error:
+        build_knowledge_graph(config.knowledge)
+    assert str(error.value) == (
+        "knowledge.extra mine (badkg.NotAGraph): open() returned dict, not a "
+        "graphctx.knowledge.kg.SparqlKnowledgeGraph"
+    )

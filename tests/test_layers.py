@@ -26,6 +26,7 @@ LAYERS = {
             "settings_docs",
             "plugins",
             "citations",
+            "paths",
         ),
         0,
     ),

@@ -168,6 +168,17 @@ def test_bad_input_is_one_line_and_nothing_is_written(
     elsewhere = _config_with(config, adapter_elsewhere)
     assert "evaluation.adapter" in _error(capsys, [*run, "--config", str(elsewhere)])
 
+    for site in (str(tmp_path / "outside"), "../../outside"):  # the site names folders of --state
+
+        def hostile_site(s, site=site):
+            s["data"]["dataset"]["site"] = site
+
+        hostile = _config_with(config, hostile_site)
+        assert f"data.dataset.site: {site!r} is not a site's name" in _error(
+            capsys, [*run, "--config", str(hostile)]
+        )
+    assert not (tmp_path / "outside").exists() and not (tmp_path.parent / "outside").exists()
+
     assert not state.exists()
 
     elsewhere = tmp_path / "elsewhere"
@@ -280,3 +291,26 @@ def test_a_stopped_reproduce_ends_its_stage_and_leaves_no_temporary_file(
     )
     assert not any(child.is_running() and child.status() != psutil.STATUS_ZOMBIE for child in children)
     assert not list(state.rglob("*.tmp")) and not (state / "records" / "cardano" / "index.json").exists()
+
+
+def test_editing_a_module_a_plugin_imports_reruns_evaluate_only(
+    workspace: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from test_extending import _plugin_package
+
+    from graphctx.reproduce.sites import load_sites
+    from graphctx.reproduce.stages import Options, build_stages
+
+    config, state = workspace
+    package = _plugin_package(tmp_path / "plugins")
+    monkeypatch.syspath_prepend(str(tmp_path / "plugins"))
+
+    def with_plugin(s):
+        s["evaluation"]["metrics"]["extra"] = [{"class_path": "helpful.metric.Words"}]
+
+    sites = load_sites([str(_config_with(config, with_plugin))], None)
+    options = Options(state=state, digest_sources=False)
+    before = {stage.name: stage.fingerprint for stage in build_stages(sites, options)}
+    (package / "words.py").write_text("def count(text):\n    return len(text)\n")
+    after = {stage.name: stage.fingerprint for stage in build_stages(sites, options)}
+    assert [name for name in before if before[name] != after[name]] == ["cardano/evaluate"]

@@ -11,6 +11,7 @@ from tiny_config import recent_pool_config
 
 from graphctx.commands import index as index_command
 from graphctx.errors import DataError
+from graphctx.pipeline.config_file import load_config
 from graphctx.retrieval.graph import build_question_graph
 from graphctx.retrieval.incremental import extend_graph, extend_index
 from graphctx.retrieval.index import build_index
@@ -124,6 +125,18 @@ def test_index_command_adds_questions_to_the_cached_pool(tmp_path, capsys, smoll
     assert after["pool"] == before["pool"] + 2 and after["added"] == 2
     assert after["edges"] >= before["edges"]
     assert "exact build" in capsys.readouterr().err
+
+    test = load_config(config, cache_dir=cache).load_dataset()["test"][0]  # an evaluated question
+    for row in (
+        {"id": test["id"], "question": "another text"},
+        {"id": 10**9 + 7, "question": test["question"]},
+    ):
+        table.write_text(json.dumps(row) + "\n")
+        with pytest.raises(DataError) as error:
+            index_command.execute(added, io.StringIO())
+        assert str(error.value).startswith(
+            f"--add {table}: row 1 (id {row['id']}) is a question of the test split"
+        )
 
 
 def index_args(*argv: str) -> Namespace:

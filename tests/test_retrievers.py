@@ -5,6 +5,8 @@ fingerprinted by what retrieved them."""
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import sys
 from pathlib import Path
 
 import pytest
@@ -181,3 +183,102 @@ def test_a_setting_of_a_mode_that_is_off_never_re_answers():
     assert fingerprint("--retrieval.knn_recall_sample", "10") == power  # measures recall, changes no edge
     push = fingerprint("--retrieval.ppr", "push")
     assert push != power and fingerprint("--retrieval.ppr", "push", "--retrieval.ppr_eps", "0.001") != push
+
+
+def write_broken(folder: Path, retrieve: str, init: str = "pass", build: str = "Ranker()") -> Path:
+    """``folder`` holding ``broken.Broken``, whose retriever's ``retrieve`` returns ``retrieve`` (an
+    earlier test's ``broken`` module forgotten)."""
+    sys.modules.pop("broken", None)
+    importlib.invalidate_caches()
+    (folder / "broken.py").write_text(
+        "import math\n"
+        "from graphctx.retrieval.registry import PluginRetriever\n"
+        "from graphctx.retrieval.retriever import Hit\n\n"
+        "class Broken(PluginRetriever):\n"
+        "    name = 'broken'\n\n"
+        "    def __init__(self, settings):\n"
+        "        super().__init__(settings)\n"
+        f"        {init}\n\n"
+        "    def build(self, pool):\n"
+        "        first = pool.ids[0]\n"
+        "        class Ranker:\n"
+        "            def retrieve(_, queries):\n"
+        f"                return {retrieve}\n"
+        f"        return {build}\n"
+    )
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("retrieve", "problem"),
+    [
+        ("[[Hit(first, 1.0)] for _ in range(len(queries) + 1)]", "retrieve() gave 3 hit lists for 2 queries"),
+        ("[[Hit(first, 1.0)]]", "retrieve() gave 1 hit lists for 2 queries"),
+        (
+            "[[Hit(first, math.inf)] for _ in queries]",
+            "retrieve()'s hit list 0: score inf of id 10 is not a finite number",
+        ),
+        (
+            "[[Hit(first, math.nan)] for _ in queries]",
+            "retrieve()'s hit list 0: score nan of id 10 is not a finite number",
+        ),
+        ("[[Hit(-1, 1.0)] for _ in queries]", "retrieve()'s hit list 0: id -1 is not in the pool"),
+        (
+            "[[(first, 1.0)] for _ in queries]",
+            "retrieve()'s hit list 0: (10, 1.0) is not a graphctx.retrieval.retriever.Hit",
+        ),
+        ("[Hit(first, 1.0) for _ in queries]", "retrieve()'s hit list 0: not a list"),
+        ("{}['nothing']", "raised KeyError: 'nothing'"),
+    ],
+)
+def test_a_plugin_retrievers_wrong_hits_are_one_line_naming_it(
+    tmp_path, monkeypatch, pool, retrieve, problem
+):
+    ids, settings, cache = pool
+    monkeypatch.syspath_prepend(str(write_broken(tmp_path, retrieve)))
+    config = load_config(TINY, ["--retrieval.extra", '[{"class_path": "broken.Broken"}]'])
+    retriever = config.retriever_entries["broken"].build(view(ids, settings, cache))
+    with pytest.raises(ConfigError) as error:
+        retriever.retrieve(["a query", "another"])
+    assert str(error.value) == f"retrieval.extra broken (broken.Broken): {problem}"
+
+
+@pytest.mark.parametrize(
+    ("init", "build", "problem"),
+    [
+        (
+            "1 / 0",
+            "Ranker()",
+            "retrieval.extra[0]: broken.Broken(...) raised ZeroDivisionError: division by zero",
+        ),
+        (
+            "pass",
+            "None",
+            "retrieval.extra broken (broken.Broken): build() returned NoneType, not a retriever",
+        ),
+        (
+            "pass",
+            "nothing",
+            "retrieval.extra broken (broken.Broken): raised NameError: name 'nothing' is not",
+        ),
+    ],
+)
+def test_a_plugin_retriever_that_fails_to_build_is_one_line_naming_it(
+    tmp_path, monkeypatch, pool, init, build, problem
+):
+    ids, settings, cache = pool
+    monkeypatch.syspath_prepend(str(write_broken(tmp_path, "[]", init, build)))
+    with pytest.raises(ConfigError) as error:
+        config = load_config(TINY, ["--retrieval.extra", '[{"class_path": "broken.Broken"}]'])
+        config.retriever_entries["broken"].build(view(ids, settings, cache))
+    assert "\n" not in str(error.value) and problem in str(error.value), str(error.value)
+
+
+def test_a_plugin_module_that_fails_on_import_is_one_line_naming_it(tmp_path, monkeypatch):
+    (tmp_path / "failing.py").write_text("undefined_name\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError) as error:
+        load_config(TINY, ["--retrieval.extra", '[{"class_path": "failing.Retriever"}]'])
+    assert str(error.value).endswith(
+        "retrieval.extra[0]: importing 'failing' raised NameError: name 'undefined_name' is not defined"
+    )

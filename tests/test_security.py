@@ -153,3 +153,97 @@ def test_resuming_from_a_malicious_checkpoint_fails_without_running_it(secret_ru
     assert "is not a readable checkpoint (Weights only load failed" in capfd.readouterr().err
     assert not marker.exists()
     assert os.path.getsize(evil) > 0
+
+
+# ---- paths built from configuration or input stay in their folder (issue 42) ---------------------------
+HOSTILE = ["/some/dir", "../../x", "..", "a/../../b", "a/b", "-rf", "x..y", "a b"]
+"""Values that are not a site's name: absolute, climbing, nested, flag-like, spaced."""
+
+
+@pytest.mark.parametrize(
+    "site", ["askubuntu", "askubuntu.com", "unix.stackexchange.com", "cardano", "my_site-2"]
+)
+def test_a_host_like_site_name_is_accepted(site: str) -> None:
+    from graphctx.paths import check_site
+
+    assert check_site(site, "data.dataset.site") == site
+
+
+@pytest.mark.parametrize("site", HOSTILE)
+def test_a_site_that_is_not_a_sites_name_is_refused_at_config_load_in_one_line(site: str) -> None:
+    from graphctx.errors import ConfigError
+    from graphctx.pipeline.config_file import load_config
+
+    with pytest.raises(ConfigError) as error:
+        load_config(REPO_ROOT / "configs" / "tiny.yaml", [f"--data.dataset.site={site}"])
+    assert "\n" not in str(error.value) and f"data.dataset.site: {site!r} is not a site's name" in str(
+        error.value
+    )
+
+
+def test_a_dump_whose_name_is_not_a_sites_name_is_refused_as_a_reproduce_site() -> None:
+    from graphctx.errors import ConfigError
+    from graphctx.pipeline.config_file import load_config
+    from graphctx.reproduce.sites import site_of
+
+    config = load_config(REPO_ROOT / "configs" / "tiny.yaml", ["--data.dataset.source", "hf:owner/.."])
+    with pytest.raises(
+        ConfigError, match=r"data.dataset.source hf:owner/.. \(data.dataset.site unset\): '..' is"
+    ):
+        site_of(config)
+
+
+@pytest.mark.parametrize("name", ["/some/dir", "../../x", "a/../../../x", "."])
+def test_inside_refuses_a_name_that_leaves_its_folder(tmp_path: Path, name: str) -> None:
+    from graphctx.errors import ConfigError
+    from graphctx.paths import inside
+
+    with pytest.raises(ConfigError, match="would write outside"):
+        inside(tmp_path, name, where="setting")
+    (tmp_path / "link").symlink_to(tmp_path.parent)
+    with pytest.raises(ConfigError, match="would write outside"):
+        inside(tmp_path, "link", "x.json")  # a link out of the folder
+    assert inside(tmp_path, "a", "b.json") == tmp_path / "a" / "b.json"
+
+
+@pytest.mark.parametrize("stage", ["../../x/data", "/some/dir/data"])
+def test_reproduce_records_plans_and_logs_stay_in_the_state_folder(
+    tmp_path: Path, capsys, stage: str
+) -> None:
+    from graphctx.errors import ConfigError
+    from graphctx.reproduce.record import main as record
+    from graphctx.reproduce.state import State
+
+    state = State(tmp_path / "state")
+    for path_of in (state.record_path, state.plan_path):
+        with pytest.raises(ConfigError, match=f"stage {stage}: .* would write outside"):
+            path_of(stage)
+    assert record([str(tmp_path / "state"), stage]) == 1  # the SLURM record job
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"error: stage {stage}: ") and "would write outside" in line
+    assert sorted(p.name for p in tmp_path.rglob("*")) == []
+
+
+def test_evaluation_run_files_stay_in_the_output_folder(tmp_path: Path) -> None:
+    from graphctx.errors import ConfigError
+    from graphctx.evaluation.matrix.run_files import RunFiles
+    from graphctx.prompts import VARIANTS, Variant
+
+    files = RunFiles(tmp_path, ("rouge",))
+    hostile = Variant("../../x", "x", "base", "none", knowledge=False, pairs=False)
+    for path_of in (files.predictions_file, files.scores_file):
+        with pytest.raises(ConfigError, match=r"evaluation\.variants: .* would write outside"):
+            path_of(hostile)
+    with pytest.raises(ConfigError, match=r"metric \.\./x: .* would write outside"):
+        files.metric_file(VARIANTS["TextGen"], "../x")
+    assert files.metric_file(VARIANTS["TextGen"], "rouge") == tmp_path / "scores" / "TextGen" / "rouge.jsonl"
+
+
+def test_a_sweep_model_whose_folder_would_leave_models_is_refused() -> None:
+    from graphctx.errors import ConfigError
+    from graphctx.evaluation.matrix.sweep import model_folders
+
+    assert model_folders(["meta-llama/Llama-2-7b-hf"]) == {"meta-llama/Llama-2-7b-hf": "Llama-2-7b-hf"}
+    for model in ("/models/llama/..", "/", "."):
+        with pytest.raises(ConfigError, match=f"--models {model}: .* would write outside models"):
+            model_folders([model])

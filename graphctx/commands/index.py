@@ -59,7 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def added_questions(path: str) -> tuple[list[int], list[str]]:
-    """Ids and texts of the ``--add`` table; a missing column or a bad id is a one-line ``DataError``."""
+    """Ids and texts of the ``--add`` table; a missing column or a bad id is a one-line ``DataError``
+    (questions of the evaluated splits: :func:`check_not_evaluated`)."""
     from graphctx.data.records import load_table
     from graphctx.errors import DataError
 
@@ -107,6 +108,26 @@ def pool_update(args: argparse.Namespace) -> tuple[Any, dict[int, str]]:
         added=tuple((row["id"], row["question"]) for row in added),
     )
     return update, answers
+
+
+def check_not_evaluated(path: str, added: tuple[list[int], list[str]], dataset: Mapping[str, Any]) -> None:
+    """Refuse, in one line, an ``--add`` question that is a validation or test question (by id or text): in
+    the pool it would be retrieved for itself, and the split's linkage would report it linked. A negative
+    id is refused too (graph retrieval's no-node mark is -1)."""
+    from graphctx.errors import DataError
+
+    ids, texts = added
+    for split in (name for name in dataset if name != "train"):
+        taken_ids, taken_texts = set(dataset[split]["id"]), set(dataset[split]["question"])
+        for row, (qid, text) in enumerate(zip(ids, texts, strict=True), start=1):
+            if qid in taken_ids or text in taken_texts:
+                raise DataError(
+                    f"--add {path}: row {row} (id {qid}) is a question of the {split} split; add only "
+                    "questions that are not evaluated (an evaluated question in the pool finds itself)"
+                )
+    negative = next((row for row, qid in enumerate(ids, start=1) if qid < 0), None)
+    if negative is not None:
+        raise DataError(f"--add {path}: row {negative}: question id {ids[negative - 1]} is negative")
 
 
 def embed_pool_shards(
@@ -161,7 +182,10 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
 
         live = LivePool(args.pool_dir, config.retrieval, cache_dir)
         live.start(train)
-        print(json.dumps(live.apply(*pool_update(args))), file=out)
+        update, answers = pool_update(args)
+        if update.added:
+            check_not_evaluated(args.add, ([i for i, _ in update.added], [q for _, q in update.added]), dataset)
+        print(json.dumps(live.apply(update, answers)), file=out)
         return 0
     if args.edit or args.delete:
         from graphctx.retrieval.updates import update_index
@@ -189,6 +213,8 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
         )
         return 0
     added = None if args.add is None else added_questions(args.add)
+    if added is not None:
+        check_not_evaluated(args.add, added, dataset)
     if args.shards is not None:
         sharded = embed_pool_shards(train, config.retrieval, cache_dir, args.shards, args.worker)
         print(json.dumps(sharded), file=sys.stderr if not args.worker else out)

@@ -101,6 +101,10 @@ def _row(
 
     text = {name: value(name, "", _text) for name in TEXT_FIELDS}
     numbers = {name: value(name, index if name == "id" else 0, _integer) for name in INTEGER_FIELDS}
+    if numbers["id"] < 0:  # graph retrieval marks "no node" with -1: a negative id would vanish there
+        raise DataError(
+            f"{where}, column '{columns['id']}': question id {numbers['id']} is negative; use ids >= 0"
+        )
     created = value("created", None, _date)
     if not created:
         raise DataError(f"{where}, column '{columns['created']}': missing creation date")

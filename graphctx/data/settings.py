@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 
 from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, Range, check_own_fields
 from graphctx.data.instruct import TEMPLATES
+from graphctx.paths import site_problem
 
 
 @dataclass
@@ -94,7 +95,8 @@ class DatasetSettings:
     .7z archive (read in place); or a local
     .json/.jsonl/.csv/.parquet file; or a Hugging Face dataset id (``hf:owner/name``)."""
     site: str | None = None
-    """Site name stored in each row; default: the folder name of ``source``."""
+    """Site name stored in each row; default: the folder name of ``source``. A host-like token
+    (``askubuntu``, ``unix.stackexchange.com``): letters, digits, ``.``, ``-``, ``_``."""
     hf_split: str = "train"
     """For Hugging Face / tabular sources: which split of the source to read."""
     column_mapping: dict[str, str] = field(default_factory=dict)
@@ -107,6 +109,12 @@ class DatasetSettings:
     speed changes: the dataset (and its cache key) is the same for any value."""
     filters: FilterSettings = field(default_factory=FilterSettings)
     split: SplitSettings = field(default_factory=SplitSettings)
+
+    @staticmethod
+    def consistency(value: Any) -> list[tuple[str, str]]:
+        """A ``site`` that is not a site's name (it names folders of ``graphctx reproduce``)."""
+        problem = None if value.site is None else site_problem(value.site)
+        return [] if problem is None else [("site", problem)]
 
 
 @dataclass

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 from graphctx.errors import ConfigError
 from graphctx.knowledge.kg import Gazetteer, GazetteerUnion, SparqlKnowledgeGraph
 from graphctx.knowledge.settings import KnowledgeSettings
-from graphctx.plugins import load_plugins, source_fingerprint
+from graphctx.plugins import checked_method, load_plugins, plugin_name, source_fingerprint
 
 
 class KnowledgeSource:
@@ -100,8 +100,24 @@ class PluginSource(KnowledgeSource):
     class_path: str
     init_args: dict[str, Any]
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        opened = cls.__dict__.get("open")
+        if opened is not None and not getattr(opened, "checked", False):
+            cls.open = checked_method(opened, _checked_graph, "knowledge.extra")  # type: ignore[method-assign]
+
     def fingerprint(self) -> dict[str, Any]:
         return source_fingerprint(self)
+
+
+def _checked_graph(entry: PluginSource, graph: Any, args: tuple) -> SparqlKnowledgeGraph:
+    """What a plug-in source's ``open()`` returned, when it is a knowledge graph."""
+    if not isinstance(graph, SparqlKnowledgeGraph):
+        raise ConfigError(
+            f"knowledge.extra {plugin_name(entry)}: open() returned {type(graph).__name__}, not a "
+            "graphctx.knowledge.kg.SparqlKnowledgeGraph"
+        )
+    return graph
 
 
 def knowledge_sources(settings: KnowledgeSettings) -> dict[str, KnowledgeSource]:

@@ -16,15 +16,15 @@ The configured extractors' triplets are united (:class:`~graphctx.knowledge.trip
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from graphctx.errors import ConfigError
 from graphctx.knowledge.settings import KnowledgeSettings
-from graphctx.knowledge.triplets import ExtractorUnion, TripletExtractor
+from graphctx.knowledge.triplets import ExtractorUnion, Triplet, TripletExtractor
 from graphctx.paper import GENERATION, REBEL, Reference
-from graphctx.plugins import load_plugins, source_fingerprint
+from graphctx.plugins import checked_method, load_plugins, plugin_name, running, source_fingerprint
 
 if TYPE_CHECKING:
     from graphctx.knowledge.kg import Gazetteer
@@ -179,11 +179,59 @@ class PluginExtractor(ExtractorEntry):
     class_path: str
     init_args: dict[str, Any]
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        build = cls.__dict__.get("build")
+        if build is not None and not getattr(build, "checked", False):
+            cls.build = checked_method(build, CheckedExtractor.of, EXTRA)  # type: ignore[method-assign]
+
     def plan_details(self) -> dict[str, Any]:
         return {"class_path": self.class_path}
 
     def fingerprint(self) -> dict[str, Any]:
         return source_fingerprint(self)
+
+
+EXTRA = "knowledge.extractors_extra"
+
+
+class CheckedExtractor:
+    """A plug-in's extractor whose output is checked: one list of :class:`Triplet` s per text; anything
+    else, or an exception it raises, is one ``ConfigError`` line naming the plug-in."""
+
+    def __init__(self, what: str, extractor: TripletExtractor) -> None:
+        self.what = what
+        self.extractor = extractor
+        self.name = extractor.name
+
+    @classmethod
+    def of(cls, entry: PluginExtractor, extractor: Any, args: tuple) -> CheckedExtractor:
+        what = f"{EXTRA} {plugin_name(entry)}"
+        if not callable(getattr(extractor, "extract", None)):
+            raise ConfigError(
+                f"{what}: build() returned {type(extractor).__name__}, not an extractor (an object with "
+                "name and extract(texts) -> list[list[Triplet]])"
+            )
+        if not isinstance(getattr(extractor, "name", None), str):
+            extractor.name = entry.name
+        return cls(what, extractor)
+
+    def extract(self, texts: Sequence[str]) -> list[list[Triplet]]:
+        with running(self.what):
+            found = self.extractor.extract(texts)
+        if not isinstance(found, list) or len(found) != len(texts):
+            count = len(found) if isinstance(found, list) else type(found).__name__
+            raise ConfigError(f"{self.what}: extract() gave {count} triplet lists for {len(texts)} texts")
+        for number, triplets in enumerate(found):
+            if not isinstance(triplets, list):
+                raise ConfigError(f"{self.what}: extract()'s list {number} is a {type(triplets).__name__}")
+            wrong = next((t for t in triplets if not isinstance(t, Triplet)), None)
+            if wrong is not None:
+                raise ConfigError(
+                    f"{self.what}: extract()'s list {number} holds {wrong!r}, not a "
+                    "graphctx.knowledge.triplets.Triplet"
+                )
+        return found
 
 
 def extractor_entries(settings: KnowledgeSettings) -> dict[str, ExtractorEntry]:

@@ -23,7 +23,7 @@ import dataclasses
 import importlib
 import importlib.metadata
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -31,7 +31,7 @@ from graphctx.errors import ConfigError
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics.settings import MetricSettings
 from graphctx.model.settings import ModelSpec
-from graphctx.plugins import import_class, load_plugins, source_fingerprint
+from graphctx.plugins import import_class, load_plugins, plugin_name, running, source_fingerprint
 
 if TYPE_CHECKING:
     from graphctx.knowledge.triplets import TripletExtractor
@@ -276,18 +276,34 @@ class RowMetric(MetricEntry):
 
     def scorer(self, device, cache_dir, extractor, gold_store) -> RowScorer:
         def score(questions, generated, gold, premises) -> RowScores:
-            scores = self.score_rows(questions, generated, gold, premises)
-            unknown = sorted(set(scores) - set(self.columns))
-            if unknown:
-                raise ValueError(f"metric {self.name!r} wrote {unknown}, not among its columns")
-            for key, values in scores.items():
-                if len(values) != len(generated):
-                    raise ValueError(
-                        f"metric {self.name!r}: {len(values)} {key} scores for {len(generated)} rows"
-                    )
-            return {key: [float(v) for v in values] for key, values in scores.items()}
+            what = f"evaluation.metrics.extra {plugin_name(self)}"
+            with running(what):
+                scores = self.score_rows(questions, generated, gold, premises)
+            return checked_scores(what, scores, self.columns, len(generated))
 
         return score
+
+
+def checked_scores(what: str, scores: Any, columns: Mapping[str, str], rows: int) -> RowScores:
+    """A plug-in's ``score_rows`` result as floats, or one ``ConfigError`` line starting with ``what``: a
+    mapping of exactly its declared ``columns``, each ``rows`` numbers, none infinite (NaN: not scored)."""
+    if not isinstance(scores, Mapping):
+        raise ConfigError(f"{what}: score_rows() returned {type(scores).__name__}, not a mapping of columns")
+    unknown, missing = sorted(set(scores) - set(columns)), sorted(set(columns) - set(scores))
+    if unknown or missing:
+        raise ConfigError(f"{what}: score_rows() wrote {sorted(scores)}; its columns are {sorted(columns)}")
+    found: RowScores = {}
+    for key, values in scores.items():
+        if isinstance(values, str | bytes) or not isinstance(values, Sequence) or len(values) != rows:
+            count = len(values) if isinstance(values, Sequence) else type(values).__name__
+            raise ConfigError(f"{what}: score_rows() gave {count} {key} scores for {rows} rows")
+        bad = next((v for v in values if isinstance(v, bool) or not isinstance(v, int | float)), None)
+        if bad is not None:
+            raise ConfigError(f"{what}: score_rows()'s {key} score {bad!r} is not a number")
+        if any(math.isinf(v) for v in values):
+            raise ConfigError(f"{what}: score_rows()'s {key} scores hold an infinite value")
+        found[key] = [float(v) for v in values]
+    return found
 
 
 class GoldScored:

@@ -30,6 +30,7 @@ from graphctx.generation.settings import GenerationSettings
 from graphctx.knowledge.backends import knowledge_source
 from graphctx.knowledge.extractors import selected_extractors
 from graphctx.knowledge.settings import KnowledgeSettings
+from graphctx.metrics.registry import entries_named
 from graphctx.model.settings import TunerSettings
 from graphctx.pipeline.run_config import RunConfig
 from graphctx.prompts import BASELINE_VARIANTS, VARIANTS, get_variants, retriever_variant
@@ -357,7 +358,9 @@ def load_config(
         cache_override=cache_dir,
     )
     try:  # plug-ins are imported and checked here, named by the file
-        config.metric_entries  # noqa: B018
+        entries_named(
+            config.metric_entries, config.evaluation.callback_metrics, "evaluation.callback_metrics"
+        )
         knowledge_source(config.knowledge)
         selected_extractors(config.knowledge)
         for variant in get_variants(config.evaluation.variants):

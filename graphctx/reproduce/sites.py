@@ -15,6 +15,7 @@ from pathlib import Path
 
 from graphctx.data.dumpfiles import site_name
 from graphctx.errors import ConfigError
+from graphctx.paths import check_site
 from graphctx.pipeline.config_file import load_config
 from graphctx.pipeline.run_config import RunConfig
 
@@ -29,9 +30,13 @@ class Site:
 
 
 def site_of(config: RunConfig) -> str:
-    """``data.dataset.site``, else the name of the dump it reads."""
+    """``data.dataset.site``, else the name of the dump it reads; a site's name (it names the site's folder
+    of the state folder), else a ``ConfigError``."""
     dataset = config.data.dataset
-    return dataset.site or site_name(Path(dataset.source.removeprefix("hf:")))
+    if dataset.site:
+        return check_site(dataset.site, "data.dataset.site")
+    name = site_name(Path(dataset.source.removeprefix("hf:")))
+    return check_site(name, f"data.dataset.source {dataset.source} (data.dataset.site unset)")
 
 
 def load_sites(paths: Sequence[str], chosen: Sequence[str] | None) -> list[Site]:

@@ -27,6 +27,7 @@ from typing import TextIO
 
 from graphctx.cache import write_json_atomic
 from graphctx.errors import ConfigError
+from graphctx.paths import inside
 from graphctx.reproduce.stages import STAGE_SCRIPT, Stage
 from graphctx.reproduce.state import State
 
@@ -111,7 +112,7 @@ def submit(stages: Sequence[Stage], state: State, done: dict[str, str], out: Tex
             print(f"skip {stage.name}: up to date ({done[stage.name]})", file=out, flush=True)
             continue
         state.plan(stage)
-        log = logs / f"{stage.name}.out"
+        log = inside(logs, f"{stage.name}.out", where=f"stage {stage.name}")
         log.parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ)
         if stage.stdout is not None:
@@ -127,7 +128,7 @@ def submit(stages: Sequence[Stage], state: State, done: dict[str, str], out: Tex
                 "--time=0:30:00",
                 f"--dependency=afterok:{job}",
                 "--kill-on-invalid-dep=yes",
-                f"--output={logs / f'{stage.name}.record.out'}",
+                f"--output={inside(logs, f'{stage.name}.record.out', where=f'stage {stage.name}')}",
                 STAGE_SCRIPT,
                 "python",
                 "-m",

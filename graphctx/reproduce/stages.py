@@ -8,8 +8,9 @@ reads (``train`` needs ``data``, not ``index``), so SLURM runs independent stage
 
 A stage's :attr:`Stage.fingerprint` is :func:`graphctx.cache.fingerprint` of its command and of the settings
 it reads (the data stage: also the dump's part of the dataset cache key,
-:func:`graphctx.data.sources.source_fingerprint`); :mod:`graphctx.reproduce.state` adds the fingerprints of
-what its needs made.
+:func:`graphctx.data.sources.source_fingerprint`; the evaluate and sweep stages: also the sources of the
+user's plug-in packages, :func:`graphctx.plugins.package_sources`, and genqa those of its retrievers);
+:mod:`graphctx.reproduce.state` adds the fingerprints of what its needs made.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graphctx.cache import fingerprint
+from graphctx.paths import inside
+from graphctx.plugins import config_plugin_sources
 
 if TYPE_CHECKING:
     from graphctx.reproduce.sites import Site
@@ -138,14 +141,20 @@ def site_stages(site: Site, options: Options) -> list[Stage]:
     from graphctx.prompts import get_variants
 
     config, path, name = site.config, str(site.path), site.name
-    folder = options.state / name
+    folder = inside(options.state, name, where=f"{site.path}: site {name}")
     evaluated = [v.name for v in get_variants(config.evaluation.variants)]
     dataset = config.data.dataset
     source = source_fingerprint(dataset.source) if options.digest_sources else None
-    every = _settings(
+    knowledge, retrievers = config.knowledge, config.retrieval.extra
+    plugins = config_plugin_sources(
+        [retrievers, knowledge.extra, knowledge.extractors_extra, config.evaluation.metrics.extra]
+    )  # the code of the user's plug-ins, read by the stages that run them (none: nothing added)
+    code = [plugins] if plugins else []
+    retriever_code = [config_plugin_sources([retrievers])] if retrievers else []
+    every = [*_settings(
         config.trainer, config.model, config.data, config.retrieval, config.knowledge, config.generation,
         config.evaluation, config.seed_everything,
-    )  # fmt: skip
+    ), *code]  # fmt: skip
 
     def stage(
         kind: str, needs: Sequence[str], command: Sequence[str], reads: list[Any], **more: Any
@@ -188,7 +197,7 @@ def site_stages(site: Site, options: Options) -> list[Stage]:
         stages.append(
             stage(
                 "genqa", ["index"], [*GRAPHCTX, "genqa", "--config", path],
-                _settings(config.data, config.retrieval, config.evaluation.genqa_model),
+                [*_settings(config.data, config.retrieval, config.evaluation.genqa_model), *retriever_code],
                 outputs=[config.genqa_dir], resources=_one_device(_job(config)),
             )
         )  # fmt: skip

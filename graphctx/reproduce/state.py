@@ -26,6 +26,7 @@ from typing import Any
 
 from graphctx.cache import file_digest, fingerprint, write_json_atomic
 from graphctx.errors import ConfigError, DataError
+from graphctx.paths import inside
 from graphctx.reproduce.stages import Stage
 
 STATE_FILE = "state.json"
@@ -58,10 +59,10 @@ class State:
             write_json_atomic(self.folder / STATE_FILE, {"commit": commit})
 
     def record_path(self, name: str) -> Path:
-        return self.folder / "records" / f"{name}.json"
+        return inside(self.folder / "records", f"{name}.json", where=f"stage {name}")
 
     def plan_path(self, name: str) -> Path:
-        return self.folder / "planned" / f"{name}.json"
+        return inside(self.folder / "planned", f"{name}.json", where=f"stage {name}")
 
     def _read(self, path: Path) -> dict[str, Any] | None:
         """A record or plan; None when missing, and when unreadable or not one (a warning line: the stage

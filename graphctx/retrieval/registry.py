@@ -17,17 +17,18 @@ TextGen prompt, BM25's pairs), compared by default with ``<variant>`` itself.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from graphctx.errors import ConfigError
-from graphctx.plugins import load_plugins, source_fingerprint
+from graphctx.plugins import checked_method, load_plugins, plugin_name, running, source_fingerprint
 from graphctx.retrieval.settings import RetrievalSettings
 
 if TYPE_CHECKING:  # the retrievers import torch: only when one is built
     from graphctx.retrieval.index import RetrievalIndex
-    from graphctx.retrieval.retriever import QueryEmbedder, Retriever
+    from graphctx.retrieval.retriever import Hit, QueryEmbedder, Retriever
 
 FUSION_DEPTH = 100
 """How deep ``hybrid`` ranks with each of PageRank and BM25 before fusing (retrieval-eval's default)."""
@@ -129,14 +130,69 @@ BUILT_IN: tuple[type[RetrieverEntry], ...] = (GraphEntry, DenseEntry, BM25Entry,
 
 class PluginRetriever(RetrieverEntry):
     """The base of a plug-in retriever: subclass it, set ``name``, implement :meth:`build`. Its fingerprint
-    is its class path, its ``init_args`` and the SHA-256 of its module's source."""
+    is its class path, its ``init_args`` and the SHA-256 of its package's sources. What it builds and ranks
+    is checked (:class:`CheckedRetriever`); an exception it raises is one line naming it."""
 
     embeds = False
     class_path: str
     init_args: dict[str, Any]
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        build = cls.__dict__.get("build")
+        if build is not None and not getattr(build, "checked", False):
+            cls.build = checked_method(build, CheckedRetriever.of, WHERE)  # type: ignore[method-assign]
+
     def fingerprint(self) -> dict[str, Any]:
         return source_fingerprint(self)
+
+
+WHERE = "retrieval.extra"
+
+
+class CheckedRetriever:
+    """A plug-in's retriever whose hits are checked: one list per query, each of :class:`Hit` s of pool
+    ids with finite scores; anything else is one ``ConfigError`` naming the plug-in."""
+
+    def __init__(self, entry: PluginRetriever, retriever: Retriever, ids: frozenset[int]) -> None:
+        self.what = f"{WHERE} {plugin_name(entry)}"
+        self.retriever = retriever
+        self.ids = ids
+
+    @classmethod
+    def of(cls, entry: PluginRetriever, retriever: Any, args: tuple) -> CheckedRetriever:
+        """``retriever`` as :meth:`PluginRetriever.build` made it over the pool ``args[0]``, checked."""
+        if not callable(getattr(retriever, "retrieve", None)):
+            raise ConfigError(
+                f"{WHERE} {plugin_name(entry)}: build() returned {type(retriever).__name__}, not a retriever "
+                "(an object with retrieve(queries) -> list[list[Hit]])"
+            )
+        return cls(entry, retriever, frozenset(args[0].ids))
+
+    def problem(self, hit: Any) -> str | None:
+        """What is wrong with one hit (None: nothing)."""
+        from graphctx.retrieval.retriever import Hit
+
+        if not isinstance(hit, Hit):
+            return f"{hit!r} is not a graphctx.retrieval.retriever.Hit"
+        if hit.id not in self.ids:
+            return f"id {hit.id!r} is not in the pool"
+        if not isinstance(hit.score, int | float) or not math.isfinite(hit.score):
+            return f"score {hit.score!r} of id {hit.id} is not a finite number"
+        return None
+
+    def retrieve(self, queries: Sequence[str]) -> list[list[Hit]]:
+        with running(self.what):
+            found = self.retriever.retrieve(queries)
+        if not isinstance(found, list) or len(found) != len(queries):
+            count = len(found) if isinstance(found, list) else type(found).__name__
+            raise ConfigError(f"{self.what}: retrieve() gave {count} hit lists for {len(queries)} queries")
+        for number, hits in enumerate(found):
+            problems = [self.problem(hit) for hit in hits] if isinstance(hits, list) else ["not a list"]
+            problem = next((p for p in problems if p is not None), None)
+            if problem is not None:
+                raise ConfigError(f"{self.what}: retrieve()'s hit list {number}: {problem}")
+        return found
 
 
 def retriever_entries(settings: RetrievalSettings) -> dict[str, RetrieverEntry]:

@@ -42,6 +42,7 @@ from graphctx.evaluation.annotation.formats import (
     label_studio_tasks,
 )
 from graphctx.evaluation.jsonl import check_unique_ids, read_records
+from graphctx.paths import check_site
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ class ExportSpec:
                 raise ConfigError(f"{what}: name at least one")
             if len(set(names)) < len(names):
                 raise ConfigError(f"{what} {' '.join(names)}: a name is given twice")
+        check_site(self.site, "site")
         if GOLD in self.variants:
             raise ConfigError(f"--variants: {GOLD!r} is the gold answer, always included; name variants only")
         bad = [name for name in self.annotators if not name.replace("-", "").replace("_", "").isalnum()]

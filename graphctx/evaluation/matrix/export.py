@@ -45,7 +45,9 @@ import pyarrow.parquet as pq
 
 from graphctx.errors import ConfigError, DataError
 from graphctx.evaluation.jsonl import read_records
+from graphctx.evaluation.matrix.export_checks import check_scored, unbacked
 from graphctx.folder_lock import holding
+from graphctx.paths import inside
 from graphctx.stack.report import PLAN_FILE
 
 MARKER = ".graphctx-export.json"
@@ -149,9 +151,11 @@ def export_table(run: Path) -> tuple[pa.Table, dict[str, Any]]:
     for name in variants:
         settings = metas[name]["predictions"]["settings"]
         site, split = _site(settings), str(settings.get("split", ""))
-        scores = {int(r["id"]): r for r in read_records(run / "scores" / f"{name}.jsonl")}
+        scores = joined_scores(run, name)
         score_keys = sorted({key for r in scores.values() for key in r if key != "id"})
-        for line in read_records(run / "predictions" / f"{name}.jsonl"):
+        lines = read_records(run / "predictions" / f"{name}.jsonl")
+        check_scored(run, name, [int(line["id"]) for line in lines], scores)
+        for line in lines:
             key = (site, int(line["id"]))
             row = rows.setdefault(key, {"site": site, "split": split, "id": key[1]})
             for field in ROW_FIELDS:
@@ -174,6 +178,25 @@ def export_table(run: Path) -> tuple[pa.Table, dict[str, Any]]:
         "plan": json.loads(plan.read_text()) if (plan := run / PLAN_FILE).is_file() else None,
     }
     return table, document
+
+
+def joined_scores(run: Path, variant: str) -> dict[int, dict[str, Any]]:
+    """``scores/<variant>.jsonl`` of ``run`` by question id."""
+    return {int(r["id"]): r for r in read_records(run / "scores" / f"{variant}.jsonl")}
+
+
+def results_section(run: Path, document: dict[str, Any]) -> list[str]:
+    """The card's lines of the run's results.md: its text when the joined scores back it
+    (:func:`~graphctx.evaluation.matrix.export_checks.unbacked`), else why it is left out."""
+    results = run / "results.md"
+    if not results.is_file():
+        return []
+    variants = document["variants"]
+    labels = {name: v["predictions"]["settings"]["variant"]["label"] for name, v in variants.items()}
+    why = unbacked(results.read_text(), labels, {name: joined_scores(run, name) for name in variants})
+    if why is not None:
+        return ["", f"The run folder's results.md is left out: {why} (a results.md of another run)."]
+    return ["", results.read_text().strip()]
 
 
 def git_commit(folder: Path) -> str | None:
@@ -225,7 +248,6 @@ def card(table: pa.Table, document: dict[str, Any], run: Path, split: str, commi
             "plan": "run.json" if plan else None,
         },
     }
-    results = run / "results.md"
     lines = [
         "---",
         yaml.safe_dump(metadata, sort_keys=True).rstrip(),
@@ -249,8 +271,7 @@ def card(table: pa.Table, document: dict[str, Any], run: Path, split: str, commi
         "Questions and answers are Stack Exchange content, licensed CC BY-SA 4.0 (attribution: the "
         "question's site and id, https://<site>/q/<id>).",
     ]
-    if results.is_file():
-        lines += ["", results.read_text().strip()]  # the run's results table
+    lines += results_section(run, document)  # the run's results table
     return "\n".join(lines) + "\n"
 
 
@@ -271,7 +292,7 @@ def export_run(run: Path, to: Path, overwrite: bool = False, commit: str | None 
         (staged / "data").mkdir(parents=True)
         pq.write_table(
             table,
-            staged / "data" / f"{split}-00000-of-00001.parquet",
+            inside(staged / "data", f"{split}-00000-of-00001.parquet", where=f"--run {run}: split"),
             compression="zstd",
             write_statistics=False,
         )

@@ -16,6 +16,7 @@ from typing import Any
 
 from graphctx.evaluation.jsonl import RecordFile
 from graphctx.evaluation.matrix.shards import shard_path
+from graphctx.paths import inside
 from graphctx.prompts import Variant
 
 
@@ -28,15 +29,16 @@ class RunFiles:
     """The metrics scored (the config's registry, :mod:`graphctx.metrics.registry`), in scoring order."""
 
     def predictions_file(self, variant: Variant) -> Path:
-        return self.output_dir / "predictions" / f"{variant.name}.jsonl"
+        return inside(self.output_dir / "predictions", f"{variant.name}.jsonl", where="evaluation.variants")
 
     def scores_file(self, variant: Variant) -> Path:
         """Every metric's scores of each row, joined: written from the metric files at the end of a run."""
-        return self.output_dir / "scores" / f"{variant.name}.jsonl"
+        return inside(self.output_dir / "scores", f"{variant.name}.jsonl", where="evaluation.variants")
 
     def metric_file(self, variant: Variant, metric: str) -> Path:
         """One metric's scores of ``variant``, the file a run resumes from."""
-        return self.output_dir / "scores" / variant.name / f"{metric}.jsonl"
+        folder = inside(self.output_dir / "scores", variant.name, where="evaluation.variants")
+        return inside(folder, f"{metric}.jsonl", where=f"metric {metric}")
 
     def metric_files(self, variant: Variant) -> list[tuple[Path, str]]:
         """(file, metric) of every metric, in scoring order."""

@@ -55,6 +55,7 @@ from graphctx.evaluation.matrix.stale import StaleArea
 from graphctx.evaluation.matrix.table import ResultsTable, build_table, write_table
 from graphctx.evaluation.matrix.timing import StageTimer, stderr_logger
 from graphctx.evaluation.matrix.tracking import log_results
+from graphctx.evaluation.matrix.unscored import unscored_warnings
 from graphctx.evaluation.matrix.work_order import decoding_order, pending_units
 from graphctx.evaluation_settings import EvaluationSettings
 from graphctx.folder_lock import FolderLock
@@ -200,6 +201,8 @@ class MatrixEvaluation:
         appendix = "\n".join(part for part in (beside, attribution, judges.markdown(table.columns)) if part)
         paths = write_table(table, self.output_dir, appendix=appendix)
         write_json_atomic(self.output_dir / "judges.json", judges.as_json())
+        for line in unscored_warnings(table, self.config.metric_entries):
+            self.log(line)
         write_json_atomic(self.output_dir / "timings.json", {"stage_seconds": timings})
         plan = plan_json(self.plan)
         write_json_atomic(self.output_dir / PLAN_FILE, plan)

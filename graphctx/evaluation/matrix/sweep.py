@@ -24,6 +24,7 @@ from graphctx.evaluation.matrix.inputs import check_inputs
 from graphctx.evaluation.matrix.runner import MatrixEvaluation
 from graphctx.evaluation.matrix.table import ResultsTable, column_name, shown_keys, to_csv
 from graphctx.paper import display_name
+from graphctx.paths import inside
 from graphctx.pipeline.processes import Processes, StopRequest
 from graphctx.pipeline.run_config import RunConfig
 from graphctx.prompts import VARIANTS, Variant, get_variants
@@ -43,8 +44,9 @@ def sweep_variants(names: Sequence[str] | None) -> list[Variant]:
 
 
 def model_folders(models: Sequence[str]) -> dict[str, str]:
-    """Each model's folder name under ``models/`` (its last path or id part); two alike are refused."""
-    names = {model: display_name(model) for model in models}
+    """Each model's folder name under ``models/`` (its last path or id part); two alike, and a name that is
+    no folder inside ``models/`` (``..``), are refused."""
+    names = {model: inside("models", display_name(model), where=f"--models {model}").name for model in models}
     taken: dict[str, str] = {}
     for model, name in names.items():
         if name in taken:
