@@ -184,7 +184,8 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
         live.start(train)
         update, answers = pool_update(args)
         if update.added:
-            check_not_evaluated(args.add, ([i for i, _ in update.added], [q for _, q in update.added]), dataset)
+            ids, questions = zip(*update.added, strict=True)
+            check_not_evaluated(args.add, (list(ids), list(questions)), dataset)
         print(json.dumps(live.apply(update, answers)), file=out)
         return 0
     if args.edit or args.delete:
