@@ -178,6 +178,23 @@ def test_minicheck_is_a_judge_whose_labelled_keys_are_found(cardano_rows, tiny_t
     assert controls.check(entry).n_unsupported == len(controls.pairs.sentences)
 
 
+def test_the_alce_citation_metric_judges_claims_citing_the_premise(cardano_rows, tiny_t5, tmp_path):
+    """ALCE's citation recall judges each control sentence cited as ``[1]`` against its premise as the
+    one numbered passage: each pair gets the judge's 0/1 verdict (without the passages: NaN)."""
+    from graphctx.metrics.entries.citations import CitationEntry
+
+    settings = MetricSettings(autoais=AutoAISSettings(model=str(tiny_t5), device="cpu"))
+    entry = CitationEntry(context(settings))
+    controls = controls_of(cardano_rows[:4], [entry], tmp_path)
+    assert controls.pending(entry)
+    controls.score(entry, Scorer([entry], None, str(tmp_path)))
+    stored = json.loads(controls.path("alce_citations").read_text())
+    for side in ("supported", "unsupported"):
+        assert len(stored[side]["accept"]) == len(controls.pairs.sentences)
+        assert set(stored[side]["accept"]) <= {0.0, 1.0}
+    assert controls.check(entry).n_supported == len(controls.pairs.sentences)
+
+
 def test_a_run_of_one_question_has_no_control_pairs_and_says_so(cardano_rows, tmp_path):
     entries = [SaysYes(context())]
     controls = controls_of(cardano_rows[:1], entries, tmp_path)

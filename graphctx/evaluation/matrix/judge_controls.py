@@ -83,7 +83,12 @@ class JudgeControls:
         accept_base, score_base = entry.judge_keys
         pairs, out = self.pairs, {}
         for side, premises in zip(SIDES, (pairs.supported, pairs.unsupported), strict=True):
-            rows = scorer.score(pairs.questions, pairs.sentences, pairs.supported, premises)
+            if entry.passages:  # a citation judge: the claim cites its premise as its one passage
+                claims = [f"{sentence} [1]" for sentence in pairs.sentences]
+                passages = [[premise] for premise in premises]
+                rows = scorer.score(pairs.questions, claims, pairs.supported, premises, passages)
+            else:
+                rows = scorer.score(pairs.questions, pairs.sentences, pairs.supported, premises)
             keys = list(rows[0])
             accept, soft = metric_key(keys, accept_base), metric_key(keys, score_base)
             if accept is None:

