@@ -25,6 +25,7 @@ LAYERS = {
             "checks",
             "settings_docs",
             "plugins",
+            "decoding",
         ),
         0,
     ),

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from graphctx.checks import AT_LEAST_ONE, Range, check_own_fields
+from graphctx.decoding import Backend
+from graphctx.errors import ConfigError
 
 
 @dataclass
@@ -21,6 +23,10 @@ class GenerationSettings:
 
     def __post_init__(self) -> None:
         check_own_fields(self)
+        if self.backend == "continuous" and self.static_cache:
+            raise ConfigError(
+                "generation: static_cache needs backend: generate (continuous batching pages its own cache)"
+            )
 
     max_new_tokens: int = 128
     """Most tokens generated per answer."""
@@ -53,3 +59,11 @@ class GenerationSettings:
     """With ``static_cache``: prompt widths are rounded up to a multiple of this."""
     device: str | None = None
     """Torch device of the generating model; null: ``cuda`` when available, else ``cpu``."""
+    backend: Backend = "generate"
+    """How every LLM in the run decodes (the answers, UniversalNER's entity lists, the LLM triplet
+    extractor): ``generate``, left-padded batches of ``batch_size`` (the extractor's and UniNER's own
+    ``batch_size``); ``continuous``, transformers' continuous batching (``generate_batch``: a paged KV cache,
+    no pads, a finished answer's slot refilled at once) over each batch of ``batch_size`` answers and over
+    all of UniNER's and the extractor's prompts. Same greedy tokens up to rounding
+    (``benchmarks/generate_throughput.py`` measures both; the validation callback always uses
+    ``generate``)."""

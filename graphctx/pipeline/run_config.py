@@ -60,7 +60,9 @@ class RunConfig:
     def metric_entries(self) -> list[MetricEntry]:
         """Every metric this config scores with, built-ins then ``evaluation.metrics.extra``
         (:func:`graphctx.metrics.registry.metric_entries`)."""
-        return metric_entries(MetricContext(self.evaluation.metrics, self.knowledge, self.model.spec))
+        return metric_entries(
+            MetricContext(self.evaluation.metrics, self.knowledge, self.model.spec, self.generation.backend)
+        )
 
     @cached_property
     def retriever_entries(self) -> dict[str, RetrieverEntry]:
