@@ -91,3 +91,16 @@ def test_the_llm_extractor_replies_alike_with_either_backend(llama, one_torch_th
 def test_static_cache_and_continuous_batching_exclude_each_other():
     with pytest.raises(ConfigError, match="static_cache needs backend: generate"):
         GenerationSettings(static_cache=True, backend="continuous")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_continuous_batching_gives_the_padded_batches_tokens_on_cuda(llama):
+    """The same on the GPU in float32 (the GPU suite reports the bf16 7B shape's share of equal answers)."""
+    model, _, prompts = llama
+    model = model.to("cuda")
+    try:
+        padded = decode(model, prompts, "generate", [2])
+        assert decode(model, prompts, "continuous", [2]) == padded
+    finally:
+        model.to("cpu")
