@@ -17,8 +17,6 @@ import math
 from collections.abc import Sequence
 from typing import Any, Literal
 
-import torch
-
 Backend = Literal["generate", "continuous"]
 """The decoding engine: ``generate`` (padded static batches) or ``continuous`` (continuous batching)."""
 
@@ -44,6 +42,8 @@ def padded_greedy(
     **generate_kwargs: Any,
 ) -> list[list[int]]:
     """One left-padded ``model.generate`` batch: each prompt's new token ids through its first EOS."""
+    import torch  # here: reading a config (generation.backend) must not import torch
+
     width = max(len(ids) for ids in prompts)
     device = next(model.parameters()).device
     input_ids = torch.tensor([[pad_id] * (width - len(ids)) + list(ids) for ids in prompts], device=device)
