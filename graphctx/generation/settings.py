@@ -33,8 +33,8 @@ class GenerationSettings:
     batch_size: int = 8
     """Prompts decoded together, longest first, so a batch holds prompts of similar length. CPU,
     tiny.yaml's model, 32 real cardano prompts of 238-1,471 tokens, 96 new tokens: batches of 8 took 896 s,
-    one batch of 32 over 2,380 s (it pads every prompt to the longest; ``benchmarks/generate_batch_size.py``,
-    2 cores under load ~15). H200 with a 7B model: 64-128."""
+    one batch of 32 was not done after 1,410 s (it pads every prompt to the longest;
+    ``benchmarks/generate_batch_size.py``, 2 cores under load ~15). H200 with a 7B model: 64-128."""
     max_prompt_tokens: int = 1536
     """Prompts longer than this drop knowledge sentences from the end, then pairs from the lowest rank;
     never the question or the top pair (when those alone are longer, the prompt is kept over the limit and
