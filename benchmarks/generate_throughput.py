@@ -1,31 +1,39 @@
-"""Answer generation throughput: graphctx's generation paths vs plain ``model.generate`` on the 4-bit model.
+"""Answer generation throughput: graphctx's path against plain ``model.generate`` and transformers' continuous
+batching, every path on the same prompts, batch size and token limit.
 
-Every path generates greedily for the same prompts with the same LoRA adapter (r=64 on every linear layer,
-as trained by QLoRA). Prompts are random tokens (lengths uniform in ``--min-prompt``..``--max-prompt``), or
-with ``--real DUMP_DIR`` real GraphGen-shaped prompts: a cardano question with two other real Q&A pairs as
-its context, in the paper's template, fitted to ``--max-prompt`` tokens as evaluate.py fits them.
-``--paths`` picks among:
+Every path decodes greedily the same ``--prompts`` prompts, at most ``--new-tokens`` each, with at most
+``--batch-size`` answers in flight, with the same LoRA adapter (r=64 on every linear layer, as QLoRA trains
+it). Prompts are random tokens (lengths uniform in ``--min-prompt``..``--max-prompt``), or with ``--real
+DUMP_DIR`` real GraphGen-shaped prompts: a cardano question with two other real Q&A pairs as its context, in
+the paper's template, fitted to ``--max-prompt`` tokens as evaluate.py fits them. ``--paths`` picks among:
 
+* ``graphctx``: graphctx's own path, :class:`graphctx.generation.decoder.Generator` as ``evaluate.py`` runs
+  it with ``generation.backend: --backend``: the NF4 base dequantised to bf16 (CUDA) / fp32 (CPU) with the
+  adapter merged into it, prompts sorted by length in batches of ``--batch-size``. The only path that counts
+  toward graphctx's target and feeds ``graphctx plan --cost`` (through the GPU suite's report);
+* ``graphctx_continuous``: the same with the other backend (``continuous`` when ``--backend`` is
+  ``generate``): how ``generation.backend`` should be set;
+* ``static_cache``: ``graphctx`` with the static KV cache and CUDA graphs (``generation.static_cache``;
+  CUDA only, reported as skipped on the CPU);
+* ``continuous_batching``: transformers' continuous batching on the same merged model (the competitor):
+  ``init_continuous_batching`` with at most ``--batch-size`` requests per step, all prompts submitted at once;
 * ``baseline_adapter``: plain ``model.generate`` on the NF4 base with the adapter applied on the fly (what
-  training leaves), one left-padded batch of ``--baseline-batch`` prompts;
-* ``baseline_plain``: the same on the NF4 base without any adapter (the reference recipe's figure);
-* ``graphctx``: ``graphctx.generation`` as ``evaluate.py`` runs it: the NF4 base dequantised to bf16 (CUDA)
-  / fp32 (CPU) with the adapter merged into it, ``--prompts`` prompts sorted by length in batches of
-  ``--batch-size``, dynamic KV cache;
-* ``static_cache``: the same with the static KV cache and CUDA graphs (``generation.static_cache``; CUDA
-  only, reported as skipped on the CPU);
-* ``continuous_batching``: transformers' ``generate_batch`` (continuous batching with a paged KV cache) on
-  the same merged model and all ``--prompts`` prompts.
+  training leaves), the same length-sorted left-padded batches;
+* ``baseline_plain``: the same on the NF4 base without any adapter (the reference recipe's figure).
 
-Throughput = generated tokens (through EOS) / wall time of the generation calls (model loading excluded,
-compilation included). CPU: the tiny random Llama. CUDA: a randomly initialised model of Llama-2-7B's shape
-(random weights decode as fast as real ones), written once to ``--workdir``.
+Decoding throughput = generated tokens (through EOS) / wall time of the decoding alone. Set-up is timed
+apart (``setup_s``): loading, dequantising and merging the model, and for continuous batching creating the
+manager, allocating its paged cache and its warm-up; one small warm-up call per path is not timed. Each
+path's answers are compared with ``graphctx``'s: the share of prompts with the very same tokens
+(``same_tokens_as_graphctx``; greedy, so 1.0 up to floating-point rounding). CPU: the tiny random Llama.
+CUDA: a randomly initialised model of Llama-2-7B's shape (random weights decode as fast as real ones),
+written once to ``--workdir``.
 
     python benchmarks/generate_throughput.py --device cpu
     python benchmarks/generate_throughput.py --device cuda --workdir /tmp/gen-bench
 
-Prints progress to stderr and one JSON object as the last line of stdout: each path's new tokens/s, each
-graphctx path's speedup over both baselines, and the fastest path.
+Prints progress to stderr and, after every path, one JSON object on stdout (the last line is final): each
+path's new tokens/s and set-up seconds, graphctx's speedup over every other path, and graphctx's figure.
 """
 
 from __future__ import annotations
@@ -36,13 +44,17 @@ import json
 import random
 import sys
 import time
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import torch
+import transformers
 from peft import LoraConfig, PeftModel, get_peft_model, get_peft_model_state_dict
 from transformers import AutoTokenizer, GenerationConfig, LlamaConfig, LlamaForCausalLM
 
+from graphctx.decoding import continuous_config, padded_greedy, until_eos
 from graphctx.generation.decoder import Generator, length_sorted_batches
 from graphctx.generation.loading import load_generation_model
 from graphctx.generation.settings import GenerationSettings
@@ -66,7 +78,7 @@ LLAMA2_7B = LlamaConfig(
 
 DEFAULTS = {
     "cpu": {"prompts": 64, "batch_size": 32, "min_prompt": 32, "max_prompt": 256, "new_tokens": 32},
-    "cuda": {"prompts": 512, "batch_size": 128, "min_prompt": 64, "max_prompt": 768, "new_tokens": 128},
+    "cuda": {"prompts": 256, "batch_size": 128, "min_prompt": 64, "max_prompt": 768, "new_tokens": 128},
 }
 
 
@@ -168,14 +180,30 @@ def real_prompts(
     return prompts
 
 
-def until_eos(ids: list[int], eos: int) -> int:
-    """Tokens generated through the first EOS (all of them when there is none)."""
-    return ids.index(eos) + 1 if eos in ids else len(ids)
+PATHS = [
+    "graphctx",
+    "continuous_batching",
+    "graphctx_continuous",
+    "baseline_adapter",
+    "static_cache",
+    "baseline_plain",
+]
+"""Default order: graphctx's figure and its competitor first, so a time budget cuts the others."""
+
+EOS, PAD = 2, 0
 
 
-PATHS = ["baseline_plain", "static_cache", "continuous_batching", "baseline_adapter", "graphctx"]
-"""Default order: the likeliest to matter first, so a time budget cuts the known ones."""
-BASELINES = ("baseline_adapter", "baseline_plain")
+@dataclass
+class Measured:
+    """One path's answers (new token ids per prompt, through EOS) and its timings."""
+
+    answers: list[list[int]]
+    decode_s: float
+    setup_s: float
+
+    @property
+    def tokens(self) -> int:
+        return sum(map(len, self.answers))
 
 
 def free(device: torch.device) -> None:
@@ -184,93 +212,127 @@ def free(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
-def baseline_throughput(
-    spec: ModelSpec, adapter: Path | None, prompts: list[list[int]], new_tokens: int, device: torch.device
-) -> float:
-    """Plain ``generate`` on the NF4 base (+ the unmerged adapter when given), one left-padded batch: new
-    tokens per second."""
-    model = load_base_model(replace(spec, attention="sdpa"), device)
-    if adapter is not None:
-        model = PeftModel.from_pretrained(model, str(adapter))
-    model.eval()
-    model.config.use_cache = True
-    width = max(map(len, prompts))
-    input_ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts], device=device)
-    attention_mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
-    config = GenerationConfig(max_new_tokens=new_tokens, do_sample=False, pad_token_id=0, eos_token_id=2)
-    with torch.inference_mode():
-        warm_up = GenerationConfig.from_dict({**config.to_dict(), "max_new_tokens": 2})
-        model.generate(  # warm-up: kernels and allocator
-            input_ids=input_ids[:2, -16:], attention_mask=attention_mask[:2, -16:], generation_config=warm_up
-        )
-        synchronize(device)
-        start = time.perf_counter()
-        output = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=config)
-        synchronize(device)
-        elapsed = time.perf_counter() - start
-    generated = sum(until_eos(row, 2) for row in output[:, width:].tolist())
-    del model
-    free(device)
-    log(f"baseline ({'with' if adapter else 'no'} adapter): {generated} tokens in {elapsed:.1f} s")
-    return generated / elapsed
-
-
-def graphctx_throughput(
-    spec: ModelSpec,
-    adapter: Path,
-    prompts: list[list[int]],
-    settings: GenerationSettings,
-    device: torch.device,
-) -> float:
-    """``graphctx.generation`` over all prompts (merged adapter, sorted batches): new tokens per second."""
-    model = load_generation_model(spec, adapter, settings, device)
-    tokenizer = AutoTokenizer.from_pretrained(spec.source)
-    generator = Generator(model, tokenizer, settings)
-    with torch.inference_mode():
-        generator.generate_ids([prompts[0][:16], prompts[1][:16]], stop_strings=())  # warm-up: kernels
+def timed(device: torch.device, work: Callable[[], object]) -> tuple[object, float]:
+    """``work()`` and its wall time, the device synchronised before and after."""
     synchronize(device)
     start = time.perf_counter()
-    generated = 0
-    batches = length_sorted_batches([len(p) for p in prompts], settings.batch_size)
-    for number, batch in enumerate(batches, start=1):
-        answers = generator.generate_ids([prompts[i] for i in batch], stop_strings=())
-        generated += sum(len(answer.token_ids) for answer in answers)
-        log(f"graphctx (static cache {settings.static_cache}): batch {number}/{len(batches)}")
+    result = work()
     synchronize(device)
-    elapsed = time.perf_counter() - start
-    log(f"graphctx: {generated} tokens in {elapsed:.1f} s")
-    del model, generator
-    free(device)
-    return generated / elapsed
+    return result, time.perf_counter() - start
 
 
-def continuous_batching_throughput(
+def in_batches(
+    prompts: list[list[int]], batch_size: int, decode: Callable[[list[list[int]]], list[list[int]]]
+) -> list[list[int]]:
+    """``decode`` over length-sorted batches (longest first), the answers back in the prompts' order."""
+    answers: list[list[int]] = [[] for _ in prompts]
+    for batch in length_sorted_batches([len(p) for p in prompts], batch_size):
+        for index, ids in zip(batch, decode([prompts[i] for i in batch]), strict=True):
+            answers[index] = ids
+    return answers
+
+
+def baseline(
+    spec: ModelSpec,
+    adapter: Path | None,
+    prompts: list[list[int]],
+    settings: GenerationSettings,
+    device: torch.device,
+) -> Measured:
+    """Plain ``generate`` on the NF4 base (+ the unmerged adapter when given), left-padded length-sorted
+    batches of ``settings.batch_size``."""
+
+    def load() -> PeftModel:
+        model = load_base_model(replace(spec, attention="sdpa"), device)
+        if adapter is not None:
+            model = PeftModel.from_pretrained(model, str(adapter))
+        model.config.use_cache = True
+        return model.eval()
+
+    model, setup = timed(device, load)
+
+    def decode(batch: list[list[int]]) -> list[list[int]]:
+        return padded_greedy(model, batch, settings.max_new_tokens, [EOS], PAD)
+
+    with torch.inference_mode():
+        decode([p[-16:] for p in prompts[:2]])  # warm-up: kernels and allocator
+        answers, seconds = timed(device, lambda: in_batches(prompts, settings.batch_size, decode))
+    return Measured(answers, seconds, setup)
+
+
+def graphctx_path(
     spec: ModelSpec,
     adapter: Path,
     prompts: list[list[int]],
     settings: GenerationSettings,
     device: torch.device,
-) -> float:
-    """transformers' ``generate_batch`` (continuous batching, paged KV cache) on the merged model."""
-    model = load_generation_model(spec, adapter, settings, device)
-    config = GenerationConfig(
-        max_new_tokens=settings.max_new_tokens, do_sample=False, pad_token_id=0, eos_token_id=2
-    )
+) -> Measured:
+    """``graphctx.generation`` over all prompts (merged adapter, sorted batches, ``settings.backend``)."""
+    model, setup = timed(device, lambda: load_generation_model(spec, adapter, settings, device))
+    generator = Generator(model, AutoTokenizer.from_pretrained(spec.source), settings)
+
+    def decode(batch: list[list[int]]) -> list[list[int]]:
+        return [answer.token_ids for answer in generator.generate_ids(batch, stop_strings=())]
+
     with torch.inference_mode():
-        model.generate_batch(inputs=[p[:16] for p in prompts[:2]], generation_config=config)  # warm-up
-        synchronize(device)
-        start = time.perf_counter()
-        outputs = model.generate_batch(inputs=prompts, generation_config=config)
-        synchronize(device)
-        elapsed = time.perf_counter() - start
-    failed = [output.error for output in outputs.values() if output.error]
-    if len(outputs) != len(prompts) or failed:
-        raise RuntimeError(f"generate_batch answered {len(outputs)} of {len(prompts)} prompts: {failed[:1]}")
-    generated = sum(until_eos(list(output.generated_tokens), 2) for output in outputs.values())
-    log(f"continuous batching: {generated} tokens in {elapsed:.1f} s")
-    del model
-    free(device)
-    return generated / elapsed
+        decode([prompts[0][:16], prompts[1][:16]])  # warm-up: kernels
+        answers, seconds = timed(device, lambda: in_batches(prompts, settings.batch_size, decode))
+    return Measured(answers, seconds, setup)
+
+
+def continuous_batching(
+    spec: ModelSpec,
+    adapter: Path,
+    prompts: list[list[int]],
+    settings: GenerationSettings,
+    device: torch.device,
+) -> Measured:
+    """transformers' continuous batching on the merged model: one manager, at most ``batch_size`` requests
+    per step, every prompt submitted at once. Its creation, cache allocation and warm-up count as set-up."""
+    from transformers.generation.continuous_batching.utils import WorkloadHints
+
+    model, setup = timed(device, lambda: load_generation_model(spec, adapter, settings, device))
+    cache = replace(
+        continuous_config(model, prompts, settings.max_new_tokens),
+        max_requests_per_batch=settings.batch_size,
+    )
+    config = GenerationConfig(
+        max_new_tokens=settings.max_new_tokens, do_sample=False, pad_token_id=PAD, eos_token_id=EOS
+    )
+    hints = WorkloadHints(max(map(len, prompts)), settings.max_new_tokens, len(prompts))
+
+    def start() -> Any:
+        manager = model.init_continuous_batching(config, cache, hints)
+        manager.warmup()
+        manager.start()
+        return manager
+
+    def decode() -> list[list[int]]:
+        ids = manager.add_requests(inputs=prompts, max_new_tokens=settings.max_new_tokens)
+        finished: dict[str, list[int]] = {}
+        while len(finished) < len(prompts):
+            output = manager.get_result(timeout=1)
+            if output is None and not manager.is_running():
+                raise RuntimeError(f"the manager stopped after {len(finished)} of {len(prompts)} answers")
+            if output is not None and output.is_finished():
+                if output.error:
+                    raise RuntimeError(f"request {output.request_id}: {output.error}")
+                finished[output.request_id] = until_eos(output.generated_tokens, [EOS])
+        return [finished[i] for i in ids]
+
+    with torch.inference_mode():
+        manager, setup_manager = timed(device, start)
+        try:
+            answers, seconds = timed(device, decode)
+        finally:
+            manager.stop(block=True)
+            manager.destroy()
+    return Measured(answers, seconds, setup + setup_manager)
+
+
+def same_tokens(answers: list[list[int]], reference: list[list[int]]) -> float:
+    """Share of prompts whose answers are token for token the same."""
+    return round(sum(a == b for a, b in zip(answers, reference, strict=True)) / len(reference), 4)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -283,10 +345,12 @@ def main(argv: list[str] | None = None) -> dict:
         "--base-model", type=Path, help="a saved random Llama folder to use (default: build one)"
     )
     parser.add_argument("--paths", nargs="+", choices=PATHS, default=PATHS, help="what to measure (above)")
-    parser.add_argument("--prompts", type=int, help="prompts answered by the graphctx paths")
-    parser.add_argument("--batch-size", type=int, help="graphctx batch size")
-    parser.add_argument("--baseline-batch", type=int, default=16, help="prompts in the baselines' one batch")
-    parser.add_argument("--new-tokens", type=int, help="max new tokens per answer (every path)")
+    parser.add_argument("--prompts", type=int, help="prompts every path answers")
+    parser.add_argument("--batch-size", type=int, help="answers in flight at most, every path")
+    parser.add_argument("--new-tokens", type=int, help="max new tokens per answer, every path")
+    parser.add_argument(
+        "--backend", choices=["generate", "continuous"], default="generate", help="graphctx's backend"
+    )
     parser.add_argument("--real", metavar="DUMP_DIR", help="real GraphGen-shaped prompts from this dump")
     parser.add_argument("--min-prompt", type=int)
     parser.add_argument("--max-prompt", type=int)
@@ -327,50 +391,53 @@ def main(argv: list[str] | None = None) -> dict:
         static_cache=False,
         cache_bucket_tokens=args.cache_bucket,
         device=args.device,
+        backend=args.backend,
     )
-    runs = {
-        "baseline_adapter": lambda: baseline_throughput(
-            spec, adapter, prompts[: args.baseline_batch], args.new_tokens, device
+    other = "continuous" if args.backend == "generate" else "generate"
+    runs: dict[str, Callable[[], Measured]] = {
+        "graphctx": lambda: graphctx_path(spec, adapter, prompts, settings, device),
+        "graphctx_continuous": lambda: graphctx_path(
+            spec, adapter, prompts, replace(settings, backend=other), device
         ),
-        "baseline_plain": lambda: baseline_throughput(
-            spec, None, prompts[: args.baseline_batch], args.new_tokens, device
+        "static_cache": lambda: graphctx_path(
+            spec, adapter, prompts, replace(settings, static_cache=True, backend="generate"), device
         ),
-        "graphctx": lambda: graphctx_throughput(spec, adapter, prompts, settings, device),
-        "static_cache": lambda: graphctx_throughput(
-            spec, adapter, prompts, replace(settings, static_cache=True), device
-        ),
-        "continuous_batching": lambda: continuous_batching_throughput(
-            spec, adapter, prompts, settings, device
-        ),
+        "continuous_batching": lambda: continuous_batching(spec, adapter, prompts, settings, device),
+        "baseline_adapter": lambda: baseline(spec, adapter, prompts, settings, device),
+        "baseline_plain": lambda: baseline(spec, None, prompts, settings, device),
     }
-    figures: dict[str, float] = {}
+    measured: dict[str, Measured] = {}
     errors: dict[str, str] = {}
 
     def summary() -> dict[str, object]:
         """Figures so far (printed after every path, so a run stopped midway still reports them)."""
-        speedups = {
-            f"{path}_vs_{baseline}": round(figures[path] / figures[baseline], 2)
-            for path in figures
-            if path not in BASELINES
-            for baseline in BASELINES
-            if baseline in figures
-        }
-        ours = {path: value for path, value in figures.items() if path not in BASELINES}
+        rates = {path: round(m.tokens / m.decode_s, 1) for path, m in measured.items()}
+        ours = rates.get("graphctx")
+        reference = measured.get("graphctx")
         return {
             "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
             "model": "random Llama-2-7B shape" if device.type == "cuda" else "tiny random Llama",
+            "transformers": transformers.__version__,
             "prompts": args.prompts,
             "prompts_kind": "real GraphGen-shaped" if args.real else "random tokens",
             "prompt_tokens": [min(lengths), max(lengths), round(mean)],
             "new_tokens": args.new_tokens,
-            "baseline_batch": args.baseline_batch,
-            "graphctx_batch": args.batch_size,
-            "new_tokens_per_s": figures,
-            "speedups": speedups,
-            "fastest": max(ours, key=ours.get) if ours else None,
-            "fastest_new_tokens_per_s": max(ours.values()) if ours else None,
+            "batch_size": args.batch_size,
+            "graphctx_backend": args.backend,
+            "new_tokens_per_s": rates,
+            "setup_s": {path: round(m.setup_s, 2) for path, m in measured.items()},
+            "generated_tokens": {path: m.tokens for path, m in measured.items()},
+            "same_tokens_as_graphctx": {
+                path: same_tokens(m.answers, reference.answers)
+                for path, m in measured.items()
+                if reference is not None and path != "graphctx"
+            },
+            "graphctx_speedup_over": {
+                path: round(ours / rate, 2) for path, rate in rates.items() if ours and path != "graphctx"
+            },
+            "graphctx_new_tokens_per_s": ours,
             "errors": errors,
-            "complete": len(figures) + len(errors) == len(args.paths),
+            "complete": len(measured) + len(errors) == len(args.paths),
         }
 
     for path in args.paths:
@@ -380,9 +447,12 @@ def main(argv: list[str] | None = None) -> dict:
         if args.time_budget_s and time.perf_counter() - started > args.time_budget_s:
             errors[path] = f"skipped: --time-budget-s {args.time_budget_s:g} spent"
             continue
-        log(f"{path}: {args.new_tokens} new tokens per prompt")
+        log(f"{path}: {len(prompts)} prompts, batch {args.batch_size}, {args.new_tokens} new tokens")
         try:
-            figures[path] = round(runs[path](), 1)
+            measured[path] = runs[path]()  # its model is freed on return
+            free(device)
+            m = measured[path]
+            log(f"{path}: {m.tokens} tokens in {m.decode_s:.1f} s (set-up {m.setup_s:.1f} s)")
         except Exception as error:  # one path failing must not hide the others' figures
             errors[path] = f"{type(error).__name__}: {error}"[:500]
             log(f"{path} failed: {errors[path]}")

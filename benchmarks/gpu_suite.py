@@ -17,10 +17,13 @@ Steps (``--only`` picks some):
 * ``training``: ``benchmarks/train_throughput.py`` (real cardano lengths, the plain transformers + peft +
   bitsandbytes recipe as competitor) with the variants eager, liger-kernel, compiled blocks, liger +
   compile and checkpoint fraction 0.5 (in that order), against one baseline run.
-* ``generation``: ``benchmarks/generate_throughput.py`` on 512 real GraphGen-shaped cardano prompts (at
-  most 1,023 tokens), 128 new tokens: plain ``generate`` on the 4-bit model with and without the adapter (the
-  two baselines), graphctx's merged-adapter path, the static cache with CUDA graphs, and transformers'
-  continuous batching (``generate_batch``).
+* ``generation``: ``benchmarks/generate_throughput.py`` on 256 real GraphGen-shaped cardano prompts (at
+  most 1,023 tokens), every path at most 128 answers in flight and 128 new tokens: graphctx's path
+  (merged adapter, ``generation.backend: generate``; the only figure for the target and the cost plan),
+  transformers' continuous batching on the same merged model (set-up timed apart), graphctx with
+  ``backend: continuous``, plain ``generate`` on the 4-bit model with the adapter, the static cache with CUDA
+  graphs, and plain ``generate`` on the 4-bit model without adapter; each path's share of answers
+  token-identical to graphctx's. (``pytest -m gpu`` checks the two backends token for token in float32.)
 * ``retrieval``: ``benchmarks/retrieval.py`` twice: a 20k pool against networkx and igraph (speedups per
   linked query, every peer on the same queries), and the 1M-node pool at mean degree >= 50 (build + 10k
   queries, against the 60 s target); then ``benchmarks/retrieval_scale.py`` at 1M and 10M: the Faiss
@@ -54,11 +57,12 @@ STEPS = ["gpu_tests", "retrieval", "training", "generation"]
 TARGETS = {
     "gpu_tests": "pytest -m gpu: every test passes (on CUDA: none skipped)",
     "training": "graphctx >= 9,700 real tokens/s with peak memory <= 40 GiB (Llama-2-7B shape, QLoRA)",
-    "generation": ">= 3,000 new tokens/s (Llama-2-7B shape, 512 real prompts, 128 new tokens)",
+    "generation": ">= 4,000 new tokens/s by graphctx's path (Llama-2-7B shape, 256 real prompts, batches of "
+    "128, 128 new tokens)",
     "retrieval": "1M-node pool at mean degree >= 50: graph build + 10,000 queries <= 60 s",
 }
 TRAINING_TOKENS_PER_S, TRAINING_MEMORY_GIB = 9700.0, 40.0
-GENERATION_TOKENS_PER_S = 3000.0
+GENERATION_TOKENS_PER_S = 4000.0
 RETRIEVAL_SECONDS, RETRIEVAL_MEAN_DEGREE = 60.0, 50.0
 
 #: Arguments of each benchmark: the full H200 run and the toy CPU run (same steps, toy sizes).
@@ -69,7 +73,7 @@ SIZES = {
             *("--variants", "eager", "liger", "compile", "liger+compile", "ckpt0.5"),
         ],
         "generation": [
-            *("--prompts", "512", "--batch-size", "128", "--baseline-batch", "16"),
+            *("--prompts", "256", "--batch-size", "128"),
             *("--new-tokens", "128", "--max-prompt", "1023"),  # static cache: widths fit one 1024 bucket
         ],
         "retrieval_peers": ["--pool", "20000", "--queries", "2000", "--peer-queries", "60"],
@@ -85,7 +89,7 @@ SIZES = {
             *("--steps", "2", "--warmup-steps", "1", "--variants", "eager", "ckpt0.5", "compile", "liger"),
         ],
         "generation": [
-            *("--prompts", "8", "--batch-size", "4", "--baseline-batch", "4"),
+            *("--prompts", "8", "--batch-size", "4"),
             *("--new-tokens", "4", "--max-prompt", "64"),
         ],
         "retrieval_peers": ["--pool", "3000", "--queries", "300", "--peer-queries", "20"],
@@ -265,11 +269,16 @@ def verdicts(results: dict[str, dict], device: str) -> dict[str, dict[str, objec
             and figure["peak_mem_gib"] <= TRAINING_MEMORY_GIB,
         }
     generation = results.get("generation")
-    if generation is not None:
-        fastest = generation.get("fastest_new_tokens_per_s")
+    if generation is not None:  # graphctx's own path only: a competitor's figure never passes it
+        ours = generation.get("graphctx_new_tokens_per_s")
         out["generation"] = {
-            "value": {"path": generation.get("fastest"), "new_tokens_per_s": fastest},
-            "pass": fastest is not None and fastest >= GENERATION_TOKENS_PER_S,
+            "value": {
+                "path": "graphctx",
+                "backend": generation.get("graphctx_backend"),
+                "new_tokens_per_s": ours,
+                "speedup_over": generation.get("graphctx_speedup_over"),
+            },
+            "pass": ours is not None and ours >= GENERATION_TOKENS_PER_S,
         }
     retrieval = results.get("retrieval")
     if retrieval is not None:

@@ -9,9 +9,10 @@ import logging
 import re
 import warnings
 
-HARMLESS_LOGGERS = ("bitsandbytes.backends.cpu.ops",)
-"""bitsandbytes' CPU backend warns, on machines with AVX512-BF16, that the optional ``kernels`` package is
-missing; it falls back to its own kernel."""
+HARMLESS_LOGGERS = ("bitsandbytes.backends.cpu.ops", "kernels._internals.hf_hub")
+"""bitsandbytes' CPU backend warns, on machines with AVX512-BF16, that it cannot load its ``kernels`` hub
+kernel (``kernels`` missing, or offline: it is never downloaded); it falls back to its own kernel. While it
+tries offline, ``kernels`` (a dependency of transformers >= 5.25) warns that it skips the publisher check."""
 
 HARMLESS_WARNINGS: tuple[tuple[str, type[Warning]], ...] = (
     # torchdata's StatefulDataLoader calls torch.set_vital, deprecated in torch 2.13

@@ -27,6 +27,7 @@ LAYERS = {
             "plugins",
             "citations",
             "paths",
+            "decoding",
         ),
         0,
     ),

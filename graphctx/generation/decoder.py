@@ -10,12 +10,16 @@ Speed comes from three things (``benchmarks/generate_throughput.py`` measures th
   every decoding step reads the weights once for many answers;
 * optionally on CUDA, a static KV cache with the decoding step compiled into CUDA graphs
   (``static_cache``); prompt lengths and batch sizes are rounded up to fixed buckets so that only a few
-  shapes are ever compiled.
+  shapes are ever compiled;
+* or, with ``backend: continuous``, transformers' continuous batching (:mod:`graphctx.decoding`): no pads,
+  and a finished answer's cache slot goes to the next prompt of the batch at once.
 
 Base-model prompts are few-shot text, so a base model that does not stop goes on to write the next
 ``Question:`` block: answers end at EOS, at the first of the variant's stop strings
 (:attr:`graphctx.prompts.Variant.stop_strings`, matched by transformers' ``StopStringCriteria`` after each
-step, in every row of a batch separately), or at ``max_new_tokens``.
+step, in every row of a batch separately), or at ``max_new_tokens``. Continuous batching knows no stop
+strings: its answers run on to EOS or ``max_new_tokens`` and are cut at the stop string afterwards, the
+same answer at the cost of the tokens past it.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import torch
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.generation.configuration_utils import CompileConfig
 
+from graphctx.decoding import continuous_greedy
 from graphctx.generation.settings import GenerationSettings
 from graphctx.prompts import EncodedPrompt, Prompt, encode_prompt
 
@@ -134,6 +139,9 @@ class Generator:
     @torch.no_grad()  # not inference_mode: tensors cached during validation must stay usable in training
     def generate_ids(self, prompts: Sequence[list[int]], *, stop_strings: Sequence[str]) -> list[Answer]:
         """Greedy answers to one batch of tokenised prompts, each cut where it ended (:meth:`answer`)."""
+        if self.settings.backend == "continuous":
+            new = continuous_greedy(self.model, prompts, self.settings.max_new_tokens, self.eos_ids)
+            return [self.answer(ids, stop_strings) for ids in new]
         input_ids, attention_mask = self._padded_batch(prompts)
         output = self.model.generate(
             input_ids=input_ids,

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from graphctx.checks import AT_LEAST_ONE, Range, check_own_fields
+from graphctx.decoding import Backend
+from graphctx.errors import ConfigError
 
 
 @dataclass
@@ -21,12 +23,18 @@ class GenerationSettings:
 
     def __post_init__(self) -> None:
         check_own_fields(self)
+        if self.backend == "continuous" and self.static_cache:
+            raise ConfigError(
+                "generation: static_cache needs backend: generate (continuous batching pages its own cache)"
+            )
 
     max_new_tokens: int = 128
     """Most tokens generated per answer."""
     batch_size: int = 8
-    """Prompts decoded together, longest first, so a batch holds prompts of similar length (H200 with a
-    7B model: 64-128)."""
+    """Prompts decoded together, longest first, so a batch holds prompts of similar length. CPU,
+    tiny.yaml's model, 32 real cardano prompts of 238-1,471 tokens, 96 new tokens: batches of 8 took 896 s,
+    one batch of 32 was not done after 1,410 s (it pads every prompt to the longest;
+    ``benchmarks/generate_batch_size.py``, 2 cores under load ~15). H200 with a 7B model: 64-128."""
     max_prompt_tokens: int = 1536
     """Prompts longer than this drop knowledge sentences from the end, then pairs from the lowest rank;
     never the question or the top pair (when those alone are longer, the prompt is kept over the limit and
@@ -58,3 +66,11 @@ class GenerationSettings:
     numbers its passages (the pairs, then the knowledge sentences) as ``Document [n](Title: …): …`` under
     ALCE's instruction to cite them as ``[n]`` after each sentence; the prediction lines gain ``citations``
     and ``passages``, which the ``alce_citations`` metric scores. False: the paper's prompts."""
+    backend: Backend = "generate"
+    """How every LLM in the run decodes (the answers, UniversalNER's entity lists, the LLM triplet
+    extractor): ``generate``, left-padded batches of ``batch_size`` (the extractor's and UniNER's own
+    ``batch_size``); ``continuous``, transformers' continuous batching (``generate_batch``: a paged KV cache,
+    no pads, a finished answer's slot refilled at once) over each batch of ``batch_size`` answers and over
+    all of UniNER's and the extractor's prompts. Same greedy tokens up to rounding
+    (``benchmarks/generate_throughput.py`` measures both; the validation callback always uses
+    ``generate``)."""

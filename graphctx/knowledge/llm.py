@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from graphctx.decoding import Backend, greedy_new_tokens, padded_greedy
 from graphctx.knowledge.rebel import parse_rebel_output
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.knowledge.text import strip_code_blocks
@@ -127,11 +128,13 @@ class GenerationModel:
 
     ``session`` is entered around every extraction pass and must leave the model as it found it; the
     validation callback uses it to run the training model in eval mode, SDPA attention, without its adapter.
+    ``backend``: how the extractor decodes with it (``generation.backend``, :mod:`graphctx.decoding`).
     """
 
     model: Any
     tokenizer: Any
     session: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
+    backend: Backend = "generate"
 
     @property
     def identity(self) -> str:
@@ -141,11 +144,12 @@ class GenerationModel:
 
 
 class LLMExtractor:
-    """Prompt any transformers causal LM for triplets, batched greedy decoding with left padding.
+    """Prompt any transformers causal LM for triplets, greedy, decoded by ``backend``
+    (:mod:`graphctx.decoding`: left-padded batches of ``batch_size``, or continuous batching).
 
     Neither the model nor the tokenizer is changed, so the generation model can be shared: the model must
     already be in eval mode (``from_pretrained`` models are), or be put there by ``session``.
-    ``generate_kwargs`` go to ``model.generate`` as for REBEL (e.g. constrained decoding).
+    ``generate_kwargs`` go to ``model.generate`` as for REBEL (e.g. constrained decoding; ``generate`` only).
     """
 
     name = "llm"
@@ -159,15 +163,22 @@ class LLMExtractor:
         batch_size: int = 8,
         session: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
         generate_kwargs: dict[str, Any] | None = None,
+        backend: Backend = "generate",
     ) -> None:
+        if generate_kwargs and backend != "generate":
+            raise ValueError(f"LLMExtractor: generate_kwargs need backend 'generate', not {backend!r}")
         self.model = model
         self.tokenizer = tokenizer
         self.max_new_tokens = max_new_tokens
         self.batch_size = batch_size
         self.session = session
         self.generate_kwargs = dict(generate_kwargs or {})
+        self.backend = backend
         pad = tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else tokenizer.eos_token_id
+        eos = model.generation_config.eos_token_id  # what ``generate`` stops at when given none
+        eos = [eos] if isinstance(eos, int) else list(eos or [tokenizer.eos_token_id])
+        self.eos_ids = [token for token in eos if token is not None]
 
     @classmethod
     def from_settings(
@@ -183,7 +194,7 @@ class LLMExtractor:
                     "name a causal LM id or folder instead"
                 )
             lent = generation_model
-            return cls(lent.model, lent.tokenizer, session=lent.session, **options)
+            return cls(lent.model, lent.tokenizer, session=lent.session, backend=lent.backend, **options)
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         device = torch.device(settings.device)
@@ -206,37 +217,40 @@ class LLMExtractor:
             )
         return message
 
-    def _left_padded(self, prompts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    def _ids(self, text: str) -> list[int]:
         # A chat template already writes BOS and role markers; a raw prompt needs the tokenizer's.
         templated = bool(getattr(self.tokenizer, "chat_template", None))
-        ids = [self.tokenizer(p, add_special_tokens=not templated)["input_ids"] for p in prompts]
-        width = max(len(row) for row in ids)
-        input_ids = torch.tensor([[self.pad_id] * (width - len(row)) + row for row in ids])
-        attention_mask = torch.tensor([[0] * (width - len(row)) + [1] * len(row) for row in ids])
-        return input_ids, attention_mask
+        return self.tokenizer(self.prompt(text), add_special_tokens=not templated)["input_ids"]
 
     @torch.no_grad()  # not inference_mode: a shared training model must stay usable for training
     def generate(self, texts: Sequence[str]) -> list[str]:
         """The LM's raw replies, one per text."""
-        replies: list[str] = []
         with self.session():
-            device = next(self.model.parameters()).device
-            for start in range(0, len(texts), self.batch_size):
-                input_ids, attention_mask = self._left_padded(
-                    [self.prompt(t) for t in texts[start : start + self.batch_size]]
-                )
-                output = self.model.generate(
-                    input_ids=input_ids.to(device),
-                    attention_mask=attention_mask.to(device),
+            prompts = [self._ids(text) for text in texts]
+            if self.generate_kwargs:
+                new_tokens = [
+                    ids
+                    for start in range(0, len(prompts), self.batch_size)
+                    for ids in padded_greedy(
+                        self.model,
+                        prompts[start : start + self.batch_size],
+                        self.max_new_tokens,
+                        self.eos_ids,
+                        self.pad_id,
+                        **self.generate_kwargs,
+                    )
+                ]
+            else:
+                new_tokens = greedy_new_tokens(
+                    self.model,
+                    prompts,
+                    backend=self.backend,
                     max_new_tokens=self.max_new_tokens,
-                    do_sample=False,
-                    num_beams=1,
-                    pad_token_id=self.pad_id,
-                    **self.generate_kwargs,
+                    eos_ids=self.eos_ids,
+                    pad_id=self.pad_id,
+                    batch_size=self.batch_size,
                 )
-                new_tokens = output[:, input_ids.shape[1] :]
-                replies.extend(self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True))
-        return replies
+        return self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
 
     def extract(self, texts: Sequence[str]) -> list[list[Triplet]]:
         """One list of triplets per text, parsed forgivingly from the LM's reply."""

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from graphctx.decoding import Backend
 from graphctx.errors import ConfigError
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics.settings import MetricSettings
@@ -50,11 +51,13 @@ SPEED_ONLY = {"batch_size", "device"}
 @dataclass(frozen=True)
 class MetricContext:
     """What a metric may read of a config: its settings, the knowledge stage (whose extractors the triplet
-    fact score runs) and the generation model (the LLM extractor may be that model)."""
+    fact score runs), the generation model (the LLM extractor may be that model) and how LLMs decode
+    (``generation.backend``: UniversalNER's)."""
 
     settings: MetricSettings
     knowledge: KnowledgeSettings
     generation: ModelSpec
+    backend: Backend = "generate"
 
 
 class ByteCounter(Protocol):

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from graphctx.decoding import Backend, greedy_new_tokens
 from graphctx.metrics.factsumm import resolve_device
 from graphctx.metrics.settings import FactSettings
 
@@ -78,15 +79,19 @@ def parse_answer(answer: str) -> list[str] | None:
 
 
 class UniNEREntities:
-    """Entity sets of texts by UniversalNER (``settings.uniner_model``), greedy, batched, left-padded."""
+    """Entity sets of texts by UniversalNER (``settings.uniner_model``), greedy, decoded by ``backend``
+    (``generation.backend``: padded batches or continuous batching, :mod:`graphctx.decoding`)."""
 
-    def __init__(self, settings: FactSettings, device: str | None = None) -> None:
+    def __init__(
+        self, settings: FactSettings, device: str | None = None, backend: Backend = "generate"
+    ) -> None:
         self.settings = settings
+        self.backend = backend
         self.device = resolve_device(device or settings.device)
         dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
-        self.tokenizer = AutoTokenizer.from_pretrained(settings.uniner_model, padding_side="left")
-        if self.tokenizer.pad_token is None:  # Llama has none; padded positions are masked out
-            self.tokenizer.pad_token = self.tokenizer.unk_token or self.tokenizer.eos_token
+        self.tokenizer = AutoTokenizer.from_pretrained(settings.uniner_model)
+        pad = self.tokenizer.pad_token_id
+        self.pad_id = pad if pad is not None else self.tokenizer.unk_token_id  # masked out: any id serves
         self.end_of_turn_id = self.tokenizer.convert_tokens_to_ids(END_OF_TURN)
         self.model = AutoModelForCausalLM.from_pretrained(settings.uniner_model, dtype=dtype)
         self.model.to(self.device).eval()
@@ -94,23 +99,17 @@ class UniNEREntities:
     @torch.inference_mode()
     def answers(self, prompts: Sequence[str], batch_size: int | None = None) -> list[str]:
         """UniNER's greedy answer to each prompt (special tokens dropped, surrounding space stripped),
-        ``batch_size`` (default ``settings.batch_size``; 1: unpadded) prompts at a time."""
-        answers: list[str] = []
-        size = batch_size or self.settings.batch_size
-        for start in range(0, len(prompts), size):
-            batch = self.tokenizer(list(prompts[start : start + size]), return_tensors="pt", padding=True).to(
-                self.device
-            )
-            output = self.model.generate(
-                **batch,
-                do_sample=False,
-                max_new_tokens=self.settings.max_new_tokens,
-                pad_token_id=self.tokenizer.pad_token_id,
-                eos_token_id=self.end_of_turn_id,
-            )
-            new = output[:, batch["input_ids"].shape[1] :]
-            answers += [text.strip() for text in self.tokenizer.batch_decode(new, skip_special_tokens=True)]
-        return answers
+        ``batch_size`` (default ``settings.batch_size``; 1: unpadded) prompts at a time with ``generate``."""
+        new = greedy_new_tokens(
+            self.model,
+            self.tokenizer(list(prompts))["input_ids"],
+            backend=self.backend,
+            max_new_tokens=self.settings.max_new_tokens,
+            eos_ids=[self.end_of_turn_id],
+            pad_id=self.pad_id,
+            batch_size=batch_size or self.settings.batch_size,
+        )
+        return [text.strip() for text in self.tokenizer.batch_decode(new, skip_special_tokens=True)]
 
     def __call__(self, texts: Sequence[str], batch_size: int | None = None) -> tuple[list[set[str]], int]:
         """The entity strings of each text, united over the entity types (normalised by

@@ -332,6 +332,15 @@ def compile_blocks(model: PreTrainedModel | PeftModel) -> None:
 
     All blocks run the same code on parameters of the same shapes, so dynamo traces one graph and every
     block reuses it. Parameter names and ``state_dict`` are unchanged (unlike ``torch.compile(model)``).
+
+    Under activation checkpointing dynamo must also skip replaying the forward's Python side effects in the
+    backward's recompute (``skip_fwd_side_effects_in_bwd_under_checkpoint``, as transformers' own per-layer
+    compile recipe sets it): transformers >= 5.25 requires ``kernels``, whose ``use_kernelized_func`` wraps
+    every attention forward in a set/reset of a context variable; dynamo refuses that mutation inside the
+    checkpoint and falls back to eager, tracing no graph. The set and reset balance within one forward, so
+    not replaying them changes no value (the compiled gradients equal the eager ones: tests/test_model.py).
     """
+    if hasattr(torch._dynamo.config, "skip_fwd_side_effects_in_bwd_under_checkpoint"):
+        torch._dynamo.config.skip_fwd_side_effects_in_bwd_under_checkpoint = True
     for block in decoder_blocks(model):
         block.compile(dynamic=True)

@@ -84,7 +84,7 @@ class LoadedModels:
             + (f" with the adapter {adapter}" if adapter else "")
         )
         model = load_generation_model(self.config.model.spec, adapter, generation, self.device, weights)
-        return GenerationModel(model, self.tokenizer)
+        return GenerationModel(model, self.tokenizer, backend=generation.backend)
 
 
 @dataclass(frozen=True)

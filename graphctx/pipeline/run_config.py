@@ -62,7 +62,10 @@ class RunConfig:
         """Every metric this config scores with, built-ins then ``evaluation.metrics.extra``
         (:func:`graphctx.metrics.registry.metric_entries`); one that scores ``[n]`` citations needs the
         prompts that ask for them (``generation.citations``)."""
-        entries = metric_entries(MetricContext(self.evaluation.metrics, self.knowledge, self.model.spec))
+        context = MetricContext(
+            self.evaluation.metrics, self.knowledge, self.model.spec, self.generation.backend
+        )
+        entries = metric_entries(context)
         citing = [entry.name for entry in entries if entry.passages]
         if citing and not self.generation.citations:
             raise ConfigError(

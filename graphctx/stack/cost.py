@@ -47,8 +47,9 @@ class Throughputs:
 LAST_MEASURED = Throughputs(
     8909.0,
     922.0,
-    "the README's last measured H200 figures (Llama-2-7B shape: benchmarks/train_throughput.py "
-    "8,909 real tokens/s, benchmarks/generate_throughput.py 922 new tokens/s)",
+    "the README's last measured H200 figures, older stack (transformers 5.17; Llama-2-7B shape: "
+    "benchmarks/train_throughput.py 8,909 real tokens/s, benchmarks/generate_throughput.py 922 new tokens/s, "
+    "graphctx's path alone)",
 )
 
 

@@ -4,7 +4,11 @@
 #   .gpu/wheels/  the wheels the H200 image lacks (Python 3.12, x86-64; checked against the image's package
 #                 list): bitsandbytes (without the kernels for CUDA/ROCm versions other than 13.x), datasets,
 #                 liger-kernel, igraph, what graphctx imports (markdownify, pyoxigraph) and mistral-common
-#                 (graphctx reads only its Llama tokenizer.model); scripts/gpu/install.sh installs them there
+#                 (graphctx reads only its Llama tokenizer.model); and transformers 5.25 with what it needs
+#                 that the image lacks or holds older (kernels, tomlkit, huggingface-hub 2.4 with hf-xet,
+#                 httpx2, httpcore2, truststore, click; regex) and peft, so the GPU figures are on the
+#                 transformers CI installs (install.sh falls back to the image's when they do not import);
+#                 scripts/gpu/install.sh installs them there
 #   .gpu/data/cardano/  the cardano.stackexchange.com dump (real lengths and prompts for the benchmarks;
 #                 ../shared beside the checkout does not travel)
 set -euo pipefail
@@ -19,7 +23,10 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
   --platform manylinux2014_x86_64 --platform any -d "$dest" \
   bitsandbytes==0.50.2 datasets==5.2.0 'dill<0.4.2' 'multiprocess<0.70.20' liger-kernel==0.8.5 \
   networkx==3.6.1 igraph==1.0.0 texttable==1.7.2 beautifulsoup4==4.15.0 soupsieve==4.1.3 markdownify==1.2.3 \
-  pyoxigraph==0.5.13 mistral-common==1.13.1
+  pyoxigraph==0.5.13 mistral-common==1.13.1 \
+  transformers==5.25.0 kernels==0.19.1 tomlkit==0.15.3 huggingface-hub==2.4.0 hf-xet==1.8.0 httpx2==2.17.0 \
+  httpcore2==2.17.0 truststore==0.10.5 click==8.5.1 \
+  anyio==4.16.0 idna==3.21 h11==0.16.0 typing-extensions==4.16.0 regex==2026.12.2 peft==0.21.2
 python3 - "$dest" <<'PY'
 """Rewrite the bitsandbytes wheel without the CUDA/ROCm kernels the H200 image cannot use."""
 import base64, hashlib, pathlib, re, sys, zipfile

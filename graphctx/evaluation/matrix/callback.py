@@ -15,7 +15,7 @@ import csv
 import functools
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -126,7 +126,11 @@ class ValidationGeneration(L.Callback):
         validation = sorted(dataset["validation"], key=lambda row: int(row["id"]))
         self.rows = validation[: self.settings.callback_examples]
         models = TrainingModel(pl_module, tokenizer, config.model.spec.compile)
-        self.answerer = Answerer(AnswerSettings.of(config), dataset["train"], tokenizer, models)
+        # generate, whatever generation.backend: continuous batching would size its paged cache from the
+        # memory training holds
+        settings = AnswerSettings.of(config)
+        settings = replace(settings, generation=replace(settings.generation, backend="generate"))
+        self.answerer = Answerer(settings, dataset["train"], tokenizer, models)
         builder = self.answerer.context_builder()  # kept here: its extractor also scores the facts
         questions = [row["question"] for row in self.rows]
         self.contexts = builder.for_variants([self.variant], questions)[self.variant.name]

@@ -51,7 +51,7 @@ SPEED_ONLY: dict[str, set[str]] = {
         "liger",
         "loss_chunk_tokens",
     },
-    "generation": {"batch_size", "device", "static_cache", "cache_bucket_tokens"},
+    "generation": {"batch_size", "device", "static_cache", "cache_bucket_tokens", "backend"},
     "retrieval": {
         "device",  # its type (cpu/cuda), which changes the numbers, is in the fingerprint's numerics
         "embedding_batch_size",

@@ -123,7 +123,7 @@ class EntityJaccardEntry(FactsSectionEntry):
         if self.method == "uniner":
             from graphctx.metrics.uniner import UniNEREntities
 
-            finder = UniNEREntities(facts, device)
+            finder = UniNEREntities(facts, device, self.context.backend)
         else:
             finder = SpacyEntities.load(facts.spacy_model)
         return GoldScored(lambda: EntityJaccard(finder, label=self.label, sync_on_compute=False), gold_store)
