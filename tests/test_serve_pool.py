@@ -64,3 +64,17 @@ def test_keys_are_checked_from_either_header():
     ):
         with pytest.raises(HTTPException, match="401"):
             check_key(wrong, "k1")
+
+
+def test_the_pool_folder_follows_the_cache_when_the_config_names_none(tmp_path, monkeypatch):
+    """configs/tiny.yaml sets ``cache_dir: null``: the served pool goes where every stage's cache goes
+    (``$GRAPHCTX_CACHE``, else ``.cache/graphctx``), not a crash on the missing folder."""
+    from types import SimpleNamespace
+
+    from graphctx.serve.server import ServeSettings, pool_folder
+
+    monkeypatch.setenv("GRAPHCTX_CACHE", str(tmp_path / "cache"))
+    config = SimpleNamespace(cache_dir=None)
+    assert pool_folder(ServeSettings(config="tiny.yaml"), config) == tmp_path / "cache" / "serve-pool"
+    named = ServeSettings(config="tiny.yaml", pool_dir=str(tmp_path / "pool"))
+    assert pool_folder(named, config) == tmp_path / "pool"
