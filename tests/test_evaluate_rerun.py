@@ -181,11 +181,10 @@ def test_the_judges_control_pairs_are_reported_and_judged_again_only_for_a_new_j
     judges = json.loads((out / "judges.json").read_text())
     autoais = judges["judges"]["autoais"]
     n = judges["construction"]["pairs_per_side"]
-    assert n == 2 and autoais["column"] == "AutoAIS [causal-lm:tiny-random]"  # both rows' gold answers
+    column = "AutoAIS (whole context) [causal-lm:tiny-random]"
+    assert n == 2 and autoais["column"] == column  # both rows' gold answers
     assert autoais["n_supported"] == autoais["n_unsupported"] == n
-    row = next(
-        line for line in results.splitlines() if line.startswith("| AutoAIS [causal-lm:tiny-random] |")
-    )
+    row = next(line for line in results.splitlines() if line.startswith(f"| {column} |"))
     assert row.endswith(f"| {n} + {n} | {autoais['verdict']} |")
     assert not [line for line in rerun(workspace, out) if "control pairs" in line]  # cached
     log = rerun(workspace, out, ["--evaluation.metrics.autoais.mode", "sentence"])

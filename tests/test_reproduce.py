@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -304,6 +305,8 @@ def test_editing_a_module_a_plugin_imports_reruns_evaluate_only(
     config, state = workspace
     package = _plugin_package(tmp_path / "plugins")
     monkeypatch.syspath_prepend(str(tmp_path / "plugins"))
+    for name in [name for name in sys.modules if name == "helpful" or name.startswith("helpful.")]:
+        monkeypatch.delitem(sys.modules, name)  # another test's helpful package, imported from its own folder
 
     def with_plugin(s):
         s["evaluation"]["metrics"]["extra"] = [{"class_path": "helpful.metric.Words"}]

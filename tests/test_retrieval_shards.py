@@ -64,6 +64,9 @@ def index_report(config: Path, cache: Path, capsys, **options) -> tuple[dict, st
             "shards": None,
             "worker": False,
             "json": True,
+            "edit": None,
+            "delete": None,
+            "pool_dir": None,
             **options,
         }
     )

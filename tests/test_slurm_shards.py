@@ -50,7 +50,8 @@ def test_an_array_job_embeds_the_shards_and_the_merge_only_reads_them(
     reports = [json_line((tmp_path / f"task-{task}.out").read_text()) for task in (0, 1)]
     assert [report["embedded"] for report in reports] == [[0], [1]]
     out = io.StringIO()
-    args = Namespace(config=str(config), cache_dir=str(cache), add=None, shards=2, worker=False)
+    args = Namespace(config=str(config), cache_dir=str(cache), add=None, shards=2, worker=False, json=True)
+    args.edit = args.delete = args.pool_dir = None
     assert index_command.execute(args, out) == 0
     assert json.loads(capsys.readouterr().err.splitlines()[0])["embedded"] == []
     assert json.loads(out.getvalue())["pool"] > 0

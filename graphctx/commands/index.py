@@ -153,6 +153,46 @@ def embed_pool_shards(
     return {"shards": shards, "embedded": embedded, "merged": len(texts)}
 
 
+def apply_update(args: argparse.Namespace, config: Any, dataset: Mapping[str, Any], out: TextIO) -> int:
+    """``--add``/``--edit``/``--delete`` on a served live pool (``--pool-dir``), or ``--edit``/``--delete``
+    on the config's cached pool index: a readable line of what changed (``--json``: the JSON report, the
+    line on stderr), then the line naming what it wrote."""
+    from graphctx.cache import cache_root
+    from graphctx.commands import wrote
+    from graphctx.pipeline.pool import pool_index
+
+    update, answers = pool_update(args)
+    if update.added:
+        ids, questions = zip(*update.added, strict=True)
+        check_not_evaluated(args.add, (list(ids), list(questions)), dataset)
+    if args.pool_dir is not None:
+        from graphctx.serve.live_pool import LivePool
+
+        live = LivePool(args.pool_dir, config.retrieval, config.cache_dir)
+        live.start(dataset["train"])
+        report, written = live.apply(update, answers), args.pool_dir
+    else:
+        from graphctx.retrieval.updates import update_index
+
+        rows = list({int(row["id"]): row for row in dataset["train"]}.values())
+        index, _ = update_index(
+            pool_index(rows, config.retrieval, config.cache_dir),
+            [row["question"] for row in rows],
+            update,
+            config.retrieval,
+            config.cache_dir,
+        )
+        report = {"pool": len(index.ids), "dim": index.embeddings.shape[1], **index.stats}
+        report |= {"added": len(update.added), "edited": len(update.edited), "deleted": len(update.deleted)}
+        written = cache_root(config.cache_dir) / "retrieval-index"
+    changed = f"added {len(update.added)}, edited {len(update.edited)}, deleted {len(update.deleted)}"
+    print(f"pool updated: {changed}", file=sys.stderr if args.json else out)
+    if args.json:
+        print(json.dumps(report), file=out)
+    wrote(out, [written], args.json)
+    return 0
+
+
 def execute(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.cache import cache_root
     from graphctx.commands import wrote
@@ -177,42 +217,8 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
     train, split = dataset["train"], config.evaluation.split
     if args.worker and args.shards is None:
         raise ConfigError("--worker: needs --shards N")
-    if args.pool_dir is not None:
-        from graphctx.serve.live_pool import LivePool
-
-        live = LivePool(args.pool_dir, config.retrieval, cache_dir)
-        live.start(train)
-        update, answers = pool_update(args)
-        if update.added:
-            ids, questions = zip(*update.added, strict=True)
-            check_not_evaluated(args.add, (list(ids), list(questions)), dataset)
-        print(json.dumps(live.apply(update, answers)), file=out)
-        return 0
-    if args.edit or args.delete:
-        from graphctx.retrieval.updates import update_index
-
-        rows = list({int(row["id"]): row for row in train}.values())
-        update, _ = pool_update(args)
-        index, _ = update_index(
-            pool_index(rows, config.retrieval, cache_dir),
-            [row["question"] for row in rows],
-            update,
-            config.retrieval,
-            cache_dir,
-        )
-        report = {"pool": len(index.ids), "dim": index.embeddings.shape[1], **index.stats}
-        print(
-            json.dumps(
-                {
-                    **report,
-                    "added": len(update.added),
-                    "edited": len(update.edited),
-                    "deleted": len(update.deleted),
-                }
-            ),
-            file=out,
-        )
-        return 0
+    if args.pool_dir is not None or args.edit or args.delete:
+        return apply_update(args, config, dataset, out)
     added = None if args.add is None else added_questions(args.add)
     if added is not None:
         check_not_evaluated(args.add, added, dataset)

@@ -55,8 +55,8 @@ def load(settings: ServeSettings) -> Any:
 
 
 def pool_folder(settings: ServeSettings, config: Any) -> Path:
-    """``--pool-dir``, else ``<cache>/serve-pool`` (the cache folder as every stage resolves it: ``cache_dir``,
-    else ``$GRAPHCTX_CACHE``, else ``.cache/graphctx``)."""
+    """``--pool-dir``, else ``<cache>/serve-pool`` (the cache folder as every stage resolves it:
+    ``cache_dir``, else ``$GRAPHCTX_CACHE``, else ``.cache/graphctx``)."""
     from graphctx.cache import cache_root
 
     return Path(settings.pool_dir) if settings.pool_dir else cache_root(config.cache_dir) / "serve-pool"
