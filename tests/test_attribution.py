@@ -44,6 +44,13 @@ def test_site_hosts_and_links():
     assert site_host("unix") == "unix.stackexchange.com"
     assert site_host("unix.stackexchange.com") == "unix.stackexchange.com"
     assert site_host(None) is None
+    # graphctx serve links its neighbours through the same rule (it once linked askubuntu.stackexchange.com)
+    from types import SimpleNamespace
+
+    from graphctx.evaluation.attribution.corpus import config_host
+
+    dump = SimpleNamespace(data=SimpleNamespace(dataset=SimpleNamespace(source="dumps/askubuntu", site=None)))
+    assert config_host(dump) == "askubuntu.com"
     assert dataset_site("../shared/data/stackexchange/cardano", None) == "cardano"
     assert dataset_site("hf:owner/name", None) is None
     corpus = Corpus({7: {"question": "Q?", "answer": "A."}}, "cardano")

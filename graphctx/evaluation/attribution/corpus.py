@@ -65,9 +65,20 @@ def dataset_site(source: str, site: str | None) -> str | None:
     return site_name(Path(source))
 
 
+def config_host(config: Any) -> str | None:
+    """The host of a run config's site (``data.dataset``): what post links are built on."""
+    dataset = config.data.dataset
+    return site_host(dataset_site(dataset.source, dataset.site))
+
+
+def question_link(host: str | None, qid: int | None) -> str | None:
+    """The question's page on its site, ``https://<host>/q/<id>`` (None without a host or an id)."""
+    return f"https://{host}/q/{qid}" if host and qid is not None else None
+
+
 def post_passage(pair: QAPair, host: str | None) -> Passage:
     """A pool post as a passage (module docstring)."""
-    link = f"https://{host}/q/{pair.id}" if host and pair.id is not None else None
+    link = question_link(host, pair.id)
     return Passage(f"post:{pair.id}", pair.text(), link)
 
 
