@@ -14,7 +14,7 @@ from typing import Any
 
 from graphctx.evaluation.annotation.ais_form import ATTRIBUTABLE_QUESTION, INTERPRETABLE_QUESTION
 from graphctx.evaluation.annotation.ais_ratings import SiteAis
-from graphctx.evaluation.annotation.report import pyplot, write_files
+from graphctx.evaluation.annotation.report import png_bytes, pyplot, write_files
 
 JUDGE_NOTE = (
     "Rows marked *judge in system* had their attribution chosen by the AutoAIS judge (AutoAIS reranking): "
@@ -155,11 +155,7 @@ def figure(sites: Sequence[SiteAis]) -> bytes:
         axis.set_title(
             f"{site.site}: r = {_shown(site.system_level.r)} over {site.system_level.n} systems", fontsize=9
         )
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=120)
-    plt.close(fig)
-    return buffer.getvalue()
+    return png_bytes(fig)
 
 
 def write_report(sites: Sequence[SiteAis], out: Path) -> dict[str, Path]:

@@ -127,10 +127,15 @@ def figure(sites: Sequence[SiteRatings]) -> bytes:
     right.set_ylim(0, 1)
     right.set_ylabel("win rate vs gold (tie: half)")
     right.legend(frameon=False)
+    return png_bytes(fig)
+
+
+def png_bytes(fig: Any) -> bytes:
+    """A matplotlib figure laid out tightly as PNG bytes (120 dpi), then closed."""
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=120)
-    plt.close(fig)
+    pyplot().close(fig)
     return buffer.getvalue()
 
 
