@@ -1,13 +1,15 @@
-"""The README's figures about the tiny config, computed from its data, so that they cannot go stale.
+"""The documentation's figures about the tiny config, computed from its data, so that they cannot go stale
+(they were the README's; the pages that hold them now are :data:`PAGES`).
 
-    python scripts/readme_figures.py               # the figures and the README phrases, one JSON line
+    python scripts/readme_figures.py               # the figures and the pages' phrases, one JSON line
     python scripts/readme_figures.py --retrieval   # also the T sweep of `graphctx retrieval-eval` (minutes)
 
-tests/test_readme.py checks on every CI run that the README states them: the rows per split of the tiny
-config's dataset (:func:`split_sizes`, :func:`split_phrases`) and the T-sweep sentence (which T makes
-the graph retriever equal dense retrieval, :func:`sweep_phrases`; its test reads the pool's MiniLM
-embeddings from the cache tests/test_retrieval_eval.py fills). Training time is not a figure
-of the data: the README states none (Lightning's progress bar shows it for the machine at hand).
+tests/test_docs.py checks on every CI run that the pages state them: the rows per split of the tiny
+config's dataset (:func:`split_sizes`, :func:`split_phrases`; docs/configuration.md) and the T-sweep
+sentence (which T makes the graph retriever equal dense retrieval, :func:`sweep_phrases`;
+docs/commands/retrieval-eval.md; its test reads the pool's MiniLM embeddings from the cache
+tests/test_retrieval_eval.py fills). Training time is not a figure of the data: the docs state none
+(Lightning's progress bar shows it for the machine at hand).
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ from graphctx.pipeline.run_config import RunConfig
 
 TINY = "configs/tiny.yaml"
 SWEEP = "0.5:0.7:0.05"
-"""The thresholds of the README's sweep sentence."""
+"""The thresholds of the sweep sentence."""
 DOMINATED = 0.75
-"""The fallback share from which the README says the graph retriever has become dense retrieval."""
+"""The fallback share from which the docs say the graph retriever has become dense retrieval."""
+PAGES = {"split": "docs/configuration.md", "sweep": "docs/commands/retrieval-eval.md"}
+"""The page that states each kind of figure (the configs table; "Choosing T")."""
 
 
 def split_sizes(config: RunConfig) -> dict[str, int]:
@@ -33,7 +37,7 @@ def split_sizes(config: RunConfig) -> dict[str, int]:
 
 
 def split_phrases(sizes: dict[str, int]) -> list[str]:
-    """What the README says about them (its configs table)."""
+    """What the docs say about them (the configs table of docs/configuration.md)."""
     return [
         f"split April–Sept / Sept–Oct / Oct–Dec 2021: {sizes['train']} / {sizes['validation']} / "
         f"{sizes['test']} questions"
@@ -41,14 +45,14 @@ def split_phrases(sizes: dict[str, int]) -> list[str]:
 
 
 def interval(figure: dict[str, float]) -> str:
-    """``0.53 [0.43, 0.62]``: a mean and its 95% interval as the README writes them."""
+    """``0.53 [0.43, 0.62]``: a mean and its 95% interval as the docs write them."""
     return f"{figure['mean']:.2f} [{figure['low']:.2f}, {figure['high']:.2f}]"
 
 
 def sweep_phrases(results: dict[str, Any]) -> list[str]:
-    """The README's T-sweep sentence from ``graphctx retrieval-eval --json``'s document: the linked queries,
-    graph nDCG@10 at the sweep's first T, the first T whose fallback share reaches :data:`DOMINATED` and the
-    first T from which graph nDCG@10 is dense retrieval's (mean and interval)."""
+    """The T-sweep sentence ("Choosing T") from ``graphctx retrieval-eval --json``'s document: the linked
+    queries, graph nDCG@10 at the sweep's first T, the first T whose fallback share reaches
+    :data:`DOMINATED` and the first T from which graph nDCG@10 is dense retrieval's (mean and interval)."""
     rows, dense = results["sweep"], results["methods"]["dense"]["ndcg@10"]
     dominated = next(row["threshold"] for row in rows if row["fallback_share"] >= DOMINATED)
     equal = next(row["threshold"] for row in rows if interval(row["ndcg@10"]) == interval(dense))
@@ -61,6 +65,18 @@ def sweep_phrases(results: dict[str, Any]) -> list[str]:
         f"from T = {dominated:g} three quarters of the hits are fallbacks, and from T = {equal:g} the graph "
         f"equals dense ({interval(dense)})",
     ]
+
+
+def page_phrases(
+    split: dict[str, int] | None = None, sweep: dict[str, Any] | None = None
+) -> dict[str, list[str]]:
+    """The phrases each page of :data:`PAGES` must hold, for the figures given."""
+    phrases: dict[str, list[str]] = {}
+    if split is not None:
+        phrases.setdefault(PAGES["split"], []).extend(split_phrases(split))
+    if sweep is not None:
+        phrases.setdefault(PAGES["sweep"], []).extend(sweep_phrases(sweep))
+    return phrases
 
 
 def retrieval_document(config_path: str) -> dict[str, Any]:
@@ -86,11 +102,14 @@ def main() -> None:
     from graphctx.pipeline.config_file import load_config
 
     sizes = split_sizes(load_config(args.config))
-    report: dict[str, Any] = {"splits": sizes, "phrases": split_phrases(sizes)}
-    if args.retrieval:
-        report["phrases"] += sweep_phrases(retrieval_document(args.config))
-    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
-    report["missing_from_readme"] = [p for p in report["phrases"] if " ".join(p.split()) not in readme]
+    sweep = retrieval_document(args.config) if args.retrieval else None
+    phrases = page_phrases(split=sizes, sweep=sweep)
+    root = Path(__file__).resolve().parents[1]
+    missing = {}
+    for page, wanted in phrases.items():
+        text = " ".join((root / page).read_text().split())
+        missing[page] = [p for p in wanted if " ".join(p.split()) not in text]
+    report = {"splits": sizes, "phrases": phrases, "missing_from_docs": missing}
     print(json.dumps(report, ensure_ascii=False))
 
 
