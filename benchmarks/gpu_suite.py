@@ -27,7 +27,7 @@ Steps (``--only`` picks some):
 * ``retrieval``: ``benchmarks/retrieval.py`` twice: a 20k pool against networkx and igraph (speedups per
   linked query, every peer on the same queries), and the 1M-node pool at mean degree >= 50 (build + 10k
   queries, against the 60 s target); then ``benchmarks/retrieval_scale.py`` at 1M and 10M: the Faiss
-  GPU k-NN build and forward-push PageRank per query (the README's 24M projections rest on them).
+  GPU k-NN build and forward-push PageRank per query (docs/scale.md's 24M projections rest on them).
 
 Each step runs in its own process (liger's RoPE patch and CUDA memory stay there) with a share of
 ``--budget-s``; a step past its share is stopped and reported as timed out, the others still run. Every

@@ -16,7 +16,7 @@ same graph) that a method fills with the same node; ``agreement_top10_vs_exact_g
 graph against that reference on the exact graph. get_ppr reads no edge weights (unweighted push), so its
 agreement is low by construction; its single-query time includes the CSR it builds per call.
 ``edge_recall``: above-T edges of ``--recall-sample`` seeded nodes that the knn graph has. Prints ONE JSON
-line; the figures are in README.md's Performance section.
+line; the figures are in docs/scale.md.
 """
 
 from __future__ import annotations

@@ -22,8 +22,8 @@ TEXT_TWINS: dict[str, str] = {
 
 
 def comparisons_text(comparisons: dict[str, str] = TEXT_TWINS) -> str:
-    """The paired tests in words, ``Base-GraphGen vs Base-TextGen; ...``: what evaluate.py --help and the
-    README say the default table tests (tests/test_readme.py holds them to it)."""
+    """The paired tests in words, ``Base-GraphGen vs Base-TextGen; ...``: what evaluate.py --help and
+    docs/commands/evaluate.md say the default table tests (tests/test_docs.py holds them to it)."""
     return "; ".join(f"{variant} vs {baseline}" for variant, baseline in comparisons.items())
 
 

@@ -1,5 +1,5 @@
 """Bad input battery: every malformed file, row or setting fails with a message naming it, or is skipped and
-counted in the dataset summary. One test per case; the README's Reliability table lists them with the cases
+counted in the dataset summary. One test per case; docs/reliability.md lists them with the cases
 covered elsewhere (missing dump file: tests/test_data_pipeline.py; SPARQL escaping of hostile strings:
 tests/test_knowledge_sparql.py; mistyped keys on the train.py command line: tests/test_train.py)."""
 
