@@ -1,6 +1,6 @@
-"""Bad input, round four: a dump under other names and packings (``Posts.xml.gz`` as docs/reproduce.md promises,
-``posts-2021.xml``, a ``.zip`` or ``.tar.gz`` dump) reads the same questions as the plain folder, and an
-archive renamed ``.7z`` is recorded under the format its bytes hold (issue 34)."""
+"""Bad input, round four: a dump under other names and packings (``Posts.xml.gz`` as docs/reproduce.md
+promises, ``posts-2021.xml``, a ``.zip`` or ``.tar.gz`` dump) reads the same questions as the plain folder,
+and an archive renamed ``.7z`` is recorded under the format its bytes hold (issue 34)."""
 
 from __future__ import annotations
 

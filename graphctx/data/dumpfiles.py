@@ -8,9 +8,10 @@ PostLinks.xml of its folder. An archive's format is the one libarchive finds in 
 
 A ``.7z`` archive is read in place with libarchive (``libarchive-c``): ``Posts.xml`` and
 ``PostLinks.xml`` are streamed out block by block, so no unpacked copy is written and memory stays flat.
-libarchive was measured against py7zr and Debian's ``7zz`` on a 100 MB Posts.xml (docs/performance.md): fastest
-(0.78 s against 1.66 s and 1.06 s), flat memory (py7zr held 250 MB) and a pull interface that lxml reads
-from directly. Each member's SHA-256 is computed as it streams (the dump manifest).
+libarchive was measured against py7zr and Debian's ``7zz`` on a 100 MB Posts.xml
+(docs/performance.md): fastest (0.78 s against 1.66 s and 1.06 s), flat memory (py7zr held 250 MB) and
+a pull interface that lxml reads from directly. Each member's SHA-256 is computed as it streams (the dump
+manifest).
 """
 
 from __future__ import annotations

@@ -32,7 +32,8 @@ from graphctx.stack.memory import MemoryEstimate
 from graphctx.stack.model_stack import ModelStack
 
 MEASURED_PARAMS = 6_738_415_616
-"""Parameters of the Llama-2-7B shape docs/performance.md's and the GPU suite's throughputs are measured on."""
+"""Parameters of the Llama-2-7B shape that docs/performance.md's and the GPU suite's throughputs are
+measured on."""
 
 
 @dataclass(frozen=True)
