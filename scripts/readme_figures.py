@@ -3,6 +3,7 @@
 
     python scripts/readme_figures.py               # the figures and the pages' phrases, one JSON line
     python scripts/readme_figures.py --retrieval   # also the T sweep of `graphctx retrieval-eval` (minutes)
+    python scripts/readme_figures.py --results runs/tiny/eval/results.md   # the README's results table
 
 tests/test_docs.py checks on every CI run that the pages state them: the rows per split of the tiny
 config's dataset (:func:`split_sizes`, :func:`split_phrases`; docs/configuration.md) and the T-sweep
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -79,6 +81,25 @@ def page_phrases(
     return phrases
 
 
+def results_table(results_md: str) -> str:
+    """The README's results table from an evaluate.py ``results.md``: its first table (the means with their
+    95% intervals), each cell as ``mean [low, high]`` to two places, the bootstrap-mid columns left out and
+    the rows' count (n) in a column of its own."""
+    lines = results_md[results_md.index("| Variant |") :].split("\n\n", 1)[0].splitlines()
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    keep = [i for i, name in enumerate(header) if "bootstrap mid" not in name]
+    out = ["| " + " | ".join([*(header[i] for i in keep), "n"]) + " |", "|" + "---|" * (len(keep) + 1)]
+    for line in lines[2:]:
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        counts = {m.group(1) for m in re.finditer(r"\(n=(\d+)\)", line)}
+        figures = [
+            re.sub(r"(\d\.\d+)", lambda m: f"{float(m.group(1)):.2f}", re.sub(r"\s*\(n=\d+\)", "", cells[i]))
+            for i in keep
+        ]
+        out.append("| " + " | ".join([*figures, "/".join(sorted(counts))]) + " |")
+    return "\n".join(out)
+
+
 def retrieval_document(config_path: str) -> dict[str, Any]:
     """``graphctx retrieval-eval --json`` on the config (its embeddings cached as the command caches them)."""
     import contextlib
@@ -98,7 +119,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=TINY)
     parser.add_argument("--retrieval", action="store_true", help="also run the T sweep (minutes on a CPU)")
+    parser.add_argument("--results", type=Path, help="print the README's results table from this results.md")
     args = parser.parse_args()
+    if args.results:
+        print(results_table(args.results.read_text()))
+        return
     from graphctx.pipeline.config_file import load_config
 
     sizes = split_sizes(load_config(args.config))

@@ -48,3 +48,20 @@ def test_the_readme_results_say_what_run_made_them():
     section = section.split("\n## ", 1)[0]
     assert "python evaluate.py --config configs/tiny.yaml" in section
     assert "not the paper's" in section and "| Variant |" in section
+
+
+def test_the_readme_results_table_is_rendered_from_a_results_file(monkeypatch):
+    """scripts/readme_figures.py's ``--results``: means and intervals to two places, the bootstrap-mid
+    columns dropped, n in a column of its own."""
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "scripts"))
+    import readme_figures
+
+    results = (
+        "## Results\n\n| Variant | ROUGE-1 | ROUGE-1 (bootstrap mid, as evaluate) |\n|---|---|---|\n"
+        "| TextGen | 0.1899 [0.1484, 0.2305] (n=20) | 0.1902 |\n\nDifference ..."
+    )
+    assert readme_figures.results_table(results).splitlines() == [
+        "| Variant | ROUGE-1 | n |",
+        "|---|---|---|",
+        "| TextGen | 0.19 [0.15, 0.23] | 20 |",
+    ]
