@@ -199,8 +199,12 @@ def parse_section(block: str) -> Section:
 
 
 def rst_to_markdown(text: str) -> str:
-    """Docstring markup as Markdown: ``x`` is `x`; a bare ``|`` or ``<`` stays text."""
-    return re.sub(r"``(.+?)``", r"`\1`", text).replace("<", "&lt;")
+    """Docstring markup as Markdown: ``x`` is `x`; outside code, ``<``, ``*`` and ``_`` stay text."""
+    parts = re.split(r"(``.+?``)", text)
+    return "".join(
+        f"`{part[2:-2]}`" if part.startswith("``") else re.sub(r"([*_])", r"\\\1", part).replace("<", "&lt;")
+        for part in parts
+    )
 
 
 def reference_markdown() -> str:
