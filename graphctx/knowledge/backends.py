@@ -20,7 +20,7 @@ A plug-in subclasses :class:`PluginSource` and gives plain labelled triples (:cl
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from graphctx.errors import ConfigError
@@ -196,3 +196,19 @@ def build_gazetteer(
 def also_fingerprints(settings: KnowledgeSettings) -> dict[str, Any]:
     """The fingerprints of the plug-in sources in ``knowledge.also`` (built-ins have none)."""
     return {source.name: part for source in selected_sources(settings)[1:] if (part := source.fingerprint())}
+
+
+def silent_plugins(
+    settings: KnowledgeSettings, facts_by_source: Mapping[str, int], questions: int
+) -> list[str]:
+    """A warning line for each plug-in source of ``knowledge.backend`` / ``knowledge.also`` that gave no
+    fact to any of ``questions`` enhanced questions (``facts_by_source``: facts kept per ``kg:<name>``)."""
+    if not settings.enabled or not questions:
+        return []
+    return [
+        f"warning: knowledge source {source.name} ({source.class_path}) gave no fact to any of the "
+        f"{questions} enhanced questions: no mention linked to its labels or aliases, or none of its facts "
+        "reached another entity of a context"
+        for source in selected_sources(settings)
+        if isinstance(source, PluginSource) and not facts_by_source.get(f"kg:{source.name}")
+    ]
