@@ -315,3 +315,50 @@ def test_sources_alongside_the_backend_each_name_their_facts(
         load_config(tiny, ["--knowledge.also", "[nope]"])
     with pytest.raises(ConfigError, match=r"knowledge\.also: \['local'\]: each source once"):
         load_config(tiny, ["--knowledge.also", "[local]"])
+
+
+SILENT = '''
+from graphctx.knowledge.backends import Node, PluginSource, Triple
+
+
+class Unheard(PluginSource):
+    """Facts about things no question mentions."""
+
+    name = "unheard"
+
+    def triples(self):
+        yield Triple(Node("zq1", "Zorblax"), Node("r", "runs on"), Node("zq2", "Quuxium"))
+'''
+
+
+def test_a_plugin_source_whose_facts_reach_no_context_says_so(
+    tagwiki_settings, tmp_path, monkeypatch, llama_tokenizer
+):
+    """A source whose labels link no mention gives no fact to any context of a run: the run says so in one
+    warning line naming it (it used to be silent); a source whose facts reach a context is not named."""
+    from graphctx.knowledge.budget import TokenCounter
+    from graphctx.pipeline.contexts import ContextBuilder
+    from graphctx.retrieval.settings import RetrievalSettings
+
+    (tmp_path / "silentkg.py").write_text(SILENT)
+    (tmp_path / "ownkg.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    extra = [
+        {"class_path": "silentkg.Unheard"},
+        {"class_path": "ownkg.OwnTriples", "init_args": {"path": str(tagwiki_ntriples(tagwiki_settings))}},
+    ]
+    both = KnowledgeSettings(**{**vars(tagwiki_settings), "also": ["unheard", "own_triples"], "extra": extra})
+    words = TokenCounter("words", str.split)
+    enhancer = build_enhancer(both, words)
+    builder = ContextBuilder(
+        [], RetrievalSettings(device="cpu"), both, enhancer=enhancer, tokenizer=llama_tokenizer
+    )
+    pair = QAPair("Yoroi or Daedalus for Plutus?", "Yoroi is a light wallet; Plutus is Haskell.", 1)
+    assert builder.silent_sources() == []  # nothing enhanced yet
+    builder.enhance(["Which wallet?", "Which language?"], [[pair], [pair]])
+    assert builder.facts_by_source["kg:own_triples"] > 0
+    assert builder.silent_sources() == [
+        "warning: knowledge source unheard (silentkg.Unheard) gave no fact to any of the 2 enhanced "
+        "questions: no mention linked to its labels or aliases, or none of its facts reached another entity "
+        "of a context"
+    ]
