@@ -302,7 +302,10 @@ def docs_workspace(tmp_path_factory, cardano_dir, tiny_bert) -> tuple[Path, Path
         "bootstrap_samples": 50,
     }
     generation = {"max_new_tokens": 4, "batch_size": 2, "max_prompt_tokens": 320}
-    config = write_workspace(root, cardano_dir, tiny_bert, "base.yaml", evaluation, generation=generation)
+    knowledge = {"token_budget": 600}  # room for several retrieved pairs and their facts
+    config = write_workspace(
+        root, cardano_dir, tiny_bert, "base.yaml", evaluation, generation=generation, knowledge=knowledge
+    )
     return config, plugins
 
 
