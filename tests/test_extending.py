@@ -46,7 +46,7 @@ class Example:
 def page_example(page: str) -> Example:
     """The ``## A complete example`` section of ``docs/extending/<page>``."""
     section = (DOCS / page).read_text().split(EXAMPLE, 1)[1].split("\n## ", 1)[0]
-    module = re.search(r"save this as `([\w/]+\.py)`", section, re.I).group(1)
+    module = re.search(r"save this as\s+`([\w/]+\.py)`", section, re.I).group(1)
     python = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     config = yaml.safe_load(re.search(r"```yaml\n(.*?)```", section, re.S).group(1))
     command = shlex.split(re.search(r"```bash\n(.*?)```", section, re.S).group(1))
@@ -339,7 +339,9 @@ def test_the_docs_extractor_and_retriever_run_as_written(docs_workspace):
     done = run_command(example, config, plugins)
     assert done.returncode == 0, done.stderr[-3000:]
     extracted = json.loads(done.stdout)["extracted"]
-    assert any("is_a" in t["source"].split("@")[0].split("+") and t["relation"] == "is a" for t in extracted)
+    programs = [t for t in extracted if t["relation"] == "instance of"]
+    assert programs and all(t["source"].startswith("programs@pair=") for t in programs), extracted  # its name
+    assert {t["tail"] for t in programs} == {"command-line program"}  # its init_args
 
     example, config = page_config("retrievers.md", base)
     done = run_command(example, config, plugins)
