@@ -186,6 +186,10 @@ def test_a_plugin_extractors_wrong_output_is_one_line_naming_it(tmp_path, monkey
             "yield Triple(Node('a', ''), Node('r', 'R'), Node('b', 'B'))",
             "a triple's head Node(id='a', label='', aliases=()) has an empty",
         ),
+        (
+            "yield Triple(Node('a', 'A', 'ay'), Node('r', 'R'), Node('b', 'B'))",
+            "a triple's head Node(id='a', label='A', aliases='ay'): aliases is not a tuple of names",
+        ),
         ("raise OSError('no such file')", "raised OSError: no such file"),
     ],
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -12,7 +12,7 @@ class Node:
 
     id: str
     label: str
-    aliases: tuple[str, ...] = field(default=())
+    aliases: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,8 @@ PLUGIN_STORE_FORMAT = 1
 def _checked_node(node: Any, part: str, what: str) -> Node:
     if not isinstance(node, Node):
         raise ConfigError(f"{what}: a triple's {part} is {type(node).__name__}, not a Node(id, label)")
+    if isinstance(node.aliases, str) or not isinstance(node.aliases, tuple | list):
+        raise ConfigError(f"{what}: a triple's {part} {node!r}: aliases is not a tuple of names")
     names = [node.id, node.label, *node.aliases]
     if not all(isinstance(name, str) and name.strip() for name in names):
         raise ConfigError(f"{what}: a triple's {part} {node!r} has an empty or non-text id, label or alias")
