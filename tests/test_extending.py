@@ -189,6 +189,20 @@ def test_a_plugin_name_may_not_take_a_built_in_metrics_place(tmp_path, monkeypat
         load_config(TINY, ["--evaluation.metrics.extra", '[{"class_path": "clash.Clash"}]'])
 
 
+def test_a_metric_entry_must_give_a_scorer_and_a_fingerprint(tmp_path, monkeypatch):
+    """The contract of a MetricEntry is name, columns, scorer() and fingerprint(): the rest has defaults."""
+    (tmp_path / "bare.py").write_text(
+        "from graphctx.metrics.registry import MetricEntry\n\n"
+        "class Bare(MetricEntry):\n    name = 'bare'\n    columns = {'x': 'X'}\n\n"
+        "    def fingerprint(self):\n        return {}\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(
+        ConfigError, match=r"extra\[0\]: bare\.Bare gives no scorer\(\) \(a MetricEntry gives"
+    ):
+        load_config(TINY, ["--evaluation.metrics.extra", '[{"class_path": "bare.Bare"}]'])
+
+
 def _plugin_package(root: Path) -> Path:
     """``helpful/metric.py`` whose metric scores with ``helpful/words.py``'s helper."""
     package = root / "helpful"

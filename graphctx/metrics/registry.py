@@ -268,10 +268,12 @@ def metric_entries(context: MetricContext) -> list[MetricEntry]:
             raise ConfigError(
                 f"{section}[{position}]: {entry.class_path} declares no columns (score key → name)"
             )
-        missing = [m for m in ("scorer", "fingerprint") if getattr(type(entry), m) is getattr(MetricEntry, m)]
+        missing = [
+            f"{m}()" for m in ("scorer", "fingerprint") if getattr(type(entry), m) is getattr(MetricEntry, m)
+        ]
         if missing:
             raise ConfigError(
-                f"{section}[{position}]: {entry.class_path} gives no {' or '.join(missing)}() (a MetricEntry "
+                f"{section}[{position}]: {entry.class_path} gives no {' or '.join(missing)} (a MetricEntry "
                 "gives name, columns, scorer() and fingerprint(); a RowMetric name, columns, score_rows())"
             )
     return entries + plugins
