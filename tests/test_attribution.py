@@ -26,12 +26,13 @@ from graphctx.knowledge.sparql import KGFact
 from graphctx.knowledge.triplets import Triplet
 from graphctx.knowledge.verbalise import Sentence
 from graphctx.pipeline.config_file import load_config
+from graphctx.retrieval.registry import BUILT_IN as BUILT_IN_RETRIEVERS
 
 LIMIT = 512
 """The judge's input limit here: of the two questions' posts, one is judged and one is over (~1,060 tokens),
 so both paths run, in seconds."""
 KEYS = {"architecture", "passage", "link", "text", "probability", "judge_in_system"}
-RETRIEVERS = ArchitectureContext(("graph", "dense", "bm25", "hybrid"))
+RETRIEVERS = ArchitectureContext(tuple(cls.name for cls in BUILT_IN_RETRIEVERS))
 ARCHITECTURES = [
     {"class_path": "rtr"},
     {"class_path": "posthoc", "init_args": {"k": 3}},

@@ -6,6 +6,7 @@ name is one line naming the setting."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -126,8 +127,11 @@ def test_an_unknown_extractor_is_one_line_naming_the_setting(plugin, tmp_path):
         load_config(TINY, ["--knowledge.extractors", '["nope"]'])
     assert "\n" not in str(error.value)
     overrides = ["--knowledge.extractors", '["spacy", "nope"]', "--knowledge.extractors_extra", plugin]
-    expected = r"knowledge\.extractors: unknown extractor\(s\) \['nope'\]; choose from \['spacy', 'rebel', "
-    with pytest.raises(ConfigError, match=expected + r"'llm', 'tag_pairs'\]$") as error:
+    choices = re.escape(
+        repr([*(cls.name for cls in BUILT_IN), "tag_pairs"])
+    )  # the built-ins, then the plug-in
+    expected = rf"knowledge\.extractors: unknown extractor\(s\) \['nope'\]; choose from {choices}$"
+    with pytest.raises(ConfigError, match=expected) as error:
         load_config(TINY, overrides)
     assert str(error.value).startswith(f"{TINY}: ") and "\n" not in str(error.value)
     (tmp_path / "ownext_taken.py").write_text(
@@ -169,19 +173,59 @@ def test_a_plugin_extractors_wrong_output_is_one_line_naming_it(tmp_path, monkey
     assert str(error.value).startswith(f"knowledge.extractors_extra bad (badext.BadEntry): {problem}")
 
 
-def test_a_plugin_knowledge_source_that_opens_no_graph_is_one_line_naming_it(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ("return []", "triples() gave no triples; a knowledge source needs at least one fact"),
+        ("yield ('a', 'b', 'c')", "triples() gave tuple, not a Triple(head, relation, tail)"),
+        (
+            "yield Triple(Node('a', 'A'), 'is', Node('b', 'B'))",
+            "a triple's relation is str, not a Node(id, label)",
+        ),
+        (
+            "yield Triple(Node('a', ''), Node('r', 'R'), Node('b', 'B'))",
+            "a triple's head Node(id='a', label='', aliases=()) has an empty",
+        ),
+        (
+            "yield Triple(Node('a', 'A', 'ay'), Node('r', 'R'), Node('b', 'B'))",
+            "a triple's head Node(id='a', label='A', aliases='ay'): aliases is not a tuple of names",
+        ),
+        ("raise OSError('no such file')", "raised OSError: no such file"),
+    ],
+)
+def test_a_plugin_knowledge_source_without_good_triples_is_one_line_naming_it(
+    tmp_path, monkeypatch, body, problem
+):
+    """A source that gives nothing (or not triples) fails when its store is built, not silently later."""
     from graphctx.knowledge.backends import build_knowledge_graph
 
     (tmp_path / "badkg.py").write_text(
-        "from graphctx.knowledge.backends import PluginSource\n\n"
-        "class NotAGraph(PluginSource):\n    name = 'mine'\n\n    def open(self):\n        return {}\n"
+        "from graphctx.knowledge.backends import Node, PluginSource, Triple\n\n"
+        f"class Bad(PluginSource):\n    name = 'mine'\n\n    def triples(self):\n        {body}\n"
     )
+    monkeypatch.delitem(sys.modules, "badkg", raising=False)
     monkeypatch.syspath_prepend(str(tmp_path))
-    extra = json.dumps([{"class_path": "badkg.NotAGraph"}])
-    config = load_config(TINY, ["--knowledge.extra", extra, "--knowledge.backend", "mine"])
+    extra = json.dumps([{"class_path": "badkg.Bad"}])
+    overrides = [
+        "--knowledge.extra",
+        extra,
+        "--knowledge.backend",
+        "mine",
+        "--cache_dir",
+        str(tmp_path / "c"),
+    ]
+    config = load_config(TINY, overrides)
     with pytest.raises(ConfigError) as error:
         build_knowledge_graph(config.knowledge)
-    assert str(error.value) == (
-        "knowledge.extra mine (badkg.NotAGraph): open() returned dict, not a "
-        "graphctx.knowledge.kg.SparqlKnowledgeGraph"
+    assert str(error.value).startswith(f"knowledge.extra mine (badkg.Bad): {problem}"), str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_a_plugin_knowledge_source_may_not_open_its_own_graph(tmp_path, monkeypatch):
+    (tmp_path / "ownopen.py").write_text(
+        "from graphctx.knowledge.backends import PluginSource\n\n"
+        "class Opens(PluginSource):\n    name = 'mine'\n\n    def open(self):\n        return {}\n"
     )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError, match=r"Opens overrides open\(\) or gazetteer\(\): a plug-in knowledge"):
+        load_config(TINY, ["--knowledge.extra", json.dumps([{"class_path": "ownopen.Opens"}])])

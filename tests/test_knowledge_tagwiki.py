@@ -185,13 +185,17 @@ def test_bad_sites_are_one_line_naming_the_setting_or_file(tmp_path):
 
 
 PLUGIN = '''
-import dataclasses
+import pyoxigraph
 
-from graphctx.knowledge.backends import PluginSource
+from graphctx.knowledge.backends import Node, PluginSource, Triple
+
+LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
+ALIAS = "http://www.w3.org/2004/02/skos/core#altLabel"
+CLAIM = "http://wikiba.se/ontology#directClaim"
 
 
 class OwnTriples(PluginSource):
-    """A knowledge graph from one N-Triples file of the user's, in the local store."""
+    """A knowledge graph read from one N-Triples file of the user's: its labelled edges as plain triples."""
 
     name = "own_triples"
 
@@ -202,11 +206,22 @@ class OwnTriples(PluginSource):
     def location(self):
         return self.path
 
-    def open(self):
-        from graphctx.knowledge.store import LocalKnowledgeGraph
+    def triples(self):
+        quads = list(pyoxigraph.parse(path=self.path, format=pyoxigraph.RdfFormat.N_TRIPLES))
+        labels = {q.subject.value: q.object.value for q in quads if q.predicate.value == LABEL}
+        aliases = {}
+        for q in quads:
+            if q.predicate.value == ALIAS:
+                aliases.setdefault(q.subject.value, []).append(q.object.value)
+        relations = {q.object.value: q.subject.value for q in quads if q.predicate.value == CLAIM}
 
-        own = dataclasses.replace(self.settings, kg_dir="", ntriples=[self.path])
-        return LocalKnowledgeGraph.from_settings(own)
+        def node(iri):
+            return Node(iri, labels[iri], tuple(aliases.get(iri, ())))
+
+        for q in quads:
+            prop = relations.get(q.predicate.value)
+            if prop and q.subject.value in labels and q.object.value in labels:
+                yield Triple(node(q.subject.value), node(prop), node(q.object.value))
 '''
 
 
@@ -273,8 +288,8 @@ def test_sources_alongside_the_backend_each_name_their_facts(
     context = enhancer.enhance("Which wallet?", [pair])
     sources = {s.text: s.triplet.source for s in context.sentences if s.triplet.source.startswith("kg:")}
     assert sources["yoroi is often asked about together with wallet."] == "kg:tagwiki"
-    assert sources["zzlang is often asked about together with haskell."] == "kg:local"  # the plug-in's store
-    assert sources["plutus is often asked about together with haskell."] == "kg:tagwiki+kg:local"  # both
+    assert sources["zzlang is often asked about together with haskell."] == "kg:own_triples"  # its name
+    assert sources["plutus is often asked about together with haskell."] == "kg:tagwiki+kg:own_triples"
     requests = [kg.stats.sparql_requests for kg in enhancer.kgs]
     builder = ContextBuilder(
         [], RetrievalSettings(device="cpu"), both, enhancer=enhancer, tokenizer=llama_tokenizer
@@ -300,3 +315,50 @@ def test_sources_alongside_the_backend_each_name_their_facts(
         load_config(tiny, ["--knowledge.also", "[nope]"])
     with pytest.raises(ConfigError, match=r"knowledge\.also: \['local'\]: each source once"):
         load_config(tiny, ["--knowledge.also", "[local]"])
+
+
+SILENT = '''
+from graphctx.knowledge.backends import Node, PluginSource, Triple
+
+
+class Unheard(PluginSource):
+    """Facts about things no question mentions."""
+
+    name = "unheard"
+
+    def triples(self):
+        yield Triple(Node("zq1", "Zorblax"), Node("r", "runs on"), Node("zq2", "Quuxium"))
+'''
+
+
+def test_a_plugin_source_whose_facts_reach_no_context_says_so(
+    tagwiki_settings, tmp_path, monkeypatch, llama_tokenizer
+):
+    """A source whose labels link no mention gives no fact to any context of a run: the run says so in one
+    warning line naming it (it used to be silent); a source whose facts reach a context is not named."""
+    from graphctx.knowledge.budget import TokenCounter
+    from graphctx.pipeline.contexts import ContextBuilder
+    from graphctx.retrieval.settings import RetrievalSettings
+
+    (tmp_path / "silentkg.py").write_text(SILENT)
+    (tmp_path / "ownkg.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    extra = [
+        {"class_path": "silentkg.Unheard"},
+        {"class_path": "ownkg.OwnTriples", "init_args": {"path": str(tagwiki_ntriples(tagwiki_settings))}},
+    ]
+    both = KnowledgeSettings(**{**vars(tagwiki_settings), "also": ["unheard", "own_triples"], "extra": extra})
+    words = TokenCounter("words", str.split)
+    enhancer = build_enhancer(both, words)
+    builder = ContextBuilder(
+        [], RetrievalSettings(device="cpu"), both, enhancer=enhancer, tokenizer=llama_tokenizer
+    )
+    pair = QAPair("Yoroi or Daedalus for Plutus?", "Yoroi is a light wallet; Plutus is Haskell.", 1)
+    assert builder.silent_sources() == []  # nothing enhanced yet
+    builder.enhance(["Which wallet?", "Which language?"], [[pair], [pair]])
+    assert builder.facts_by_source["kg:own_triples"] > 0
+    assert builder.silent_sources() == [
+        "warning: knowledge source unheard (silentkg.Unheard) gave no fact to any of the 2 enhanced "
+        "questions: no mention linked to its labels or aliases, or none of its facts reached another entity "
+        "of a context"
+    ]

@@ -27,6 +27,7 @@ from graphctx.evaluation.retrieval_eval.measures import (
 from graphctx.evaluation.retrieval_eval.queries import check_link_source, load_link_queries, masked_pool_texts
 from graphctx.retrieval.fusion import reciprocal_rank_fusion
 from graphctx.retrieval.lexical import BM25Index
+from graphctx.retrieval.registry import BUILT_IN
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "configs" / "tiny.yaml"
@@ -255,7 +256,7 @@ def test_tiny_config_end_to_end(tmp_path, capsys):
     assert_ir_measures_agree(out, [2, 10])  # ir-measures scores the TREC files as graphctx does
     assert json.loads((out / "results.json").read_text()) == document
     assert document["queries"] >= 2 and document["pool"] == 293 and document["top_k"] == 2
-    assert set(document["methods"]) == {"graph", "dense", "bm25", "hybrid"}
+    assert set(document["methods"]) == {cls.name for cls in BUILT_IN}
     for result in [*document["methods"].values(), *document["sweep"]]:
         for name in ("recall@2", "recall@10", "mrr@10", "ndcg@10"):
             interval = result[name]

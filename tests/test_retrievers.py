@@ -19,7 +19,7 @@ from graphctx.evaluation.retrieval_eval.report import write_report
 from graphctx.pipeline.config_file import load_config
 from graphctx.prompts import get_variants, retriever_twin
 from graphctx.retrieval.index import build_index
-from graphctx.retrieval.registry import PoolView, retriever_entries
+from graphctx.retrieval.registry import BUILT_IN, PoolView, retriever_entries
 from graphctx.retrieval.settings import RetrievalSettings
 
 TINY = Path(__file__).resolve().parents[1] / "configs" / "tiny.yaml"
@@ -80,7 +80,7 @@ def judged(ids, settings, cache) -> tuple[Pool, Queries]:
 def test_retrieval_eval_ranks_with_the_answering_retrievers_hits(pool):
     ids, settings, cache = pool
     entries = retriever_entries(settings)
-    assert list(entries) == ["graph", "dense", "bm25", "hybrid"]
+    assert list(entries) == [cls.name for cls in BUILT_IN]
     rankings = registry_rankings(*judged(ids, settings, cache), settings, settings.top_k)
     assert list(rankings) == list(entries)
     for name, entry in entries.items():  # the answering path embeds the queries itself

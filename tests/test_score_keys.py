@@ -15,7 +15,7 @@ from transformers import BertConfig, BertForTokenClassification
 from graphctx.evaluation.matrix import metric_fingerprints as score_keys
 from graphctx.evaluation.matrix.metric_fingerprints import metric_parts
 from graphctx.knowledge.settings import KnowledgeSettings
-from graphctx.metrics import registry
+from graphctx.metrics import entry_defaults
 from graphctx.metrics.registry import MetricContext, metric_entries
 from graphctx.metrics.settings import BertScoreSettings, FactSettings, MetricSettings
 from graphctx.model import ModelSpec
@@ -70,7 +70,7 @@ def test_knowledge_extractors_reach_only_the_triplet_fact_score(tmp_path):
 def test_a_library_version_is_part_of_the_key(monkeypatch):
     before = parts(FactSettings())
     versions = {"pysbd": "0.3.4", "transformers": "9.9.9"}
-    monkeypatch.setattr(registry, "_version", lambda package: versions.get(package, "1.0"))
+    monkeypatch.setattr(entry_defaults, "_version", lambda package: versions.get(package, "1.0"))
     after = parts(FactSettings())
     assert after["fact_score"]["libraries"] == {"pysbd": "0.3.4", "torch": "1.0", "transformers": "9.9.9"}
     assert after["rouge"]["libraries"] == {"rouge-score": "1.0", "nltk": "1.0"}

@@ -11,18 +11,25 @@ adds its own LightningCLI style and selects it by name::
       backend: my_kg
       extra:
         - class_path: mypkg.kg.MyKnowledgeSource
-          init_args: {path: /data/my.nt}
+          init_args: {path: /data/my.csv}
+
+A plug-in subclasses :class:`PluginSource` and gives plain labelled triples (:class:`Triple` of
+:class:`Node` s, importable from here); docs/extending/knowledge-sources.md is the complete example.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from graphctx.errors import ConfigError
 from graphctx.knowledge.kg import Gazetteer, GazetteerUnion, SparqlKnowledgeGraph
+from graphctx.knowledge.plain_triples import Node, Triple
 from graphctx.knowledge.settings import KnowledgeSettings
-from graphctx.plugins import checked_method, load_plugins, plugin_name, source_fingerprint
+from graphctx.plugins import load_plugins, source_fingerprint
+
+__all__ = ["KnowledgeSource", "Node", "PluginSource", "Triple"]
 
 
 class KnowledgeSource:
@@ -93,31 +100,53 @@ BUILT_IN: tuple[type[KnowledgeSource], ...] = (LocalSource, WikidataSource, TagW
 
 
 class PluginSource(KnowledgeSource):
-    """The base of a plug-in knowledge source: subclass it, set ``name``, implement :meth:`open` (a
-    :class:`~graphctx.knowledge.kg.SparqlKnowledgeGraph`: e.g. a :class:`~graphctx.knowledge.store.
-    LocalKnowledgeGraph` over your own store). Its fingerprint is its class path, ``init_args`` and source."""
+    """The base of a plug-in knowledge source: subclass it, set ``name`` and give your facts as plain
+    labelled triples in :meth:`triples`; graphctx builds and caches the store the SPARQL queries read
+    (:mod:`graphctx.knowledge.plugin_store`), links mentions to its labels and aliases, and labels its facts
+    ``kg:<name>``. Its fingerprint (class path, ``init_args``, package sources) keys that store, the answers'
+    resume guard and the enhanced-context cache."""
 
     class_path: str
     init_args: dict[str, Any]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        opened = cls.__dict__.get("open")
-        if opened is not None and not getattr(opened, "checked", False):
-            cls.open = checked_method(opened, _checked_graph, "knowledge.extra")  # type: ignore[method-assign]
+        if "open" in cls.__dict__ or "gazetteer" in cls.__dict__:
+            raise TypeError(
+                f"{cls.__qualname__} overrides open() or gazetteer(): a plug-in knowledge source gives "
+                "triples() and graphctx builds its store"
+            )
+
+    def triples(self) -> Iterable[Triple]:
+        """Every fact of the source, each a :class:`Triple` of labelled
+        :class:`Node` s (read once per fingerprint, then cached)."""
+        raise NotImplementedError
+
+    def location(self) -> str:
+        """Where it is read from, for ``plan`` and results.md (default: its class path)."""
+        return self.class_path
+
+    def open(self) -> SparqlKnowledgeGraph:
+        from graphctx.knowledge.plugin_store import build_plugin_store
+        from graphctx.knowledge.store import LocalKnowledgeGraph
+
+        settings = self.settings
+        graph = LocalKnowledgeGraph(
+            build_plugin_store(self, settings),
+            settings.language,
+            settings.max_facts_per_entity,
+            settings.sparql_batch_values,
+        )
+        graph.name = f"kg:{self.name}"
+        return graph
+
+    def gazetteer(self, kg: SparqlKnowledgeGraph | None = None) -> Gazetteer:
+        from graphctx.knowledge.plugin_store import build_plugin_store
+
+        return Gazetteer(json.loads((build_plugin_store(self, self.settings) / "gazetteer.json").read_text()))
 
     def fingerprint(self) -> dict[str, Any]:
         return source_fingerprint(self)
-
-
-def _checked_graph(entry: PluginSource, graph: Any, args: tuple) -> SparqlKnowledgeGraph:
-    """What a plug-in source's ``open()`` returned, when it is a knowledge graph."""
-    if not isinstance(graph, SparqlKnowledgeGraph):
-        raise ConfigError(
-            f"knowledge.extra {plugin_name(entry)}: open() returned {type(graph).__name__}, not a "
-            "graphctx.knowledge.kg.SparqlKnowledgeGraph"
-        )
-    return graph
 
 
 def knowledge_sources(settings: KnowledgeSettings) -> dict[str, KnowledgeSource]:
@@ -167,3 +196,19 @@ def build_gazetteer(
 def also_fingerprints(settings: KnowledgeSettings) -> dict[str, Any]:
     """The fingerprints of the plug-in sources in ``knowledge.also`` (built-ins have none)."""
     return {source.name: part for source in selected_sources(settings)[1:] if (part := source.fingerprint())}
+
+
+def silent_plugins(
+    settings: KnowledgeSettings, facts_by_source: Mapping[str, int], questions: int
+) -> list[str]:
+    """A warning line for each plug-in source of ``knowledge.backend`` / ``knowledge.also`` that gave no
+    fact to any of ``questions`` enhanced questions (``facts_by_source``: facts kept per ``kg:<name>``)."""
+    if not settings.enabled or not questions:
+        return []
+    return [
+        f"warning: knowledge source {source.name} ({source.class_path}) gave no fact to any of the "
+        f"{questions} enhanced questions: no mention linked to its labels or aliases, or none of its facts "
+        "reached another entity of a context"
+        for source in selected_sources(settings)
+        if isinstance(source, PluginSource) and not facts_by_source.get(f"kg:{source.name}")
+    ]

@@ -16,6 +16,7 @@ The configured extractors' triplets are united (:class:`~graphctx.knowledge.trip
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -197,7 +198,8 @@ EXTRA = "knowledge.extractors_extra"
 
 class CheckedExtractor:
     """A plug-in's extractor whose output is checked: one list of :class:`Triplet` s per text; anything
-    else, or an exception it raises, is one ``ConfigError`` line naming the plug-in."""
+    else, or an exception it raises, is one ``ConfigError`` line naming the plug-in. Each triplet's
+    ``source`` is the plug-in's name, whatever the plug-in set."""
 
     def __init__(self, what: str, extractor: TripletExtractor) -> None:
         self.what = what
@@ -231,7 +233,7 @@ class CheckedExtractor:
                     f"{self.what}: extract()'s list {number} holds {wrong!r}, not a "
                     "graphctx.knowledge.triplets.Triplet"
                 )
-        return found
+        return [[dataclasses.replace(t, source=self.name) for t in triplets] for triplets in found]
 
 
 def extractor_entries(settings: KnowledgeSettings) -> dict[str, ExtractorEntry]:

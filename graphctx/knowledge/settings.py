@@ -161,7 +161,8 @@ class KnowledgeSettings:
 
     extra: list[dict[str, Any]] = field(default_factory=list)
     """Knowledge sources of your own package, each ``{class_path: pkg.mod.Class, init_args: {...}}`` naming a
-    :class:`graphctx.knowledge.backends.PluginSource` subclass; select one by its name in ``backend``."""
+    :class:`graphctx.knowledge.backends.PluginSource` subclass (docs/extending/knowledge-sources.md); select
+    one by its name in ``backend``."""
 
     cache_dir: str = ""
     """Cache folder for the KG store, SPARQL responses and enhanced contexts (``""``: graphctx default). Not

@@ -142,7 +142,7 @@ def first_package(clause: str) -> str | None:
     return match.group(1) if match else None
 
 
-class _TripleWriter:
+class TripleWriter:
     """Collects N-Triples lines plus the gazetteer (normalised surface → display label) per kind."""
 
     def __init__(self) -> None:
@@ -173,7 +173,7 @@ class _TripleWriter:
         return ("\n".join(self.lines) + "\n").encode()
 
 
-def _software_triples(sql_path: Path, writer: _TripleWriter) -> None:
+def _software_triples(sql_path: Path, writer: TripleWriter) -> None:
     db = sqlite3.connect(":memory:")
     try:
         db.executescript(sql_path.read_text(encoding="utf-8"))
@@ -232,7 +232,7 @@ def _debian_records(path: Path) -> Iterator[dict[str, str]]:
             yield record
 
 
-def _debian_triples(path: Path, writer: _TripleWriter) -> None:
+def _debian_triples(path: Path, writer: TripleWriter) -> None:
     for record in _debian_records(path):
         name = record["Package"]
         node = DEBIAN + name
@@ -264,7 +264,7 @@ def _link_direct_claims(store: pyoxigraph.Store) -> None:
     store.extend(quads)
 
 
-def _ntriples_gazetteer(store: pyoxigraph.Store, writer: _TripleWriter, language: str) -> None:
+def _ntriples_gazetteer(store: pyoxigraph.Store, writer: TripleWriter, language: str) -> None:
     query = (
         f"SELECT ?label WHERE {{ ?s <{RDFS_LABEL}> ?label FILTER(LANG(?label) = {json.dumps(language)}) }}"
     )
@@ -303,7 +303,7 @@ def store_path(settings: KnowledgeSettings) -> Path:
     return cache_root(settings.cache_dir or None) / "kg-store" / key
 
 
-def _check_store(folder: Path) -> Path:
+def check_store(folder: Path) -> Path:
     """``folder`` if its stats and gazetteer read back and its RocksDB store opens; else it raises."""
     stats = json.loads((folder / "stats.json").read_text())
     gazetteer = json.loads((folder / "gazetteer.json").read_text())
@@ -322,10 +322,10 @@ def build_store(settings: KnowledgeSettings) -> Path:
     that does not open (or whose JSON files do not read back) is moved aside and built again.
     """
     target = store_path(settings)
-    if read_entry(target, _check_store) is not None:
+    if read_entry(target, check_store) is not None:
         return target
     started = time.perf_counter()
-    writer = _TripleWriter()
+    writer = TripleWriter()
     writer.properties()
     if settings.kg_dir:
         _software_triples(Path(settings.kg_dir) / SOFTWARE_SQL, writer)

@@ -19,17 +19,15 @@ paper's metric, listed as such.
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
-import importlib.metadata
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from graphctx.decoding import Backend
 from graphctx.errors import ConfigError
 from graphctx.knowledge.settings import KnowledgeSettings
+from graphctx.metrics.entry_defaults import MetricDefaults
 from graphctx.metrics.settings import MetricSettings
 from graphctx.model.settings import ModelSpec
 from graphctx.plugins import import_class, load_plugins, plugin_name, running, source_fingerprint
@@ -44,9 +42,6 @@ RowScores = dict[str, list[float]]
 RowScorer = Callable[[Sequence[str], Sequence[str], Sequence[str], Sequence[str | None]], RowScores]
 """``(questions, generated, gold, premises) → RowScores``: scores a batch with fresh metric states."""
 
-SPEED_ONLY = {"batch_size", "device"}
-"""Metric settings that change how fast scores are made, not which."""
-
 
 @dataclass(frozen=True)
 class MetricContext:
@@ -58,31 +53,6 @@ class MetricContext:
     knowledge: KnowledgeSettings
     generation: ModelSpec
     backend: Backend = "generate"
-
-
-class ByteCounter(Protocol):
-    """What a metric asks of the memory plan (:class:`graphctx.stack.memory.MemoryEstimate`)."""
-
-    def weight_bytes(self, source: str, per_param: float) -> float | None:
-        """Bytes of ``source``'s weights at ``per_param`` bytes each (None: shape unknown here)."""
-
-    def decoding_bytes(self, source: str, new_tokens: int, batch: int) -> float | None:
-        """bf16 weights, prefill and KV cache of decoding a batch of prompts with ``source``."""
-
-    def extractor_bytes(self) -> float | None:
-        """The knowledge stage's triplet extractors (REBEL in float32, the LLM decoding)."""
-
-
-def _version(package: str) -> str | None:
-    try:
-        return importlib.metadata.version(package)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def library_versions(packages: Sequence[str]) -> dict[str, str | None]:
-    """Each package's installed version (None when it is not installed)."""
-    return {package: _version(package) for package in packages}
 
 
 AUTO_DEVICE = "auto (CUDA when available, else CPU)"
@@ -103,117 +73,27 @@ def per_row_scores(metric: Any) -> RowScores:
     return {key: values.tolist() for key, values in metric.per_row().items()}
 
 
-def settings_part(settings: Any) -> dict[str, Any]:
-    """A settings dataclass as a dict, less the speed-only fields."""
-    return {k: v for k, v in dataclasses.asdict(settings).items() if k not in SPEED_ONLY}
-
-
-class MetricEntry:
-    """One metric: its name and score keys, what it reads and runs, and how it scores rows.
-
-    Subclasses set the class attributes and override what differs; a plug-in usually needs only
-    ``name``, ``columns`` and :meth:`score_rows` (see :class:`RowMetric`).
+class MetricEntry(MetricDefaults):
+    """One metric's contract: its :attr:`name`, its :attr:`columns`, a :meth:`scorer` of rows and the
+    :meth:`fingerprint` of what its scores depend on. Everything else graphctx may ask of a metric is
+    optional, with defaults (:class:`~graphctx.metrics.entry_defaults.MetricDefaults`); a plug-in usually
+    needs only ``name``, ``columns`` and ``score_rows`` (see :class:`RowMetric`).
     """
 
     name: ClassVar[str]
     """The metric's name in configs (``evaluation.callback_metrics``) and its score file's stem."""
-    columns: ClassVar[dict[str, str]] = {}
+    columns: ClassVar[dict[str, str]]
     """Score key (before any ``[label]``) → results-table column, in column order."""
-    column_rank: ClassVar[int] = 100
-    """Where the columns go in the table (built-ins 10-50; lower first)."""
-    plan_rank: ClassVar[int] = 100
-    """Where the metric goes in ``graphctx plan``'s metric section (lower first)."""
-    title: ClassVar[str] = ""
-    """Its name in results.md's model lines."""
-    sections: ClassVar[tuple[str, ...]] = ()
-    """The ``evaluation.metrics`` sections it reads (in its fingerprint)."""
-    libraries: ClassVar[tuple[str, ...]] = ()
-    """Packages in its path, whose versions are in its fingerprint."""
-    premise: ClassVar[bool] = False
-    """Scores an answer against the context it was generated from: rows without one get NaN."""
-    passages: ClassVar[bool] = False
-    """Scores an answer's ``[n]`` citations against the numbered passages its prompt showed (a prediction
-    line's ``passages``, ``generation.citations``): its scorer also takes each row's passages, a fifth
-    argument (None: the row's prompt numbered none)."""
-    paper_metric: ClassVar[bool] = False
-    """One of the paper's metrics (False: an extension beyond the paper)."""
-    paper_columns: ClassVar[dict[str, tuple[str, str]]] = {}
-    """Score key → (its column in the paper's Table 3, its header in results.md's "Beside the paper")."""
-    judge_keys: ClassVar[tuple[str, str] | None] = None
-    """A judge of (premise, claim) pairs declares its (accept key, score key), both before any label (e.g.
-    ``("autoais", "autoais_soft")``): the run then scores control pairs with it, its scorer given a gold
-    sentence as the answer and a gold answer as the premise, and results.md says whether it can tell
-    supported from unsupported (:mod:`graphctx.metrics.judge_check`)."""
 
     def __init__(self, context: MetricContext) -> None:
         self.context = context
         self.settings = context.settings
 
-    # ---- what it is -------------------------------------------------------------------------------------
-    @property
-    def label(self) -> str:
-        """'' when the paper's scorer computes it, else the label every key it writes carries."""
-        return ""
-
-    def settings_parts(self) -> dict[str, Any]:
-        """The settings its scores depend on: its own ``evaluation.metrics`` sections, speed-only fields
-        left out."""
-        return {section: settings_part(getattr(self.settings, section)) for section in self.sections}
-
     def fingerprint(self) -> dict[str, Any]:
-        """What its scores depend on beyond :meth:`settings_parts`: resolved models, their identity
-        (:func:`graphctx.model_use.model_identity`) and the versions of :attr:`libraries`."""
-        return {"libraries": library_versions(self.libraries)}
+        """What its scores depend on beyond its settings (``settings_parts``): resolved models, their
+        identity (:func:`graphctx.model_use.model_identity`), library versions, a plug-in's code."""
+        raise NotImplementedError(f"metric {self.name!r} gives no fingerprint")
 
-    def models(self) -> list[ModelUse]:
-        """The models it loads (for ``plan``, the missing-model check and provenance)."""
-        return []
-
-    def pipelines(self) -> list[tuple[str, str]]:
-        """``(setting key, spaCy pipeline)`` it loads."""
-        return []
-
-    def stand_in(self) -> dict[str, Any] | None:
-        """Its ``plan`` stand-in entry when it does not run the paper's scorer."""
-        return None
-
-    def needs_extractor(self) -> bool:
-        """Whether scoring needs the knowledge stage's triplet extractor."""
-        return False
-
-    def plan_json(self) -> dict[str, Any]:
-        """Its part of ``graphctx plan --json``'s ``metrics`` section."""
-        return {"paper": self.paper_metric, "label": self.label}
-
-    def plan_lines(self) -> list[str]:
-        """Its lines of ``graphctx plan``'s text (without the stand-in mark)."""
-        return []
-
-    def stand_in_key(self) -> str:
-        """The setting key its plan line is marked STAND-IN by."""
-        return f"evaluation.metrics.{self.name}"
-
-    def description(self) -> str:
-        """Its results.md model line (the stand-in tag added by the caller from :attr:`label`)."""
-        return ""
-
-    def describe(self, key: str, value: float) -> str:
-        """One of its scores read for people (``graphctx answer``)."""
-        return f"{value:.4f}"
-
-    def memory_stage(self) -> str | None:
-        """The evaluation memory stage it runs in (None: the CPU, no device memory)."""
-        return self.name
-
-    def memory_bytes(self, counter: ByteCounter) -> float | None:
-        """Device bytes of its models in its stage (None: unknown here)."""
-        return 0.0
-
-    def callback_bytes(self, counter: ByteCounter, on_cuda: bool) -> list[float | None]:
-        """What it adds to training's rank 0 when the validation callback computes it."""
-        return []
-
-    # ---- scoring ----------------------------------------------------------------------------------------
     def scorer(
         self,
         device: str | None,
@@ -221,7 +101,8 @@ class MetricEntry:
         extractor: TripletExtractor | None,
         gold_store: Any,
     ) -> RowScorer:
-        """A scorer of batches of rows with this metric's models loaded once (module docstring)."""
+        """A scorer of batches of rows, ``(questions, generated, gold, premises) → score key → one float per
+        row`` (NaN: not scored), with this metric's models loaded once."""
         raise NotImplementedError(f"metric {self.name!r} does not score")
 
 
@@ -383,9 +264,17 @@ def metric_entries(context: MetricContext) -> list[MetricEntry]:
     taken = [entry.name for entry in entries]
     plugins = load_plugins(context.settings.extra, MetricEntry, section, taken, context, aliases=EXTENSIONS)
     for position, entry in enumerate(plugins):
-        if not entry.columns:
+        if not getattr(entry, "columns", None):
             raise ConfigError(
                 f"{section}[{position}]: {entry.class_path} declares no columns (score key → name)"
+            )
+        missing = [
+            f"{m}()" for m in ("scorer", "fingerprint") if getattr(type(entry), m) is getattr(MetricEntry, m)
+        ]
+        if missing:
+            raise ConfigError(
+                f"{section}[{position}]: {entry.class_path} gives no {' or '.join(missing)} (a MetricEntry "
+                "gives name, columns, scorer() and fingerprint(); a RowMetric name, columns, score_rows())"
             )
     return entries + plugins
 

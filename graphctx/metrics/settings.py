@@ -149,5 +149,5 @@ class MetricSettings:
     """Fact score and entity overlap settings."""
     extra: list[dict[str, Any]] = field(default_factory=list)
     """Metrics of your own package, scored after the built-ins, each ``{class_path: pkg.mod.Class,
-    init_args: {...}}`` naming a :class:`graphctx.metrics.registry.MetricEntry` subclass (README:
-    Extending graphctx)."""
+    init_args: {...}}`` naming a :class:`graphctx.metrics.registry.MetricEntry` subclass
+    (docs/extending/metrics.md)."""

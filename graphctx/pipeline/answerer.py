@@ -208,6 +208,9 @@ class Answerer:
             f"contexts ready: retrieved {builder.queries_retrieved} and enhanced "
             f"{builder.queries_enhanced} queries here{summary if self.processes.is_zero else ''}"
         )
+        if self.processes.is_zero:
+            for line in builder.silent_sources():
+                self.log(line)
         return contexts
 
     def enhanced(self, questions: Sequence[str]) -> list[EnhancedContext]:

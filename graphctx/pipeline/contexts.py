@@ -17,12 +17,14 @@ cache); the shares are gathered, so every process ends with every query's contex
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
+from graphctx.knowledge.backends import silent_plugins
 from graphctx.knowledge.budget import QAPair, build_token_counter, fit_budget
 from graphctx.knowledge.enhance import EnhancedContext, Enhancer, build_enhancer
 from graphctx.knowledge.llm import GenerationModel
@@ -106,6 +108,10 @@ class ContextBuilder:
         """Queries this process ranked (summed over the methods)."""
         self.queries_enhanced = 0
         """Queries this process enhanced or read from the knowledge stage's cache."""
+        self.facts_by_source: Counter[str] = Counter()
+        """KG facts (τ') of every enhanced context, every process's, per source (``kg:<name>``)."""
+        self.contexts_enhanced = 0
+        """Enhanced contexts, every process's."""
 
     @property
     def enhancer(self) -> Enhancer:
@@ -169,7 +175,14 @@ class ContextBuilder:
             else []
         )
         self.queries_enhanced += len(share)
-        return [context for part in self.processes.gather(mine) for context in part]
+        contexts = [context for part in self.processes.gather(mine) for context in part]
+        self.contexts_enhanced += len(contexts)
+        self.facts_by_source.update(fact.source for context in contexts for fact in context.facts)
+        return contexts
+
+    def silent_sources(self) -> list[str]:
+        """A warning line per plug-in knowledge source that gave no fact to any context enhanced so far."""
+        return silent_plugins(self.knowledge, self.facts_by_source, self.contexts_enhanced)
 
     def enhanced_contexts(self, queries: Sequence[str]) -> list[EnhancedContext]:
         """Every query's context C ⊕ S: the pairs ``retrieval.method`` retrieves, and their KG sentences."""

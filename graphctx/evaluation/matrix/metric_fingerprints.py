@@ -17,7 +17,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from graphctx.metrics.registry import MetricEntry, settings_part
+from graphctx.metrics.entry_defaults import settings_part
+from graphctx.metrics.registry import MetricEntry
 from graphctx.metrics.settings import MetricSettings
 
 PLUGINS = "extra"

@@ -8,8 +8,8 @@ from functools import cached_property
 from typing import Any, ClassVar
 
 from graphctx.metrics.choice import JudgeChoice, choose_judge
+from graphctx.metrics.entry_defaults import ByteCounter, library_versions
 from graphctx.metrics.registry import (
-    ByteCounter,
     OneModelEntry,
     RowScorer,
     device_of,
@@ -61,7 +61,7 @@ class AutoAISEntry(OneModelEntry):
                 "label": judge.label,
             },
             "model": model_identity(judge.model),
-            **super().fingerprint(),
+            "libraries": library_versions(self.libraries),
         }
 
     def plan_json(self) -> dict[str, Any]:

@@ -7,14 +7,8 @@ from functools import cached_property
 from typing import Any, ClassVar
 
 from graphctx.metrics.choice import EncoderChoice, choose_encoder
-from graphctx.metrics.registry import (
-    ByteCounter,
-    MetricEntry,
-    RowScorer,
-    device_of,
-    per_row_scores,
-    stand_in_tag,
-)
+from graphctx.metrics.entry_defaults import ByteCounter, library_versions
+from graphctx.metrics.registry import MetricEntry, RowScorer, device_of, per_row_scores, stand_in_tag
 from graphctx.model_use import ModelUse, model_identity, model_use
 from graphctx.paper import BERTSCORE, BERTSCORE_LAYER
 
@@ -57,7 +51,7 @@ class BertScore(MetricEntry):
             "resolved": {"path": encoder.path, "layer": encoder.layer, "label": encoder.label},
             "model": model_identity(encoder.path),
             "baseline": model_identity(self.settings.bertscore.baseline_path),
-            **super().fingerprint(),
+            "libraries": library_versions(self.libraries),
         }
 
     def models(self) -> list[ModelUse]:

@@ -16,14 +16,13 @@ from typing import Any, ClassVar
 
 from graphctx.errors import ConfigError
 from graphctx.metrics.choice import JudgeChoice, choose_judge
+from graphctx.metrics.entry_defaults import ByteCounter, library_versions, settings_part
 from graphctx.metrics.registry import (
-    ByteCounter,
     MetricContext,
     OneModelEntry,
     RowScorer,
     RowScores,
     device_of,
-    settings_part,
     stand_in_tag,
 )
 from graphctx.model_use import ModelUse, model_identity, model_use
@@ -100,7 +99,7 @@ class CitationEntry(OneModelEntry):
             "resolved": {"protocol": judge.protocol, "max_input_tokens": judge.max_input_tokens},
             "model": model_identity(judge.model),
             "code": code_digest(),
-            **super().fingerprint(),
+            "libraries": library_versions(self.libraries),
         }
 
     def plan_json(self) -> dict[str, Any]:

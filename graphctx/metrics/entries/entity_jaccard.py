@@ -9,14 +9,8 @@ from typing import Any, ClassVar
 
 from graphctx.metrics.choice import ScorerChoice, choose_entity_scorer
 from graphctx.metrics.entries.facts_section import FactsSectionEntry
-from graphctx.metrics.registry import (
-    ByteCounter,
-    GoldScored,
-    RowScorer,
-    device_of,
-    library_versions,
-    stand_in_tag,
-)
+from graphctx.metrics.entry_defaults import ByteCounter, library_versions
+from graphctx.metrics.registry import GoldScored, RowScorer, device_of, stand_in_tag
 from graphctx.metrics.settings import ENTITY_TYPES_NOTE
 from graphctx.model_use import ModelUse, model_identity, model_use, spacy_available
 from graphctx.paper import UNINER

@@ -10,13 +10,8 @@ from typing import Any, ClassVar
 from graphctx.knowledge.extractors import selected_extractors, uses_generation_model
 from graphctx.metrics.choice import ScorerChoice, choose_fact_scorer
 from graphctx.metrics.entries.facts_section import FactsSectionEntry
-from graphctx.metrics.registry import (
-    ByteCounter,
-    GoldScored,
-    RowScorer,
-    device_of,
-    stand_in_tag,
-)
+from graphctx.metrics.entry_defaults import ByteCounter
+from graphctx.metrics.registry import GoldScored, RowScorer, device_of, stand_in_tag
 from graphctx.model_use import ModelUse, model_identity, model_use
 from graphctx.paper import FACTSUMM_NER, FACTSUMM_RELATION, FACTSUMM_VERSION
 
@@ -66,7 +61,7 @@ class FactScoreEntry(FactsSectionEntry):
         return {"extractor": self._extractor(), **libraries, "label": self.label}
 
     def _libraries(self) -> dict[str, str | None]:
-        from graphctx.metrics.registry import library_versions
+        from graphctx.metrics.entry_defaults import library_versions
 
         return library_versions(METHOD_LIBRARIES[self.method])
 

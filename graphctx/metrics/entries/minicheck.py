@@ -10,15 +10,14 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any, ClassVar
 
+from graphctx.metrics.entry_defaults import ByteCounter, library_versions, settings_part
 from graphctx.metrics.registry import (
-    ByteCounter,
     MetricContext,
     OneModelEntry,
     RowScorer,
     device_of,
     per_row_scores,
     premise_rows,
-    settings_part,
 )
 from graphctx.model_use import ModelUse, model_identity, model_use
 from graphctx.paper import Reference, display_name
@@ -58,7 +57,7 @@ class MiniCheckEntry(OneModelEntry):
         return {"minicheck": settings_part(self.options)}
 
     def fingerprint(self) -> dict[str, Any]:
-        return {"model": model_identity(self.options.model), **super().fingerprint()}
+        return {"model": model_identity(self.options.model), "libraries": library_versions(self.libraries)}
 
     def plan_json(self) -> dict[str, Any]:
         options = self.options

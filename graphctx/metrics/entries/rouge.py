@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from graphctx.metrics.entry_defaults import library_versions
 from graphctx.metrics.registry import MetricEntry, RowScorer, per_row_scores
 
 
@@ -22,6 +23,9 @@ class Rouge(MetricEntry):
         "rouge1": ("rouge1", "ROUGE-1"),
         "rougeL": ("rougeL", "ROUGE-L"),
     }
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {"libraries": library_versions(self.libraries)}
 
     def plan_json(self) -> dict[str, bool]:
         return {"use_stemmer": self.settings.rouge.use_stemmer}
