@@ -7,15 +7,14 @@ import argparse
 import json
 from typing import TextIO
 
+from graphctx.command_line import add_config
 from graphctx.commands import add_question_arguments, read_question
 from graphctx.knowledge.sentence_sources import count_label
 from graphctx.prompts import VARIANTS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config", required=True, help="YAML config (model, data, retrieval, knowledge, evaluation)"
-    )
+    add_config(parser, "YAML config (model, data, retrieval, knowledge, evaluation)")
     add_question_arguments(parser, "the question (title and body as one text)")
     parser.add_argument(
         "--variant",
@@ -24,7 +23,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="prompt, model and context (default GraphContextGen: graph retrieval + KG, with the adapter)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's cache_dir)")
 
 
 def execute(args: argparse.Namespace, out: TextIO) -> int:
@@ -32,10 +30,10 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.evaluation.attribution.attributor import configured
     from graphctx.evaluation.matrix.scorer import Scorer
     from graphctx.pipeline.answerer import Answerer
-    from graphctx.pipeline.config_file import load_config
+    from graphctx.pipeline.config_file import run_config
     from graphctx.stack.model_stack import ModelStack, check_models
 
-    config = load_config(args.config, cache_dir=args.cache_dir)
+    config = run_config(args)
     variant = VARIANTS[args.variant]
     check_models(ModelStack(config), "answer", [variant])  # a missing model is named before anything loads
     configured(config)  # so is a bad evaluation.attribution

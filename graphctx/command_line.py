@@ -1,0 +1,97 @@
+"""How every entry point reads its command line: one jsonargparse parser per command, holding the command's
+own options and, for a command that reads a config, the config's (``--config`` and every key of it as a
+``--section.key VALUE`` override, :func:`graphctx.pipeline.config_file.add_config_arguments`).
+
+A command's parser is built only when the command runs; ``--help`` then documents every setting from its
+docstring (:func:`graphctx.settings_docs.field_docstrings`, about a second, so only for ``--help``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from collections.abc import Callable, Sequence
+from importlib.metadata import PackageNotFoundError, version
+
+from jsonargparse import ArgumentParser, DefaultHelpFormatter
+
+from graphctx.errors import ConfigError
+
+RENAMED: dict[str, str] = {
+    "--cache-dir": "--cache_dir",
+    "--top-k": "--retrieval.top_k",
+    "--adapter": "--evaluation.adapter",
+}
+"""Options of older releases -> the config key that replaced them (one spelling for each setting)."""
+NO_CONFIG = "This command reads no config, so it takes no --config and no --section.key settings."
+"""The last line of the help of a command that reads no config."""
+OVERRIDES = "--section.key VALUE"
+
+
+class HelpFormatter(DefaultHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """jsonargparse's help, with descriptions printed as written (their paragraphs and lists kept)."""
+
+
+def package_version() -> str:
+    """graphctx's installed version (``importlib.metadata``)."""
+    try:
+        return version("graphctx")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+def add_version(parser: argparse.ArgumentParser) -> None:
+    """``--version``: print ``<prog> <graphctx's version>`` and exit."""
+    shown = f"%(prog)s {package_version()}"
+    parser.add_argument("--version", action="version", version=shown, help="print the version and exit")
+
+
+def check_renamed(argv: Sequence[str]) -> None:
+    """Refuse an option of an older release in one line naming its new spelling."""
+    for arg in argv:
+        name = arg.partition("=")[0]
+        if name in RENAMED:
+            raise ConfigError(f"{name}: renamed {RENAMED[name]} (the config key's spelling)")
+
+
+def command_parser(
+    prog: str, description: str, add_arguments: Callable[[ArgumentParser], None], help_asked: bool
+) -> ArgumentParser:
+    """The parser of one command: ``add_arguments`` adds its options (and, for a command that reads a
+    config, :func:`add_config`); one that reads none says so at the end of its help. ``help_asked``: the
+    settings' help is read from their docstrings."""
+    parser = ArgumentParser(prog=prog, description=description, formatter_class=HelpFormatter)
+    with field_docstrings_if(help_asked):
+        add_arguments(parser)
+    reads_config = "--cache_dir" in parser._option_string_actions or parser._subcommands_action
+    if not reads_config and parser.epilog is None:
+        parser.epilog = NO_CONFIG
+    return parser
+
+
+def field_docstrings_if(asked: bool) -> contextlib.AbstractContextManager[None]:
+    """:func:`graphctx.settings_docs.field_docstrings` when ``asked``."""
+    from graphctx.settings_docs import field_docstrings
+
+    return field_docstrings() if asked else contextlib.nullcontext()
+
+
+def add_config(parser: ArgumentParser, what: str, required: bool = True) -> None:
+    """``--config`` (``what``: its help) and every config key as a ``--section.key VALUE`` override, parsed
+    as train.py parses them; the usage line stays short (the keys are listed in ``--help``)."""
+    from graphctx.pipeline.config_file import add_config_arguments
+
+    add_config_arguments(parser, required, f"{what}; any setting of it can be given as {OVERRIDES}")
+    config = "--config CONFIG" if required else "[--config CONFIG]"
+    parser.usage = f"{parser.prog} {config} [options] [{OVERRIDES} ...]"
+
+
+def parse(parser: ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """``argv`` parsed by ``parser`` after refusing renamed and moved options; the config's problems are one
+    :class:`ConfigError`, the command line's are jsonargparse's usage error (status 2)."""
+    from graphctx.pipeline.config_file import check_moved_keys
+
+    check_renamed(argv)
+    if "--config" in parser._option_string_actions or parser._subcommands_action:
+        check_moved_keys({}, argv)
+    return parser.parse_args(list(argv))
