@@ -104,11 +104,12 @@ def run_sweep(
     stop: StopRequest | None = None,
     overwrite: bool = False,
     output_key: str = "--output-dir",
+    metrics: Sequence[str] | None = None,
 ) -> str | None:
     """Run every model of ``configs`` (model → its config) and write ``sweep.md`` / ``sweep.csv``; returns
     the Markdown table (None on ranks other than 0). Every model's run passes the checks of a single run
     (:func:`~.inputs.check_inputs`, ``output_key`` naming the folder's setting) before
-    any of them writes a file."""
+    any of them writes a file. ``metrics``: score only these (``--metrics``)."""
     chosen = sweep_variants(variants)
     folders = model_folders(list(configs))
     first = next(iter(configs.values()))
@@ -124,6 +125,7 @@ def run_sweep(
             root / "models" / folders[model],
             processes=processes,
             stop=stop,
+            metrics=metrics,
         )
         for model, config in configs.items()
     }
