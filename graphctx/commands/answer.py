@@ -23,17 +23,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="prompt, model and context (default GraphContextGen: graph retrieval + KG, with the adapter)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--metrics",
+        nargs="+",
+        help="judge the answer with only these of the config's metrics that judge an answer against its "
+        "context, by registry name (autoais, and minicheck when configured; default: all of them)",
+    )
 
 
 def execute(args: argparse.Namespace, out: TextIO) -> int:
     question = read_question(args)  # before anything loads
     from graphctx.evaluation.attribution.attributor import configured
     from graphctx.evaluation.matrix.scorer import Scorer
+    from graphctx.metrics.registry import entries_named
     from graphctx.pipeline.answerer import Answerer
     from graphctx.pipeline.config_file import run_config
     from graphctx.stack.model_stack import ModelStack, check_models
 
     config = run_config(args)
+    judges = [entry for entry in config.metric_entries if entry.premise]  # AutoAIS (and MiniCheck when set)
+    if args.metrics is not None:
+        judges = entries_named(judges, args.metrics, "--metrics")
     variant = VARIANTS[args.variant]
     check_models(ModelStack(config), "answer", [variant])  # a missing model is named before anything loads
     configured(config)  # so is a bad evaluation.attribution
@@ -47,7 +57,6 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
     answerer.release()  # before the judge loads
     attributions = cited_sources(config, answerer, question, answer, retrieved)
 
-    judges = [entry for entry in config.metric_entries if entry.premise]  # AutoAIS (and MiniCheck when set)
     judgement: dict[str, float | str] = dict.fromkeys(
         (entry.name for entry in judges), "n/a (the prompt had no context to attribute to)"
     )
