@@ -124,7 +124,7 @@ def test_data_imports_neither_peft_nor_bitsandbytes(tmp_path):
     site.mkdir()
     (site / "Posts.xml").write_text('<?xml version="1.0" encoding="utf-8"?>\n<posts>\n</posts>\n')
     # no question at all: split 'train' is empty (status 1), after the tokenizer and the dataset were read
-    assert statuses_and_imports(["data", str(site), "--cache-dir", str(tmp_path / "cache")]) == "[1] []"
+    assert statuses_and_imports(["data", str(site), "--cache_dir", str(tmp_path / "cache")]) == "[1] []"
 
 
 @pytest.mark.slow
@@ -132,7 +132,7 @@ def test_index_and_retrieve_import_no_training_library(tmp_path, smollm2_folder)
     """The sentence encoder runs on transformers alone: sentence-transformers' package imports its
     trainers, and through them peft and bitsandbytes."""
     config = recent_pool_config(tmp_path, smollm2_folder)
-    common = ["--config", str(config), "--cache-dir", str(tmp_path / "cache")]
+    common = ["--config", str(config), "--cache_dir", str(tmp_path / "cache")]
     index, retrieve = ["index", *common], ["retrieve", *common, *QUESTION]
     assert statuses_and_imports(index, retrieve) == "[0, 0] []"
 

@@ -51,7 +51,7 @@ def test_the_readme_states_the_figures_scripts_readme_figures_computes(smollm2_f
     import readme_figures
 
     source = ["--model.spec.source", str(smollm2_folder)]  # the packaged GGUF, converted once per session
-    config = load_config(readme_figures.TINY, source, cache_dir=str(tmp_path))
+    config = load_config(readme_figures.TINY, [*source, "--cache_dir", str(tmp_path)])
     readme = " ".join((REPO_ROOT / "README.md").read_text().split())
     for phrase in readme_figures.split_phrases(readme_figures.split_sizes(config)):
         assert phrase in readme

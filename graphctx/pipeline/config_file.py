@@ -35,7 +35,6 @@ from graphctx.pipeline.run_config import RunConfig
 from graphctx.prompts import BASELINE_VARIANTS, VARIANTS, get_variants, retriever_variant
 from graphctx.retrieval.registry import entry_named
 from graphctx.retrieval.settings import RetrievalSettings
-from graphctx.settings_docs import field_docstrings, settings_text
 
 STAGE_SECTIONS: dict[str, type] = {
     "retrieval": RetrievalSettings,
@@ -339,14 +338,6 @@ def config_parser() -> ArgumentParser:
     parser = ArgumentParser(exit_on_error=False)
     add_config_arguments(parser)
     return parser
-
-
-def settings_help() -> str:
-    """Every config setting (``section.key``) with its type, default and docstring, as ``--help`` lists
-    them: the sections of :func:`config_parser`."""
-    with field_docstrings():
-        sections = settings_text(config_parser())
-    return "Config settings (YAML keys; train.py also takes them as --section.key VALUE):\n\n" + sections
 
 
 COMMAND_LINE = Path("(command line)")
