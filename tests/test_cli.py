@@ -177,3 +177,142 @@ def test_help_gives_each_subcommand_a_whole_sentence():
         module = importlib.import_module(f"graphctx.commands.{choice.dest.replace('-', '_')}")
         assert choice.help.endswith("."), (choice.dest, choice.help)
         assert " ".join(module.__doc__.split()).startswith(choice.help), choice.dest
+
+
+# ---- one way in: every entry point parses the config alike ---------------------------------------------
+OVERRIDE = ["--retrieval.top_k", "3"]  # tiny.yaml: 2
+HELP_INVOCATIONS: dict[str, tuple] = {
+    **{name: (cli_main, [name]) for name in COMMANDS if name != "annotate"},
+    "annotate export": (cli_main, ["annotate", "export"]),
+    "annotate import": (cli_main, ["annotate", "import"]),
+    "train.py": (train.main, []),
+    "evaluate.py": (evaluate.main, []),
+}
+NO_CONFIG = {"export", "annotate import", "reproduce"}
+"""Commands that take no ``--section.key`` settings (reproduce: its site configs are read by its stages)."""
+
+
+def test_every_graphctx_subcommand_is_walked():
+    assert {name.split()[0] for name in HELP_INVOCATIONS} >= set(COMMANDS)
+
+
+@pytest.mark.parametrize("command", list(HELP_INVOCATIONS))
+def test_every_command_documents_the_settings_it_takes_or_says_it_takes_none(command, capsys):
+    main, argv = HELP_INVOCATIONS[command]
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--help"])
+    assert exited.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    if command in NO_CONFIG:
+        assert "--retrieval.top_k" not in text and "no --section.key settings" in text, text[-400:]
+    else:
+        assert "--config CONFIG" in text and "--retrieval.top_k TOP_K" in text, text[:400]
+        assert "--retrieval.top_k TOP_K Past questions returned per query" in text  # its docstring
+
+
+class Built(Exception):
+    """Raised by the probe as soon as a command has built its run config."""
+
+
+def override_invocations(tmp_path: Path) -> dict[str, tuple]:
+    """Per command that reads a config: its main and arguments with one ``--section.key`` override."""
+    config = ["--config", str(TINY), *OVERRIDE]
+    out = ["--out", str(tmp_path / "export")]
+    return {
+        "data": (cli_main, ["data", str(tmp_path), *config]),
+        "index": (cli_main, ["index", *config]),
+        "retrieve": (cli_main, ["retrieve", *config, *QUESTION]),
+        "retrieval-eval": (cli_main, ["retrieval-eval", *config]),
+        "enhance": (cli_main, ["enhance", *config, *QUESTION]),
+        "answer": (cli_main, ["answer", *config, *QUESTION]),
+        "plan": (cli_main, ["plan", *config]),
+        "genqa": (cli_main, ["genqa", *config]),
+        "annotate export": (
+            cli_main,
+            ["annotate", "export", *config, "--variants", "a", "--annotators", "x", *out],
+        ),
+        "serve": (cli_main, ["serve", *config, "--port", "0"]),
+        "train.py": (train.main, config),
+        "evaluate.py": (evaluate.main, config),
+    }
+
+
+def test_every_command_that_reads_a_config_is_tried():
+    commands = set(override_invocations(Path("x")))
+    assert commands | NO_CONFIG == set(HELP_INVOCATIONS)
+
+
+@pytest.mark.parametrize("command", list(override_invocations(Path("x"))))
+def test_every_command_takes_a_section_key_override(command, tmp_path, monkeypatch):
+    """The override reaches the run config the command builds (stopped right there)."""
+    from graphctx.pipeline.run_config import RunConfig
+
+    def built(config: RunConfig) -> None:
+        raise Built(config)
+
+    if command == "serve":
+        pytest.importorskip("litserve")  # graphctx[serve]
+    monkeypatch.setattr(RunConfig, "__post_init__", built)
+    main, argv = override_invocations(tmp_path)[command]
+    with pytest.raises(Built) as stopped:
+        main(argv)
+    assert stopped.value.args[0].retrieval.top_k == 3
+
+
+def test_plan_shows_an_override(capsys):
+    assert cli_main(["plan", "--config", str(TINY), *OVERRIDE, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["retrieval"]["top_k"] == 3
+
+
+def test_a_mistyped_key_is_named(capsys):
+    with pytest.raises(SystemExit) as exited:
+        cli_main(["plan", "--config", str(TINY), "--retrieval.top_kk", "3"])
+    assert exited.value.code == 2
+    assert "error: unrecognized arguments: --retrieval.top_kk 3" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("old", ["--cache-dir", "--top-k", "--adapter"])
+def test_an_old_spelling_is_one_line_naming_the_new_one(old, capsys):
+    assert cli_main(["retrieve", "--config", str(TINY), *QUESTION, old, "x"]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: {old}: renamed --") and ("--cache_dir" in line) == (old == "--cache-dir")
+
+
+@pytest.mark.parametrize("main", [cli_main, train.main, evaluate.main])
+def test_version(main, capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.split()[-1] == version("graphctx")
+
+
+def test_evaluate_variants_take_what_the_config_takes(monkeypatch):
+    """``--variants`` is ``evaluation.variants``: a retriever row (``TextGen@overlap``: the plug-in
+    retriever of that name) is checked as the config checks it."""
+    from graphctx.pipeline.run_config import RunConfig
+
+    def built(config: RunConfig) -> None:
+        raise Built(config)
+
+    monkeypatch.setattr(RunConfig, "__post_init__", built)
+    with pytest.raises(Built) as stopped:
+        evaluate.main(["--config", str(TINY), "--variants", "TextGen@dense", "GenQA"])
+    assert stopped.value.args[0].evaluation.variants == ["TextGen@dense", "GenQA"]
+
+
+def test_evaluate_variants_are_refused_with_the_config_s_error(capsys):
+    assert evaluate.main(["--config", str(TINY), "--variants", "TextGen@overlap"]) == 1
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert "evaluation.variants: unknown retriever 'overlap'" in line
+
+
+def test_evaluate_metrics_name_unknown_ones_with_the_choices(capsys, tmp_path):
+    argv = ["--config", str(TINY), "--metrics", "rouge", "nope", "--output-dir", str(tmp_path / "eval")]
+    assert evaluate.main(argv) == 1
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert line == (
+        "error: --metrics: unknown metric(s) ['nope']; choose from "
+        "['rouge', 'bertscore', 'fact_score', 'entity_jaccard', 'autoais']"
+    )
