@@ -45,7 +45,8 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
     if args.metrics is not None:
         judges = entries_named(judges, args.metrics, "--metrics")
     variant = VARIANTS[args.variant]
-    check_models(ModelStack(config), "answer", [variant])  # a missing model is named before anything loads
+    # a missing model is named before anything loads
+    check_models(ModelStack(config), "answer", [variant], [entry.name for entry in judges])
     configured(config)  # so is a bad evaluation.attribution
     cache_dir = config.cache_dir
     answerer = Answerer.from_config(config)

@@ -161,7 +161,7 @@ class MatrixEvaluation:
         merges what an earlier run's processes left; every process then opens its view of the files."""
         if self.processes.is_zero:
             print(plan_text(self.plan), file=sys.stderr, flush=True)
-        check_models(self.plan, "evaluate", self.variants)
+        check_models(self.plan, "evaluate", self.variants, [entry.name for entry in self.metrics])
         device = self.processes.device or resolve_device(self.config.generation)
         check_memory(self.plan.memory, "evaluate", device)  # a GPU too small for a stage fails here
         if self.processes.is_zero:

@@ -55,14 +55,17 @@ def model_folders(models: Sequence[str]) -> dict[str, str]:
     return names
 
 
-def check_sweep(configs: Mapping[str, RunConfig], variants: Sequence[Variant]) -> None:
-    """One ``ConfigError`` naming every model (or other model a run needs) that cannot be found."""
+def check_sweep(
+    configs: Mapping[str, RunConfig], variants: Sequence[Variant], metrics: Sequence[str] | None = None
+) -> None:
+    """One ``ConfigError`` naming every model (or other model a run needs: ``metrics``, default all) that
+    cannot be found."""
     problems = []
     for model, config in configs.items():
         plan = ModelStack(config)
         problems += [
             f"sweep model {model}: {item['hint']}"
-            for item in plan.missing(plan.needed_by("evaluate", variants))
+            for item in plan.missing(plan.needed_by("evaluate", variants, metrics))
         ]
     if problems:
         raise ConfigError("; ".join(problems))
@@ -115,7 +118,7 @@ def run_sweep(
     first = next(iter(configs.values()))
     root = Path(output_dir) if output_dir else first.output_dir
     check_output_folder(root, output_key)  # before the models are looked for, as in a single run
-    check_sweep(configs, chosen)
+    check_sweep(configs, chosen, metrics)
     configs = one_question_set(configs)
     runs = {
         model: MatrixEvaluation(
