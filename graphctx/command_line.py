@@ -26,6 +26,8 @@ RENAMED: dict[str, str] = {
 NO_CONFIG = "This command reads no config, so it takes no --config and no --section.key settings."
 """The last line of the help of a command that reads no config."""
 OVERRIDES = "--section.key VALUE"
+INFORMATIONAL = ("-h", "--help", "--version")
+"""Options that print and exit before anything is required."""
 
 
 class HelpFormatter(DefaultHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -94,4 +96,8 @@ def parse(parser: ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
     check_renamed(argv)
     if "--config" in parser._option_string_actions or parser._subcommands_action:
         check_moved_keys({}, argv)
+    config = parser._option_string_actions.get("--config")
+    given = any(arg in ("--config", *INFORMATIONAL) or arg.startswith("--config=") for arg in argv)
+    if config is not None and config.required and not given:
+        parser.error("the following arguments are required: --config")  # not the keys it would give
     return parser.parse_args(list(argv))

@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import Any, TextIO
 
+from jsonargparse import ArgumentParser
+
 from graphctx.command_line import add_config
 
 ROWS = [
@@ -37,7 +39,7 @@ DATED = {"questions": "dump", "kept": "kept", "train": "train", "validation": "v
 and ``<prefix>_last``."""
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: ArgumentParser) -> None:
     parser.add_argument(
         "path",
         help="a Stack Exchange site folder, Posts.xml or site .7z archive, or a .json/.jsonl/.csv/.parquet",
