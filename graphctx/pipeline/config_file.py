@@ -317,7 +317,8 @@ class ConfigFile(ActionConfigFile):
             raise ConfigError(f"{path}: {foreign[0]} is a command-line option, not a config key")
         try:
             super().__call__(parser, cfg, values, option_string)
-        except Exception as exc:  # jsonargparse raises ArgumentError / ValueError / TypeError
+            parser.validate(cfg, skip_required=True)  # a key or value the file got wrong, named by it
+        except Exception as exc:  # jsonargparse raises ArgumentError / ValueError / TypeError / KeyError
             raise ConfigError(f"{path}: {exc}") from exc
 
 
