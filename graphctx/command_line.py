@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
+import re
+from argparse import ArgumentError
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 
@@ -89,15 +92,27 @@ def add_config(parser: ArgumentParser, what: str, required: bool = True) -> None
 
 
 def parse(parser: ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
-    """``argv`` parsed by ``parser`` after refusing renamed and moved options; the config's problems are one
-    :class:`ConfigError`, the command line's are jsonargparse's usage error (status 2)."""
-    from graphctx.pipeline.config_file import check_moved_keys
-
+    """``argv`` parsed by ``parser`` after refusing renamed and moved options. A problem with a config
+    setting (in the file or a ``--section.key`` override: a mistyped key, a wrong value) is one
+    :class:`ConfigError` naming the file and the key; one with the command's own options is jsonargparse's
+    usage error (status 2)."""
     check_renamed(argv)
-    if "--config" in parser._option_string_actions or parser._subcommands_action:
-        check_moved_keys({}, argv)
     config = parser._option_string_actions.get("--config")
     given = any(arg in ("--config", *INFORMATIONAL) or arg.startswith("--config=") for arg in argv)
     if config is not None and config.required and not given:
         parser.error("the following arguments are required: --config")  # not the keys it would give
-    return parser.parse_args(list(argv))
+    if "--cache_dir" not in parser._option_string_actions:
+        return parser.parse_args(list(argv))
+    from graphctx.pipeline.config_file import CONFIG_KEYS, check_moved_keys
+
+    check_moved_keys({}, argv)
+    parser.exit_on_error = False
+    try:
+        return parser.parse_args(list(argv))
+    except ArgumentError as error:
+        message = " ".join(str(error).split())  # one line: jsonargparse indents its details below
+        if not re.search(rf"\b({'|'.join(CONFIG_KEYS)})\b", message):
+            parser.exit_on_error = True
+            parser.error(message, error)
+        files = [value for flag, value in itertools.pairwise(argv) if flag == "--config"]
+        raise ConfigError(f"{files[-1]}: {message}" if files else message) from error

@@ -264,11 +264,20 @@ def test_plan_shows_an_override(capsys):
     assert json.loads(capsys.readouterr().out)["retrieval"]["top_k"] == 3
 
 
-def test_a_mistyped_key_is_named(capsys):
+def test_a_mistyped_key_or_a_wrong_value_is_one_line_naming_it(capsys):
+    assert cli_main(["plan", "--config", str(TINY), "--retrieval.top_kk", "3"]) == 1
+    assert capsys.readouterr().err == f"error: {TINY}: unrecognized arguments: --retrieval.top_kk 3\n"
+    assert evaluate.main(["--config", str(TINY), "--retrieval.top_k", "three"]) == 1
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert line.startswith(f'error: {TINY}: Parser key "retrieval.top_k": Expected a <class')
+    assert line.endswith("Got value: three")
+
+
+def test_a_mistyped_option_of_the_command_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exited:
-        cli_main(["plan", "--config", str(TINY), "--retrieval.top_kk", "3"])
+        cli_main(["plan", "--config", str(TINY), "--jsn"])
     assert exited.value.code == 2
-    assert "error: unrecognized arguments: --retrieval.top_kk 3" in capsys.readouterr().err
+    assert "error: unrecognized arguments: --jsn" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("old", ["--cache-dir", "--top-k", "--adapter"])
