@@ -68,10 +68,14 @@ def command_parser(
     parser = ArgumentParser(prog=prog, description=description, formatter_class=HelpFormatter)
     with field_docstrings_if(help_asked):
         add_arguments(parser)
-    reads_config = "--cache_dir" in parser._option_string_actions or parser._subcommands_action
-    if not reads_config and parser.epilog is None:
+    if not (reads_config(parser) or parser._subcommands_action) and parser.epilog is None:
         parser.epilog = NO_CONFIG
     return parser
+
+
+def reads_config(parser: ArgumentParser) -> bool:
+    """Whether ``parser`` holds a config's keys (:func:`add_config`)."""
+    return "--cache_dir" in parser._option_string_actions
 
 
 def field_docstrings_if(asked: bool) -> contextlib.AbstractContextManager[None]:
@@ -101,7 +105,7 @@ def parse(parser: ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
     given = any(arg in ("--config", *INFORMATIONAL) or arg.startswith("--config=") for arg in argv)
     if config is not None and config.required and not given:
         parser.error("the following arguments are required: --config")  # not the keys it would give
-    if "--cache_dir" not in parser._option_string_actions:
+    if not reads_config(parser):
         return parser.parse_args(list(argv))
     from graphctx.pipeline.config_file import CONFIG_KEYS, check_moved_keys
 
