@@ -297,18 +297,24 @@ def test_version(main, capsys):
     assert capsys.readouterr().out.split()[-1] == version("graphctx")
 
 
-def test_evaluate_variants_take_what_the_config_takes(monkeypatch):
-    """``--variants`` is ``evaluation.variants``: a retriever row (``TextGen@overlap``: the plug-in
-    retriever of that name) is checked as the config checks it."""
-    from graphctx.pipeline.run_config import RunConfig
+def test_evaluate_variants_take_what_the_config_takes(monkeypatch, tmp_path):
+    """``--variants`` is ``evaluation.variants``: a baseline, a retriever row, a plug-in retriever's row
+    (``last_first``, :func:`test_retrievers.write_plugin`) are taken as the config takes them."""
+    from test_retrievers import write_plugin
 
-    def built(config: RunConfig) -> None:
-        raise Built(config)
+    from graphctx.pipeline import config_file
 
-    monkeypatch.setattr(RunConfig, "__post_init__", built)
+    def checked(*args, **kwargs) -> None:  # the whole check, plug-ins imported, then stop
+        raise Built(run_config(*args, **kwargs))
+
+    run_config = config_file.run_config
+    monkeypatch.syspath_prepend(str(write_plugin(tmp_path)))
+    monkeypatch.setattr(config_file, "run_config", checked)
+    plugin = ["--retrieval.extra", '[{"class_path": "myretrievers.LastFirst"}]']
+    variants = ["TextGen@dense", "GenQA", "Base-TextGen@last_first"]
     with pytest.raises(Built) as stopped:
-        evaluate.main(["--config", str(TINY), "--variants", "TextGen@dense", "GenQA"])
-    assert stopped.value.args[0].evaluation.variants == ["TextGen@dense", "GenQA"]
+        evaluate.main(["--config", str(TINY), *plugin, "--variants", *variants])
+    assert stopped.value.args[0].evaluation.variants == variants
 
 
 def test_evaluate_variants_are_refused_with_the_config_s_error(capsys):
