@@ -1,6 +1,7 @@
 """Evaluate the paper's variant matrix on the test split.
 
-    python evaluate.py --config configs/tiny.yaml [--variants ...] [--limit N] [--section.key value ...]
+    python evaluate.py --config configs/tiny.yaml [--variants ...] [--metrics ...] [--limit N]
+        [--section.key value ...]
 
 For each variant (see ``graphctx.prompts.VARIANTS``) the test split's questions are answered with the
 variant's prompt and model, the answers scored (BERTScore, ROUGE-1/L, fact score, AutoAIS, entity Jaccard),
@@ -21,11 +22,12 @@ import contextlib
 import sys
 from typing import TYPE_CHECKING, TextIO
 
+from jsonargparse import ArgumentParser, Namespace
+
+from graphctx.command_line import add_config, add_version, command_parser, parse
 from graphctx.errors import debug_enabled, report
 from graphctx.evaluation_settings import comparisons_text
-from graphctx.prompts import BASELINE_VARIANTS, VARIANTS
 from graphctx.quiet import quiet_third_party
-from graphctx.settings_help import add_settings_help
 
 PAIRED_TESTS = (
     "Paired tests, fixed before scoring (evaluation.comparisons; Holm-corrected over pairs x metrics): by\n"
@@ -45,19 +47,21 @@ def positive_int(value: str) -> int:
     return number
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        description=f"{__doc__}\n{PAIRED_TESTS}",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        add_help=False,
-    )
-    parser.add_argument("--config", required=True, help="YAML config (as for train.py)")
-    add_settings_help(parser)
+def add_arguments(parser: ArgumentParser) -> None:
+    """evaluate.py's options: the config's (every ``--section.key VALUE``) and its own."""
+    add_config(parser, "YAML config (as for train.py)")
     parser.add_argument(
         "--variants",
         nargs="+",
-        choices=list(VARIANTS | BASELINE_VARIANTS),
-        help="variants to run (default: evaluation.variants); the baselines only by name",
+        help="variants to run: sets evaluation.variants (any name it takes, e.g. TextGen@overlap); the "
+        "baselines only by name",
+    )
+    parser.add_argument(
+        "--metrics",
+        nargs="+",
+        help="score only these metrics, by registry name (rouge, bertscore, fact_score, entity_jaccard, "
+        "autoais and the plug-ins of evaluation.metrics.extra; default: all); their scores and "
+        "fingerprints are those of a full run",
     )
     parser.add_argument(
         "--models",
@@ -76,39 +80,53 @@ def build_parser() -> argparse.ArgumentParser:
         help="move answers made with other settings (or repeating ids) aside into OUTPUT_DIR/stale/ "
         "(else: fail); only in a folder evaluate.py made",
     )
-    return parser
+    add_version(parser)
+
+
+def build_parser(help_asked: bool = False) -> ArgumentParser:
+    """evaluate.py's parser (``help_asked``: the settings documented from their docstrings)."""
+    return command_parser("evaluate.py", f"{__doc__}\n{PAIRED_TESTS}", add_arguments, help_asked)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Evaluate; unknown ``--section.key value`` pairs override the config. The results table goes to stdout,
-    all else to stderr. graphctx's own errors end it with one ``error: ...`` line (``--debug`` or
-    ``GRAPHCTX_DEBUG=1``: and the traceback)."""
-    args, overrides = build_parser().parse_known_args(argv)
-    from graphctx.pipeline.processes import StopRequest
+    """Evaluate. The results table goes to stdout, all else to stderr. graphctx's own errors end it with one
+    ``error: ...`` line (``--debug`` or ``GRAPHCTX_DEBUG=1``: and the traceback)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    stop = None
+    if not {"-h", "--help", "--version"} & set(argv):
+        from graphctx.pipeline.processes import StopRequest
 
-    stop = StopRequest()  # before anything slow: a SLURM SIGUSR1 during start-up must not kill the process
+        stop = StopRequest()  # before anything slow: a SLURM SIGUSR1 during start-up must not kill it
     results = sys.stdout
+    return report(lambda: run(argv, stop, results), debug_enabled("--debug" in argv))
+
+
+def run(argv: list[str], stop: StopRequest | None, out: TextIO) -> int:
+    """Parse ``argv`` (``--help`` and ``--version`` print to stdout), then evaluate with stdout on stderr."""
+    args = parse(build_parser(bool({"-h", "--help"} & set(argv))), argv)
+    if args.variants is not None:
+        args.evaluation.variants = args.variants  # checked with the config, as the config's own
     quiet_third_party()
     with contextlib.redirect_stdout(sys.stderr):
-        return report(lambda: evaluate(args, overrides, stop, results), debug_enabled(args.debug))
+        return evaluate(args, stop, out)
 
 
-def evaluate(args: argparse.Namespace, overrides: list[str], stop: StopRequest, out: TextIO) -> int:
+def evaluate(args: Namespace, stop: StopRequest | None, out: TextIO) -> int:
     """Launch the processes, run the evaluation; on a stop request, rank 0 requeues the SLURM job."""
     from graphctx.evaluation.matrix.inputs import check_inputs
     from graphctx.evaluation.matrix.runner import MatrixEvaluation
     from graphctx.evaluation.matrix.table import to_markdown
     from graphctx.model.preemption import requeue_slurm_job
-    from graphctx.pipeline.config_file import load_config
+    from graphctx.pipeline.config_file import run_config
     from graphctx.pipeline.processes import Preempted, launch_processes
 
-    config = load_config(args.config, overrides)
+    config = run_config(args)
     processes = launch_processes(config.trainer)
     output_key = "--output-dir" if args.output_dir else "evaluation.output_dir"
     if args.models:
         from graphctx.evaluation.matrix.sweep import run_sweep
 
-        configs = {m: load_config(args.config, [*overrides, "--model.spec.source", m]) for m in args.models}
+        configs = {model: run_config(with_model(args, model)) for model in args.models}
 
         def work() -> str | None:
             return run_sweep(
@@ -120,10 +138,11 @@ def evaluate(args: argparse.Namespace, overrides: list[str], stop: StopRequest, 
                 stop,
                 args.overwrite,
                 output_key,
+                args.metrics,
             )
     else:
         evaluation = MatrixEvaluation(
-            config, args.variants, args.limit, args.output_dir, processes=processes, stop=stop
+            config, None, args.limit, args.output_dir, processes=processes, stop=stop, metrics=args.metrics
         )
         check_inputs(evaluation, output_key, args.overwrite)
 
@@ -141,6 +160,13 @@ def evaluate(args: argparse.Namespace, overrides: list[str], stop: StopRequest, 
     if markdown is not None:
         print(markdown, file=out)
     return 0
+
+
+def with_model(args: Namespace, model: str) -> Namespace:
+    """``args`` with ``model.spec.source`` set to ``model`` (one model of a sweep)."""
+    chosen = args.clone()
+    chosen.model.spec.source = model
+    return chosen
 
 
 if __name__ == "__main__":

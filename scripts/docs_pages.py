@@ -6,8 +6,8 @@ mkdocs.yml names this module under ``hooks:``. A page asks for generated text wi
   ``--help`` output, run as a fresh process at build time. A command that lists the config settings in its
   help is shown up to them; the settings themselves are the config reference's.
 - ``<!-- config-reference -->``: every config setting (``section.key``), its type, default and
-  documentation, parsed from :func:`graphctx.pipeline.config_file.settings_help` (the text ``--help``
-  prints, built from the settings classes' attribute docstrings).
+  documentation, parsed from the help of :func:`graphctx.pipeline.config_file.config_parser` (the text
+  ``--help`` prints, built from the settings classes' attribute docstrings).
 
 ``python scripts/docs_pages.py`` prints the command pages' marker lines the site expects (one per command:
 train.py, evaluate.py and every ``graphctx`` subcommand of :data:`graphctx.cli.COMMANDS`).
@@ -158,14 +158,19 @@ class Section:
 
 @cache
 def reference_sections() -> list[Section]:
-    """:func:`settings_help`'s text, section by section (``COLUMNS`` wide enough that nothing wraps)."""
+    """The config parser's help (every setting with its docstring, as each command's ``--help`` lists them),
+    section by section, its first group (``-h``, ``--config``, ``--trainer``) left out (``COLUMNS`` wide enough
+    that nothing wraps)."""
     sys.path.insert(0, str(REPO))
     previous = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "100000"
     try:
-        from graphctx.pipeline.config_file import settings_help
+        from graphctx.pipeline.config_file import config_parser
+        from graphctx.settings_docs import field_docstrings
 
-        text = settings_help()
+        with field_docstrings():
+            text = config_parser().format_help()
+        text = text[text.index("\n\n", text.index("options:")) :]  # from the first settings group on
     finally:
         if previous is None:
             os.environ.pop("COLUMNS", None)

@@ -166,7 +166,7 @@ def test_accepted_answer_of_another_question_is_removed_and_counted(tmp_path, ca
         "--config",
         str(config),
         "--no-token-limit",
-        "--cache-dir",
+        "--cache_dir",
         str(cache_dir),
     ]
     assert cli_main(command) == 0

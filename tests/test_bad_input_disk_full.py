@@ -44,7 +44,7 @@ def one_line(argv: list[str], capsys: pytest.CaptureFixture) -> str:
 )
 def test_a_full_cache_while_building_the_dataset_is_one_line(tmp_path, capsys, cardano_dir, size, what):
     with tmpfs(tmp_path / "disk", size) as disk:
-        line = one_line(["data", str(cardano_dir), "--no-token-limit", "--cache-dir", str(disk)], capsys)
+        line = one_line(["data", str(cardano_dir), "--no-token-limit", "--cache_dir", str(disk)], capsys)
         assert what in line
         assert list((disk / "datasets").iterdir()) == []  # no entry, no temporary
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tiny_config import TINY
 
 from graphctx.baselines import ANSWER_MAKERS, Candidate, answerbot, candidates_for, techsumbot
 from graphctx.baselines.text import mmr, paragraphs, sentences
@@ -25,7 +26,7 @@ def test_baselines_are_chosen_by_name_and_never_in_the_default_set():
 def test_evaluate_py_accepts_the_baselines_by_name():
     import evaluate
 
-    args, _ = evaluate.build_parser().parse_known_args(["--config", "x", "--variants", "AnswerBot", "GenQA"])
+    args = evaluate.build_parser().parse_args(["--config", str(TINY), "--variants", "AnswerBot", "GenQA"])
     assert args.variants == ["AnswerBot", "GenQA"]
 
 

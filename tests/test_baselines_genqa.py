@@ -161,7 +161,7 @@ def test_genqa_counts_that_would_train_nothing_are_one_error_line(argv, error, t
     from graphctx.cli import main
 
     config = Path(__file__).resolve().parents[1] / "configs" / "tiny.yaml"
-    assert main(["genqa", "--config", str(config), "--cache-dir", str(tmp_path), *argv]) == 1
+    assert main(["genqa", "--config", str(config), "--cache_dir", str(tmp_path), *argv]) == 1
     assert capsys.readouterr().err.strip().splitlines() == [error]
     assert not any(tmp_path.iterdir())  # nothing read, nothing saved
 
@@ -182,7 +182,7 @@ def test_genqa_refuses_a_causal_lm_base_in_one_line(tmp_path, capsys):
     )
     LlamaForCausalLM(config).save_pretrained(base)
     tiny = Path(__file__).resolve().parents[1] / "configs" / "tiny.yaml"
-    argv = ["genqa", "--config", str(tiny), "--base", str(base), "--cache-dir", str(tmp_path / "c")]
+    argv = ["genqa", "--config", str(tiny), "--base", str(base), "--cache_dir", str(tmp_path / "c")]
     capsys.readouterr()
     assert main(argv) == 1
     assert capsys.readouterr().err.strip().splitlines() == [

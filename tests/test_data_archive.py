@@ -85,7 +85,7 @@ def test_html_page_saved_as_posts_xml_is_named(tmp_path, capsys):
     folder = tmp_path / "site"
     folder.mkdir()
     (folder / "Posts.xml").write_text("<html><head><title>Login</title></head><body><p>x</p></body></html>")
-    assert cli_main(["data", str(folder), "--no-token-limit", "--cache-dir", str(tmp_path / "c")]) == 1
+    assert cli_main(["data", str(folder), "--no-token-limit", "--cache_dir", str(tmp_path / "c")]) == 1
     err = capsys.readouterr().err
     assert "root element is <html>, not <posts>" in err and str(folder / "Posts.xml") in err
 
@@ -139,7 +139,7 @@ def test_no_train_answer_from_after_the_training_period(cardano_dir, tmp_path):
 
 
 def test_summary_prints_the_manifest_and_new_counts(cardano_dir, tmp_path, capsys):
-    assert cli_main(["data", str(cardano_dir), "--no-token-limit", "--cache-dir", str(tmp_path)]) == 0
+    assert cli_main(["data", str(cardano_dir), "--no-token-limit", "--cache_dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "removed from train: answer after train end" in out and "dump file" in out
     values = json.loads(out.strip().splitlines()[-1])
@@ -176,7 +176,7 @@ def _bad_archive(kind: str, cardano_dir: Path, tmp_path: Path) -> tuple[Path, st
 def test_bad_archive_is_one_line_naming_it_and_writes_nothing(kind, cardano_dir, tmp_path, capsys):
     path, problem = _bad_archive(kind, cardano_dir, tmp_path)
     cache = tmp_path / "cache"
-    assert cli_main(["data", str(path), "--no-token-limit", "--cache-dir", str(cache)]) == 1
+    assert cli_main(["data", str(path), "--no-token-limit", "--cache_dir", str(cache)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(path) in err[0] and problem in err[0], err
     assert not (cache / "datasets").exists() or not any((cache / "datasets").iterdir())

@@ -121,7 +121,7 @@ def summary_of(out: str) -> tuple[list[str], dict[str, object]]:
 )
 def test_data_on_a_dump_of_either_schema_needs_no_config(tmp_path, cache_dir, capsys, schema, start, flags):
     expected = write_site(tmp_path / f"site{schema}", schema, start)
-    assert cli_main(["data", str(tmp_path / f"site{schema}"), "--cache-dir", str(cache_dir), *flags]) == 0
+    assert cli_main(["data", str(tmp_path / f"site{schema}"), "--cache_dir", str(cache_dir), *flags]) == 0
     lines, summary = summary_of(capsys.readouterr().out)
     assert summary["questions"] == expected["questions"]
     assert summary["with_accepted_answer"] == expected["with_accepted_answer"]
@@ -172,7 +172,7 @@ def test_dates_that_leave_a_split_empty_print_the_table_then_the_error(tmp_path,
     # the questions run from March 2011 to mid-2012: nothing was asked in 2013
     config = _dated_config(tmp_path, tmp_path / "site", ("2013-01-01", "2013-06-01"))
     status = cli_main(
-        ["data", str(tmp_path / "site"), "--config", str(config), "--cache-dir", str(cache_dir)]
+        ["data", str(tmp_path / "site"), "--config", str(config), "--cache_dir", str(cache_dir)]
     )
     captured = capsys.readouterr()
     assert status == 1

@@ -192,7 +192,7 @@ def test_the_configuration_page_states_the_split_sizes(smollm2_folder, tmp_path,
     import readme_figures
 
     source = ["--model.spec.source", str(smollm2_folder)]  # the packaged GGUF, converted once per session
-    config = load_config(readme_figures.TINY, source, cache_dir=str(tmp_path))
+    config = load_config(readme_figures.TINY, [*source, "--cache_dir", str(tmp_path)])
     for page, phrases in readme_figures.page_phrases(split=readme_figures.split_sizes(config)).items():
         text = " ".join((REPO_ROOT / page).read_text().split())
         for phrase in phrases:

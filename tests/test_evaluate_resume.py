@@ -115,3 +115,19 @@ def test_answer_command_prints_the_answer_its_context_and_autoais(workspace, cap
     )
     printed = capsys.readouterr().out
     assert printed.startswith("Answer (Zero-shot):") and "no context to attribute to" in printed
+
+
+def test_metrics_scores_only_the_chosen_ones_as_a_full_run_scores_them(workspace):
+    """``--metrics rouge``: only ROUGE is scored, with the predictions, scores and fingerprints a run of
+    every metric writes for it."""
+    config = load_config(workspace / "tiny.yaml", ["--evaluation.variants", "[ZeroShot]"])
+    full, chosen = workspace / "all_metrics", workspace / "rouge_only"
+    MatrixEvaluation(config, output_dir=full).evaluate()
+    table = MatrixEvaluation(config, output_dir=chosen, metrics=["rouge"]).evaluate()
+    assert table.columns == {"rouge1": "ROUGE-1", "rougeL": "ROUGE-L"}
+    scores = chosen / "scores" / "ZeroShot"
+    assert sorted(path.name for path in scores.iterdir()) == ["rouge.jsonl", "rouge.meta.json"]
+    for name in ("rouge.jsonl", "rouge.meta.json"):
+        assert (scores / name).read_text() == (full / "scores" / "ZeroShot" / name).read_text()
+    meta = Path("predictions") / "ZeroShot.meta.json"
+    assert (chosen / meta).read_text() == (full / meta).read_text()

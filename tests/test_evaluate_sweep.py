@@ -99,7 +99,7 @@ def test_a_sweep_filters_once_so_models_with_other_tokenizers_answer_the_same_qu
 
     def config(model: str):
         argv = [*overrides, "--model.spec.source", model]
-        return load_config(REPO / "configs" / "tiny.yaml", argv, cache_dir=tmp_path / "cache")
+        return load_config(REPO / "configs" / "tiny.yaml", [*argv, "--cache_dir", str(tmp_path / "cache")])
 
     models = {"tiny-random": config("tiny-random"), str(tiny_bert): config(str(tiny_bert))}
     alone = {m: c.load_dataset() for m, c in models.items()}

@@ -42,7 +42,7 @@ LAYERS = {
     "serve": 8,  # graphctx serve: the answer API, the live pool, the page
     "evaluation": 8,  # evaluates only: orchestration, resume guard, shards, scoring, tables, the callback
     **dict.fromkeys(
-        ("commands", "cli", "settings_help", "reproduce"), 9
+        ("commands", "cli", "command_line", "reproduce"), 9
     ),  # entry points, with train.py and evaluate.py
 }
 

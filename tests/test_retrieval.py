@@ -280,9 +280,8 @@ def test_index_and_retrieve_commands(cardano_dir: Path, tmp_path: Path, capsys) 
     assert linkage["linked"] + linkage["no_edge"] == linkage["queries"] and 0 < stats["density"] < 1
     assert f"test questions: {linkage['linked']} of {linkage['queries']} queries" in printed.err
     question = "How do I delegate my ADA to a stake pool from Daedalus?"
-    assert (
-        cli_main(["retrieve", "--config", str(config), "--question", question, "--top-k", "4", "--json"]) == 0
-    )
+    argv = ["retrieve", "--config", str(config), "--question", question, "--retrieval.top_k", "4", "--json"]
+    assert cli_main(argv) == 0
     answer = json.loads(capsys.readouterr().out)
     assert answer["question"] == question and len(answer["hits"]) == 4
     assert [hit["rank"] for hit in answer["hits"]] == [1, 2, 3, 4]

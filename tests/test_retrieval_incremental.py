@@ -3,12 +3,14 @@ and the retrieval results, of a rebuild on the grown pool."""
 
 import io
 import json
-from argparse import ArgumentParser, Namespace
+from argparse import Namespace
 
 import pytest
 import torch
 from tiny_config import recent_pool_config
 
+from graphctx.cli import subcommand_parser
+from graphctx.command_line import parse
 from graphctx.commands import index as index_command
 from graphctx.errors import DataError
 from graphctx.pipeline.config_file import load_config
@@ -113,20 +115,20 @@ def test_bad_additions_are_one_line_errors(tmp_path):
 def test_index_command_adds_questions_to_the_cached_pool(tmp_path, capsys, smollm2_folder):
     cache, config = str(tmp_path / "cache"), str(recent_pool_config(tmp_path, smollm2_folder))
     out = io.StringIO()
-    assert index_command.execute(index_args("--config", config, "--cache-dir", cache, "--json"), out) == 0
+    assert index_command.execute(index_args("--config", config, "--cache_dir", cache, "--json"), out) == 0
     before = json.loads(out.getvalue())
     table = tmp_path / "new.jsonl"
     rows = [{"id": 10**9 + n, "question": text} for n, text in enumerate(ADDED)]
     table.write_text("".join(json.dumps(row) + "\n" for row in rows))
     out = io.StringIO()
-    added = index_args("--config", config, "--cache-dir", cache, "--add", str(table), "--json")
+    added = index_args("--config", config, "--cache_dir", cache, "--add", str(table), "--json")
     assert index_command.execute(added, out) == 0
     after = json.loads(out.getvalue())
     assert after["pool"] == before["pool"] + 2 and after["added"] == 2
     assert after["edges"] >= before["edges"]
     assert "exact build" in capsys.readouterr().err
 
-    test = load_config(config, cache_dir=cache).load_dataset()["test"][0]  # an evaluated question
+    test = load_config(config, ["--cache_dir", cache]).load_dataset()["test"][0]  # an evaluated question
     for row in (
         {"id": test["id"], "question": "another text"},
         {"id": 10**9 + 7, "question": test["question"]},
@@ -141,6 +143,4 @@ def test_index_command_adds_questions_to_the_cached_pool(tmp_path, capsys, smoll
 
 def index_args(*argv: str) -> Namespace:
     """``graphctx index``'s arguments as its own parser reads them."""
-    parser = ArgumentParser()
-    index_command.add_arguments(parser)
-    return parser.parse_args(list(argv))
+    return parse(subcommand_parser("index"), [str(arg) for arg in argv])

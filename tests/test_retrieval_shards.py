@@ -6,13 +6,14 @@ import json
 import os
 import subprocess
 import sys
-from argparse import Namespace
 from pathlib import Path
 
 import pytest
 import torch
 from tiny_config import recent_pool_config
 
+from graphctx.cli import subcommand_parser
+from graphctx.command_line import parse
 from graphctx.commands import index as index_command
 from graphctx.errors import ConfigError
 from graphctx.retrieval.builders import build_embeddings
@@ -33,7 +34,7 @@ def worker(config: Path, cache: Path, shards: int, env: dict[str, str]) -> subpr
                 "index",
                 "--config",
                 str(config),
-                "--cache-dir",
+                "--cache_dir",
                 str(cache),
             ),
             *("--shards", str(shards), "--worker"),
@@ -56,20 +57,9 @@ def finished(process: subprocess.Popen) -> dict:
 def index_report(config: Path, cache: Path, capsys, **options) -> tuple[dict, str]:
     """``graphctx index`` in this process: its JSON report and what it wrote to stderr."""
     out = io.StringIO()
-    args = Namespace(
-        **{
-            "config": str(config),
-            "cache_dir": str(cache),
-            "add": None,
-            "shards": None,
-            "worker": False,
-            "json": True,
-            "edit": None,
-            "delete": None,
-            "pool_dir": None,
-            **options,
-        }
-    )
+    args = parse(subcommand_parser("index"), ["--config", str(config), "--cache_dir", str(cache), "--json"])
+    for key, value in options.items():
+        args[key] = value
     assert index_command.execute(args, out) == 0
     return json.loads(out.getvalue()), capsys.readouterr().err
 

@@ -126,16 +126,16 @@ def test_index_command_edits_and_deletes_in_the_cached_index_and_a_live_pool(tmp
 
     cache, config = str(tmp_path / "cache"), str(recent_pool_config(tmp_path, smollm2_folder))
     out = io.StringIO()
-    assert index_command.execute(index_args("--config", config, "--cache-dir", cache, "--json"), out) == 0
+    assert index_command.execute(index_args("--config", config, "--cache_dir", cache, "--json"), out) == 0
     before = json.loads(out.getvalue())
     pool = LivePool(tmp_path / "live", load_config(config).retrieval, cache).start(
-        load_config(config, cache_dir=cache).load_dataset()["train"]
+        load_config(config, ["--cache_dir", cache]).load_dataset()["train"]
     )
     first, second = pool.rows[0]["id"], pool.rows[1]["id"]
     deleted, edited = tmp_path / "deleted.jsonl", tmp_path / "edited.jsonl"
     deleted.write_text(json.dumps({"id": first}) + "\n")
     edited.write_text(json.dumps({"id": second, "question": ADDED[0], "answer": "new answer"}) + "\n")
-    batch = ["--config", config, "--cache-dir", cache, "--json"]
+    batch = ["--config", config, "--cache_dir", cache, "--json"]
     batch += ["--edit", str(edited), "--delete", str(deleted)]
     out = io.StringIO()
     assert index_command.execute(index_args(*batch), out) == 0

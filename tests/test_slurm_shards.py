@@ -7,12 +7,13 @@ import io
 import json
 import os
 import sys
-from argparse import Namespace
 from pathlib import Path
 
 from slurm_cluster import REPO_ROOT, SlurmCluster, slurm_cluster  # noqa: F401 -- fixture
 from tiny_config import recent_pool_config
 
+from graphctx.cli import subcommand_parser
+from graphctx.command_line import parse
 from graphctx.commands import index as index_command
 
 
@@ -35,7 +36,7 @@ def test_an_array_job_embeds_the_shards_and_the_merge_only_reads_them(
     }
     cluster = SlurmCluster(slurm_cluster.folder, env)
     command = (
-        f"{sys.executable} -m graphctx.cli index --config {config} --cache-dir {cache} --shards 2 --worker"
+        f"{sys.executable} -m graphctx.cli index --config {config} --cache_dir {cache} --shards 2 --worker"
     )
     cluster.run(
         "sbatch",
@@ -50,8 +51,8 @@ def test_an_array_job_embeds_the_shards_and_the_merge_only_reads_them(
     reports = [json_line((tmp_path / f"task-{task}.out").read_text()) for task in (0, 1)]
     assert [report["embedded"] for report in reports] == [[0], [1]]
     out = io.StringIO()
-    args = Namespace(config=str(config), cache_dir=str(cache), add=None, shards=2, worker=False, json=True)
-    args.edit = args.delete = args.pool_dir = None
+    argv = ["--config", str(config), "--cache_dir", str(cache), "--shards", "2", "--json"]
+    args = parse(subcommand_parser("index"), argv)
     assert index_command.execute(args, out) == 0
     assert json.loads(capsys.readouterr().err.splitlines()[0])["embedded"] == []
     assert json.loads(out.getvalue())["pool"] > 0

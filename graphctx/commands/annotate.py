@@ -13,19 +13,20 @@ and architecture, nominal alpha and the AutoAIS–AIS correlations (the key says
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Any, TextIO
 
+from jsonargparse import ArgumentParser, Namespace
+
+from graphctx.command_line import NO_CONFIG, HelpFormatter, add_config
 from graphctx.errors import ConfigError, check_output_folder
 from graphctx.evaluation.annotation.formats import AIS, HELPFULNESS, TASKS
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    actions = parser.add_subparsers(dest="action", required=True)
-    export = actions.add_parser("export", help="write a blinded annotation set and its key")
-    export.add_argument("--config", help="YAML config: its evaluation output folder and site are used")
+def add_arguments(parser: ArgumentParser) -> None:
+    actions = parser.add_subcommands(dest="action", required=True)
+    export = ArgumentParser(prog=f"{parser.prog} export", formatter_class=HelpFormatter)
     export.add_argument("--predictions-dir", help="folder of <variant>.jsonl (default: the config's)")
     export.add_argument("--site", help="site name (default: the config's data.dataset.site or dump name)")
     export.add_argument("--variants", nargs="+", required=True, help="variants whose answers are rated")
@@ -40,7 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     export.add_argument("--seed", type=int, default=0, help="seed of the draw and of the orders")
     export.add_argument("--out", required=True, help="export folder to write (must not exist)")
     export.add_argument("--overwrite", action="store_true", help="replace an existing export folder")
-    imported = actions.add_parser("import", help="read the ratings back and compute Figure 3")
+    add_config(export, "YAML config: its evaluation output folder and site are used", required=False)
+    export.set_defaults({"data.dataset.source": ""})  # read only when --config names a file
+    actions.add_subcommand("export", export, help="write a blinded annotation set and its key")
+    imported = ArgumentParser(prog=f"{parser.prog} import", formatter_class=HelpFormatter, epilog=NO_CONFIG)
     imported.add_argument(
         "--key", nargs="+", required=True, help="export folders (or key.json), one per site"
     )
@@ -59,27 +63,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--bootstrap-samples", type=int, default=2000, help="resamples of the win-rate (AIS) intervals"
     )
     imported.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    actions.add_subcommand("import", imported, help="read the ratings back and compute Figure 3")
 
 
-def config_sources(config_path: str) -> tuple[Path, str]:
+def config_sources(args: Namespace) -> tuple[Path, str]:
     """The predictions folder and the site of a config: ``<RunConfig.output_dir>/predictions`` (where
     evaluate.py writes them), and ``data.dataset.site`` or the name of its dump. (The one place this command
     reads a config.)"""
     from graphctx.data.dumpfiles import site_name
-    from graphctx.pipeline.config_file import load_config
+    from graphctx.pipeline.config_file import run_config
 
-    config = load_config(config_path, devices=False)
+    config = run_config(args, devices=False)
     dataset = config.data.dataset
     site = dataset.site or site_name(Path(dataset.source.removeprefix("hf:")))
     return config.output_dir / "predictions", site
 
 
-def run_export(args: argparse.Namespace) -> dict[str, Any]:
+def run_export(args: Namespace) -> dict[str, Any]:
     from graphctx.evaluation.annotation.export import ExportSpec, make_items, read_predictions, write_export
 
     if args.config is None and (args.predictions_dir is None or args.site is None):
         raise ConfigError("annotate export: give --config, or both --predictions-dir and --site")
-    predictions, site = config_sources(args.config) if args.config else (None, None)
+    predictions, site = config_sources(args) if args.config else (None, None)
     predictions = Path(args.predictions_dir) if args.predictions_dir else predictions
     spec = ExportSpec(
         args.site or site, tuple(args.variants), args.questions, tuple(args.annotators), args.seed, args.task
@@ -89,7 +94,7 @@ def run_export(args: argparse.Namespace) -> dict[str, Any]:
     return {"export": export, "site": spec.site, "items": len(items), "files": [str(f) for f in files]}
 
 
-def run_import(args: argparse.Namespace) -> dict[str, Any]:
+def run_import(args: Namespace) -> dict[str, Any]:
     from graphctx.evaluation.annotation import ais_ratings, ais_report, ratings, report
     from graphctx.evaluation.annotation.ingest import collect_ratings, read_keys
 
@@ -102,8 +107,9 @@ def run_import(args: argparse.Namespace) -> dict[str, Any]:
     return {"sites": written.summary(sites), "files": {kind: str(path) for kind, path in files.items()}}
 
 
-def execute(args: argparse.Namespace, out: TextIO) -> int:
-    check_output_folder(Path(args.out), "--out")  # before anything is read
-    result = run_export(args) if args.action == "export" else run_import(args)
+def execute(args: Namespace, out: TextIO) -> int:
+    chosen = args[args.action]
+    check_output_folder(Path(chosen.out), "--out")  # before anything is read
+    result = run_export(chosen) if args.action == "export" else run_import(chosen)
     print(json.dumps(result), file=out)
     return 0

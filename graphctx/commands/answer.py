@@ -7,15 +7,14 @@ import argparse
 import json
 from typing import TextIO
 
+from graphctx.command_line import add_config
 from graphctx.commands import add_question_arguments, read_question
 from graphctx.knowledge.sentence_sources import count_label
 from graphctx.prompts import VARIANTS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config", required=True, help="YAML config (model, data, retrieval, knowledge, evaluation)"
-    )
+    add_config(parser, "YAML config (model, data, retrieval, knowledge, evaluation)")
     add_question_arguments(parser, "the question (title and body as one text)")
     parser.add_argument(
         "--variant",
@@ -24,20 +23,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="prompt, model and context (default GraphContextGen: graph retrieval + KG, with the adapter)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's cache_dir)")
+    parser.add_argument(
+        "--metrics",
+        nargs="+",
+        help="judge the answer with only these of the config's metrics that judge an answer against its "
+        "context, by registry name (autoais, and minicheck when configured; default: all of them)",
+    )
 
 
 def execute(args: argparse.Namespace, out: TextIO) -> int:
     question = read_question(args)  # before anything loads
     from graphctx.evaluation.attribution.attributor import configured
     from graphctx.evaluation.matrix.scorer import Scorer
+    from graphctx.metrics.registry import entries_named
     from graphctx.pipeline.answerer import Answerer
-    from graphctx.pipeline.config_file import load_config
+    from graphctx.pipeline.config_file import run_config
     from graphctx.stack.model_stack import ModelStack, check_models
 
-    config = load_config(args.config, cache_dir=args.cache_dir)
+    config = run_config(args)
+    judges = [entry for entry in config.metric_entries if entry.premise]  # AutoAIS (and MiniCheck when set)
+    if args.metrics is not None:
+        judges = entries_named(judges, args.metrics, "--metrics")
     variant = VARIANTS[args.variant]
-    check_models(ModelStack(config), "answer", [variant])  # a missing model is named before anything loads
+    # a missing model is named before anything loads
+    check_models(ModelStack(config), "answer", [variant], [entry.name for entry in judges])
     configured(config)  # so is a bad evaluation.attribution
     cache_dir = config.cache_dir
     answerer = Answerer.from_config(config)
@@ -49,7 +58,6 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
     answerer.release()  # before the judge loads
     attributions = cited_sources(config, answerer, question, answer, retrieved)
 
-    judges = [entry for entry in config.metric_entries if entry.premise]  # AutoAIS (and MiniCheck when set)
     judgement: dict[str, float | str] = dict.fromkeys(
         (entry.name for entry in judges), "n/a (the prompt had no context to attribute to)"
     )

@@ -6,6 +6,10 @@ import argparse
 import json
 from typing import Any, TextIO
 
+from jsonargparse import ArgumentParser
+
+from graphctx.command_line import add_config
+
 ROWS = [
     ("rows read", "rows"),
     ("questions", "questions"),
@@ -35,48 +39,28 @@ DATED = {"questions": "dump", "kept": "kept", "train": "train", "validation": "v
 and ``<prefix>_last``."""
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: ArgumentParser) -> None:
     parser.add_argument(
         "path",
         help="a Stack Exchange site folder, Posts.xml or site .7z archive, or a .json/.jsonl/.csv/.parquet",
     )
-    parser.add_argument("--config", help="take filters, split and tokenizer from this YAML config")
     parser.add_argument("--tokenizer", help="HF id or folder of the tokenizer for the token-length filter")
     parser.add_argument("--no-token-limit", action="store_true", help="skip the token-length filter")
-    parser.add_argument(
-        "--cache-dir", help="graphctx cache folder (default $GRAPHCTX_CACHE or .cache/graphctx)"
-    )
-
-
-def settings_help() -> str:
-    """What ``--config`` gives this command: the ``data.dataset`` section (plus the tokenizer of
-    ``model.spec`` and ``cache_dir``), without importing the config layer."""
-    from graphctx.data.settings import DatasetSettings
-    from graphctx.settings_docs import section_help
-
-    return (
-        "Config settings graphctx data reads with --config: the data.dataset section below, the tokenizer\n"
-        "of model.spec and cache_dir (graphctx index --help lists every setting):\n\n"
-        + section_help(DatasetSettings, "data.dataset")
-    )
+    add_config(parser, "take filters, split and tokenizer from this YAML config", required=False)
+    parser.set_defaults({"data.dataset.source": ""})  # the path argument is the source
 
 
 def execute(args: argparse.Namespace, out: TextIO) -> int:
     from dataclasses import replace
 
-    from graphctx.data import DatasetSettings, prepare_qa_dataset
+    from graphctx.data import prepare_qa_dataset
     from graphctx.data.build import EmptySplitError
     from graphctx.data.sources import check_source
-    from graphctx.model.settings import ModelSpec
+    from graphctx.pipeline.config_file import run_config
 
-    if args.config:
-        from graphctx.pipeline.config_file import load_config
-
-        config = load_config(args.config, devices=(), cache_dir=args.cache_dir)  # runs on the CPU
-        settings = replace(config.data.dataset, source=args.path)
-        spec, cache_dir = config.model.spec, config.cache_dir
-    else:
-        settings, spec, cache_dir = DatasetSettings(source=args.path), ModelSpec(), args.cache_dir
+    config = run_config(args, devices=())  # runs on the CPU
+    settings = replace(config.data.dataset, source=args.path)
+    spec, cache_dir = config.model.spec, config.cache_dir
     check_source(settings.source)  # a wrong path is named before the tokenizer's model loads
     tokenizer = None
     if args.no_token_limit:

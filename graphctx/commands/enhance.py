@@ -7,24 +7,24 @@ import json
 import sys
 from typing import TextIO
 
+from graphctx.command_line import add_config
 from graphctx.commands import add_question_arguments, read_question
 from graphctx.knowledge.sentence_sources import count_label, sourced_lines
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="YAML config (data, retrieval, knowledge)")
+    add_config(parser, "YAML config (data, retrieval, knowledge)")
     add_question_arguments(parser, "the new question to build a context for")
     parser.add_argument("--json", action="store_true", help="print the structure (pairs, triplets, sources)")
-    parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's cache_dir)")
 
 
 def execute(args: argparse.Namespace, out: TextIO) -> int:
     question = read_question(args)  # before anything loads
     from graphctx.pipeline.answerer import Answerer
-    from graphctx.pipeline.config_file import load_config
+    from graphctx.pipeline.config_file import run_config
     from graphctx.stack.model_stack import ModelStack, check_models
 
-    config = load_config(args.config, cache_dir=args.cache_dir)
+    config = run_config(args)
     check_models(ModelStack(config), "enhance")  # a missing model is named before anything loads
     # the pool as for training; the LLM extractor, if any, is the generation model
     context = Answerer.from_config(config).enhanced([question])[0]

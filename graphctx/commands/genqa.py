@@ -3,8 +3,7 @@
 Each training question is paired with the accepted answers of its ``retrieval.top_k`` nearest training
 questions (dense retrieval, itself left out); the model learns to write its accepted answer from them
 (:mod:`graphctx.baselines.genqa`). The trained folder goes to ``evaluation.genqa_model`` (default
-``<trainer.default_root_dir>/genqa``), where ``evaluate.py --variants GenQA`` reads it. Any config setting
-can be overridden as in train.py and evaluate.py: ``--retrieval.top_k 3``, ``--data.max_length=512``.
+``<trainer.default_root_dir>/genqa``), where ``evaluate.py --variants GenQA`` reads it.
 """
 
 from __future__ import annotations
@@ -13,11 +12,11 @@ import argparse
 import dataclasses
 from typing import TextIO
 
+from graphctx.command_line import add_config
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--config", required=True, help="YAML config (data, retrieval, evaluation.genqa_model)"
-    )
+    add_config(parser, "YAML config (data, retrieval, evaluation.genqa_model)")
     parser.add_argument(
         "--base", help="seq2seq model to fine-tune (Hub id or folder; default facebook/bart-large)"
     )
@@ -30,8 +29,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--learning-rate", type=float, default=3e-5, help="AdamW learning rate (default 3e-5)"
     )
     parser.add_argument("--limit", type=int, help="train on the first N training questions only")
-    parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's cache_dir)")
-    parser.set_defaults(takes_overrides=True)  # --section.key VALUE overrides the config, as in train.py
 
 
 def check_arguments(args: argparse.Namespace) -> None:
@@ -71,11 +68,11 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.baselines.genqa import DEFAULT_BASE, encode_examples, train
     from graphctx.errors import ConfigError
     from graphctx.paper import availability, how_to_get
-    from graphctx.pipeline.config_file import load_config
+    from graphctx.pipeline.config_file import run_config
     from graphctx.pipeline.pool import pool_retriever
 
     check_arguments(args)
-    config = load_config(args.config, args.overrides, cache_dir=args.cache_dir)
+    config = run_config(args)
     base = args.base or DEFAULT_BASE
     if availability(base) == "missing":
         raise ConfigError(how_to_get("--base", base))

@@ -11,13 +11,14 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
+from graphctx.command_line import add_config
+
 if TYPE_CHECKING:
     from graphctx.retrieval.settings import RetrievalSettings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="YAML config (sections data, model, retrieval)")
-    parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's cache_dir)")
+    add_config(parser, "YAML config (sections data, model, retrieval)")
     parser.add_argument(
         "--json", action="store_true", help="print the report as one JSON line (the summary goes to stderr)"
     )
@@ -197,7 +198,7 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.cache import cache_root
     from graphctx.commands import wrote
     from graphctx.errors import ConfigError
-    from graphctx.pipeline.config_file import load_config
+    from graphctx.pipeline.config_file import run_config
     from graphctx.pipeline.pool import pool_index
     from graphctx.retrieval.builders import build_embeddings, build_query_edges
     from graphctx.retrieval.graph import (
@@ -211,7 +212,7 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.retrieval.knn import describe_build
     from graphctx.retrieval.numerics import pinned_threads
 
-    config = load_config(args.config, devices=("retrieval",), cache_dir=args.cache_dir)
+    config = run_config(args, devices=("retrieval",))
     cache_dir = config.cache_dir
     dataset = config.load_dataset()
     train, split = dataset["train"], config.evaluation.split

@@ -7,9 +7,11 @@ import json
 from pathlib import Path
 from typing import TextIO
 
+from graphctx.command_line import add_config
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="YAML config (as for train.py / evaluate.py)")
+    add_config(parser, "YAML config (as for train.py / evaluate.py)")
     parser.add_argument("--json", action="store_true", help="print the plan as one JSON object")
     parser.add_argument(
         "--cost",
@@ -27,11 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace, out: TextIO) -> int:
-    from graphctx.pipeline.config_file import load_config
+    from graphctx.pipeline.config_file import run_config
     from graphctx.stack.model_stack import ModelStack
     from graphctx.stack.report import plan_json, plan_text
 
-    plan = ModelStack(load_config(args.config, devices=False))
+    plan = ModelStack(run_config(args, devices=False))
     report = plan_json(plan)
     text = plan_text(plan, report)
     if args.cost:

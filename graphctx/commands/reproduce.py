@@ -35,8 +35,10 @@ if TYPE_CHECKING:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from graphctx.reproduce.stages import KINDS
 
-    parser.description = __doc__
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = (
+        "Each --config is a site's config file, read as it is by the stages: this command takes no "
+        "--section.key settings (set them in the files)."
+    )
     parser.add_argument(
         "--config", action="append", required=True, help="YAML config of one site; repeat it for each site"
     )

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from graphctx.command_line import add_config
 from graphctx.commands import wrote
 from graphctx.errors import ConfigError
 
@@ -48,7 +49,7 @@ def parse_thresholds(text: str) -> list[float]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="YAML config (sections data, retrieval, evaluation)")
+    add_config(parser, "YAML config (sections data, retrieval, evaluation)")
     parser.add_argument("--json", action="store_true", help="print the one JSON line instead of markdown")
     parser.add_argument(
         "--thresholds", default="0.50:0.90:0.05", help="T values of the sweep: 0.5,0.6 or start:stop:step"
@@ -61,7 +62,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output-dir", help="report folder (default <trainer.default_root_dir>/retrieval_eval)"
     )
-    parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's cache_dir)")
 
 
 def execute(args: argparse.Namespace, out: TextIO) -> int:
@@ -73,12 +73,12 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
         load_link_queries,
     )
     from graphctx.evaluation.retrieval_eval.report import FILES, TREC, markdown, write_report
-    from graphctx.pipeline.config_file import load_config
+    from graphctx.pipeline.config_file import run_config
 
     thresholds = check_thresholds(parse_thresholds(args.thresholds), "--thresholds")
     if args.recall_k < 1:
         raise ConfigError(f"--recall-k {args.recall_k}: must be at least 1")
-    config = load_config(args.config, cache_dir=args.cache_dir)
+    config = run_config(args)
     split = args.split or config.evaluation.split
     dataset_settings = config.data.dataset
     check_link_source(dataset_settings, split)

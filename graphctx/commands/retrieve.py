@@ -4,30 +4,26 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
 from typing import TextIO
 
+from graphctx.command_line import add_config
 from graphctx.commands import add_question_arguments, read_question
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="YAML config (sections data, model, retrieval)")
+    add_config(parser, "YAML config (sections data, model, retrieval)")
     add_question_arguments(parser, "the new question (title and body as one text)")
-    parser.add_argument("--top-k", type=int, help="hits to return (default: the config's retrieval.top_k)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's cache_dir)")
 
 
 def execute(args: argparse.Namespace, out: TextIO) -> int:
     question = read_question(args)  # before anything loads
     from graphctx.paper import EMBEDDING, is_reference
-    from graphctx.pipeline.config_file import load_config
+    from graphctx.pipeline.config_file import run_config
     from graphctx.pipeline.pool import pool_retriever
 
-    config = load_config(args.config, cache_dir=args.cache_dir)
+    config = run_config(args)
     settings = config.retrieval
-    if args.top_k is not None:
-        settings = replace(settings, top_k=args.top_k)
     train = config.load_dataset()["train"]
     hits = pool_retriever(train, settings, config.cache_dir).retrieve([question])[0]
     titles = dict(zip(train["id"], train["title"], strict=True))

@@ -7,15 +7,14 @@ import os
 import signal
 from typing import TextIO
 
+from graphctx.command_line import add_config
 from graphctx.prompts import VARIANTS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", required=True, help="YAML config (model, data, retrieval, knowledge)")
-    parser.add_argument("--adapter", help="the trained adapter folder (default: the config's)")
+    add_config(parser, "YAML config (model, data, retrieval, knowledge; the adapter: evaluation.adapter)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    parser.add_argument("--cache-dir", help="graphctx cache folder (default: the config's cache_dir)")
     parser.add_argument("--pool-dir", help="the live pool's folder (default <cache_dir>/serve-pool)")
     parser.add_argument(
         "--variant", default="GraphContextGen", choices=list(VARIANTS), help="a request's default variant"
@@ -52,9 +51,7 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
         raise ConfigError("--max-batch-size: at least 1; --batch-timeout: not negative")
     limits = Limits(args.max_body_bytes, args.max_question_chars, args.max_question_tokens)
     settings = ServeSettings(
-        args.config,
-        args.cache_dir,
-        args.adapter,
+        args,
         args.pool_dir,
         args.variant,
         limits,

@@ -13,7 +13,6 @@ so a typo or a wrong type fails with the key's dotted name.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,6 @@ from graphctx.pipeline.run_config import RunConfig
 from graphctx.prompts import BASELINE_VARIANTS, VARIANTS, get_variants, retriever_variant
 from graphctx.retrieval.registry import entry_named
 from graphctx.retrieval.settings import RetrievalSettings
-from graphctx.settings_docs import field_docstrings, settings_text
 
 STAGE_SECTIONS: dict[str, type] = {
     "retrieval": RetrievalSettings,
@@ -134,7 +132,7 @@ def add_sections(parser: ArgumentParser) -> None:
         type=str | None,
         default=None,
         help="Converted and random models, datasets, embeddings and indexes, the KG store and caches, "
-        "enhanced contexts; null = $GRAPHCTX_CACHE, else .cache/graphctx (--cache-dir of a command wins).",
+        "enhanced contexts; null = $GRAPHCTX_CACHE, else .cache/graphctx.",
     )
     for name, settings_class in SETTINGS_SECTIONS.items():
         hidden = {key.partition(".")[2] for key in SET_BY_RUN_CONFIG if key.startswith(f"{name}.")}
@@ -212,8 +210,9 @@ def use_unique_yaml() -> None:
     set_loader("yaml", load_unique_yaml, exceptions=(yaml.YAMLError,))
 
 
-def check_mapping(path: Path) -> None:
-    """Fail clearly when ``path`` is missing, is not a YAML mapping or gives a key twice."""
+def check_mapping(path: Path) -> dict[str, Any]:
+    """The YAML mapping of ``path``; fail clearly when it is missing, is not a mapping, gives a key twice or
+    an older config's key."""
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
     try:
@@ -230,6 +229,7 @@ def check_mapping(path: Path) -> None:
         check_moved_keys(content)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
+    return content
 
 
 def yaml_problem(error: yaml.YAMLError) -> str:
@@ -297,46 +297,85 @@ TrainerValue = int | float | bool | str | list | dict | None
 """A ``trainer`` value as YAML types it: Lightning's Trainer checks the arguments themselves."""
 
 
-def config_parser() -> ArgumentParser:
-    """The parser of a whole config: ``--config`` plus every section's keys, checked against the classes."""
+CONFIG_KEYS: tuple[str, ...] = ("seed_everything", "trainer", "cache_dir", *SETTINGS_SECTIONS)
+"""The top-level keys of a config."""
+
+
+class ConfigFile(ActionConfigFile):
+    """``--config PATH``: read the YAML config into the namespace. A missing file, a list or scalar YAML, a
+    key given twice or moved, a key that is not a config key (a command's own option) and every problem
+    jsonargparse finds in it are one :class:`ConfigError` named by the file."""
+
+    def __call__(
+        self, parser: ArgumentParser, cfg: Namespace, values: Any, option_string: Any = None
+    ) -> None:
+        path = Path(values)
+        content = check_mapping(path)
+        options = {action.dest for action in parser._actions}
+        foreign = [key for key in content if key not in CONFIG_KEYS and key in options]
+        if foreign:
+            raise ConfigError(f"{path}: {foreign[0]} is a command-line option, not a config key")
+        try:
+            super().__call__(parser, cfg, values, option_string)
+            parser.validate(cfg, skip_required=True)  # a key or value the file got wrong, named by it
+        except Exception as exc:  # jsonargparse raises ArgumentError / ValueError / TypeError / KeyError
+            raise ConfigError(f"{path}: {exc}") from exc
+
+
+def add_config_arguments(parser: ArgumentParser, required: bool = True, what: str = "YAML config") -> None:
+    """``--config`` (:class:`ConfigFile`, ``what`` its help) and every key of a config, each also a
+    ``--section.key VALUE`` override: the parser of a config is this one, for every entry point."""
     use_unique_yaml()
-    parser = ArgumentParser(exit_on_error=False)
-    parser.add_argument("--config", action=ActionConfigFile)
+    parser.add_argument("--config", action=ConfigFile, required=required, help=what)
     parser.add_argument("--seed_everything", type=int | bool, default=0)
     # plain values: loggers and callbacks stay class_path / init_args mappings, not imported (train.py's
     # LightningCLI checks them), while a dotted override (--trainer.num_nodes 2) is typed as YAML types it
     parser.add_argument("--trainer", type=dict[str, TrainerValue], default={})
     add_sections(parser)
+
+
+def config_parser() -> ArgumentParser:
+    """The parser of a whole config: ``--config`` plus every section's keys, checked against the classes."""
+    parser = ArgumentParser(exit_on_error=False)
+    add_config_arguments(parser)
     return parser
 
 
-def settings_help() -> str:
-    """Every config setting (``section.key``) with its type, default and docstring, as ``--help`` lists
-    them: the sections of :func:`config_parser`."""
-    with field_docstrings():
-        sections = settings_text(config_parser())
-    return "Config settings (YAML keys; train.py also takes them as --section.key VALUE):\n\n" + sections
+COMMAND_LINE = Path("(command line)")
+"""The run config's ``path`` when no ``--config`` file was given."""
 
 
 def load_config(
-    path: str | Path,
-    overrides: Sequence[str] = (),
-    devices: bool | Sequence[str] = True,
-    cache_dir: str | os.PathLike[str] | None = None,
+    path: str | Path, overrides: Sequence[str] = (), devices: bool | Sequence[str] = True
 ) -> RunConfig:
-    """Parse and validate ``path`` (plus dotted ``--section.key value`` overrides) into a RunConfig.
+    """Parse and validate ``path`` (plus dotted ``--section.key value`` overrides) into a RunConfig, as the
+    command line ``--config PATH --section.key value ...`` of any entry point gives it."""
+    path = Path(path)
+    check_moved_keys({}, overrides)
+    try:
+        parsed = config_parser().parse_args(["--config", str(path), *overrides])
+    except ConfigError:
+        raise
+    except Exception as exc:  # jsonargparse raises ArgumentError / ValueError / TypeError
+        raise ConfigError(f"{path}: {exc}") from exc
+    return run_config(parsed, devices)
 
-    ``cache_dir``: a cache folder given on the command line, which wins over the config's.
+
+def run_config(parsed: Namespace, devices: bool | Sequence[str] = True) -> RunConfig:
+    """The RunConfig of a command line parsed with :func:`add_config_arguments` (the command's own options
+    are left aside): its settings range-checked, its devices checked, its plug-ins imported; a problem is
+    one :class:`ConfigError` named by the config file.
 
     ``devices``: refuse CUDA settings on a machine without CUDA (off for ``graphctx plan``, which describes
     a GPU config from a login node); a list of sections checks only theirs (a CPU command such as
     ``graphctx data`` runs a GPU config on a CPU node: ``trainer.accelerator: gpu`` is not its concern)."""
-    path = Path(path)
-    check_mapping(path)
-    parser = config_parser()
+    files = parsed.get("config") or []
+    path = Path(str(files[-1])) if files else COMMAND_LINE
+    given = parsed
+    parsed = Namespace(config=files or None)
+    for key in CONFIG_KEYS:
+        parsed[key] = given[key]
     try:
-        check_moved_keys({}, overrides)
-        parsed = parser.parse_args(["--config", str(path), *overrides])
         check_settings(parsed)
         if devices is True:
             check_devices(parsed.as_dict())
@@ -344,7 +383,7 @@ def load_config(
             plain = parsed.as_dict()
             for section in devices:
                 check_devices(plain.get(section) or {}, f"{section}.")
-        settings = parser.instantiate_classes(parsed)
+        settings = config_parser().instantiate_classes(parsed)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
     except Exception as exc:  # jsonargparse raises ArgumentError / ValueError / TypeError
@@ -355,7 +394,6 @@ def load_config(
         trainer=settings.trainer,
         cache=settings.cache_dir,
         **{name: settings[name] for name in SETTINGS_SECTIONS},
-        cache_override=cache_dir,
     )
     try:  # plug-ins are imported and checked here, named by the file
         entries_named(

@@ -10,7 +10,6 @@ dataset exactly as training filtered it.
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -36,10 +35,9 @@ if TYPE_CHECKING:
 class RunConfig:
     """A parsed config: the settings of each section.
 
-    ``cache``: the config's top-level ``cache_dir``; ``cache_override``: a cache folder given on the command
-    line (``--cache-dir``), which wins over it. The folder they give (:attr:`cache_dir`) is put into
-    ``model.spec.cache_dir`` and ``knowledge.cache_dir``, which carry it to the model loaders and the
-    knowledge stage."""
+    ``cache``: the config's top-level ``cache_dir`` (on the command line ``--cache_dir``). The folder it
+    gives (:attr:`cache_dir`) is put into ``model.spec.cache_dir`` and ``knowledge.cache_dir``, which carry
+    it to the model loaders and the knowledge stage."""
 
     path: Path
     seed_everything: int | bool
@@ -51,7 +49,6 @@ class RunConfig:
     generation: GenerationSettings
     evaluation: EvaluationSettings
     cache: str | None = None
-    cache_override: str | os.PathLike[str] | None = None
     filter_models: tuple[ModelSpec, ...] = ()
     """The models in whose tokenizers ``data.dataset.filters.max_tokens`` counts (a question is kept only
     when it fits every one); empty: this config's own model. A model sweep sets every swept model, so all
@@ -92,9 +89,9 @@ class RunConfig:
 
     @property
     def cache_dir(self) -> str | None:
-        """The graphctx cache folder: ``--cache-dir``, else the config's ``cache_dir``; None: the default,
-        ``$GRAPHCTX_CACHE``, else ``.cache/graphctx`` (:func:`graphctx.cache.cache_root` picks it)."""
-        return str(self.cache_override) if self.cache_override else self.cache
+        """The graphctx cache folder, the config's ``cache_dir``; None: the default, ``$GRAPHCTX_CACHE``, else
+        ``.cache/graphctx`` (:func:`graphctx.cache.cache_root` picks it)."""
+        return self.cache
 
     @property
     def template(self) -> InstructionTemplate:

@@ -34,9 +34,9 @@ PAGE = Path(__file__).with_name("page.html")
 class ServeSettings:
     """What the server needs to load its recipe: plain values (the worker process gets a copy)."""
 
-    config: str
-    cache_dir: str | None = None
-    adapter: str | None = None
+    config: Any
+    """The parsed command line: ``--config`` and its overrides
+    (:func:`graphctx.pipeline.config_file.run_config`)."""
     pool_dir: str | None = None
     variant: str = "GraphContextGen"
     limits: Limits = field(default_factory=Limits)
@@ -47,11 +47,10 @@ class ServeSettings:
 
 
 def load(settings: ServeSettings) -> Any:
-    """The run config of ``settings`` (``--adapter`` over ``evaluation.adapter``)."""
-    from graphctx.pipeline.config_file import load_config
+    """The run config of ``settings``."""
+    from graphctx.pipeline.config_file import run_config
 
-    overrides = ["--evaluation.adapter", settings.adapter] if settings.adapter else []
-    return load_config(settings.config, overrides, cache_dir=settings.cache_dir)
+    return run_config(settings.config)
 
 
 def pool_folder(settings: ServeSettings, config: Any) -> Path:

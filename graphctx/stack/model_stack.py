@@ -189,11 +189,13 @@ class ModelStack:
             uses.append(self.genqa)
         return list(dict.fromkeys(uses))
 
-    def needed_by(self, command: str, variants: Sequence[Variant] | None = None) -> list[ModelUse]:
+    def needed_by(
+        self, command: str, variants: Sequence[Variant] | None = None, metrics: Sequence[str] | None = None
+    ) -> list[ModelUse]:
         """The models of ``train`` (the model, and what the validation callback computes), ``evaluate``
-        (``variants``, default ``evaluation.variants``, and every metric), ``answer`` (``variants`` and the
-        AutoAIS judgement), ``serve`` (``variants``, and the judge of ``evaluation.attribution``) or
-        ``enhance`` (retrieval and knowledge)."""
+        (``variants``, default ``evaluation.variants``, and ``metrics``, default every metric), ``answer``
+        (``variants`` and the AutoAIS judgement, or the judges of ``metrics``), ``serve`` (``variants``,
+        and the judge of ``evaluation.attribution``) or ``enhance`` (retrieval and knowledge)."""
         settings = self.config.evaluation
         if command == "train":
             if settings.callback_every_n_validations <= 0:
@@ -204,10 +206,13 @@ class ModelStack:
             adapter = [self.adapter] if any(v.model == "adapter" for v in variants or []) else []
             judging = command == "answer" or bool(settings.attribution)
             judges = [entry.name for entry in self.metrics if entry.premise] if judging else []
+            if metrics is not None and command == "answer":
+                judges = list(metrics)
             return self.needed(variants or [], judges) + adapter
         if command == "enhance":  # retrieval and knowledge, budgets in the generation model's tokens
             return self.needed([VARIANTS["GraphContextGen"]], [])
-        return self.needed(variants or get_variants(settings.variants), self.metric_names)
+        scored = self.metric_names if metrics is None else metrics
+        return self.needed(variants or get_variants(settings.variants), scored)
 
     def configured_uses(self) -> list[ModelUse]:
         """Every configured model that some run of this config loads (GenQA's only when asked for)."""
@@ -265,9 +270,14 @@ class ModelStack:
         ]
 
 
-def check_models(stack: ModelStack, command: str, variants: Sequence[Variant] | None = None) -> None:
+def check_models(
+    stack: ModelStack,
+    command: str,
+    variants: Sequence[Variant] | None = None,
+    metrics: Sequence[str] | None = None,
+) -> None:
     """Fail, naming the key and how to get it, when a model ``command`` needs (see
     :meth:`ModelStack.needed_by`) cannot be found."""
-    missing = stack.missing(stack.needed_by(command, variants))
+    missing = stack.missing(stack.needed_by(command, variants, metrics))
     if missing:
         raise ConfigError("; ".join(item["hint"] for item in missing))

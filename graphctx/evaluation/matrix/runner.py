@@ -61,7 +61,7 @@ from graphctx.evaluation_settings import EvaluationSettings
 from graphctx.folder_lock import FolderLock
 from graphctx.generation.loading import resolve_device
 from graphctx.metrics.paper_settings import unlike_paper
-from graphctx.metrics.registry import column_order
+from graphctx.metrics.registry import column_order, entries_named
 from graphctx.model import load_tokenizer
 from graphctx.pipeline.answerer import Answerer
 from graphctx.pipeline.contexts import RetrievedContext
@@ -90,9 +90,12 @@ class MatrixEvaluation:
         log: Callable[[str], None] | None = None,
         processes: Processes | None = None,
         stop: StopRequest | None = None,
+        metrics: Sequence[str] | None = None,
     ) -> None:
         """``processes``: this process's place in a multi-process run (:func:`launch_processes`); ``stop``:
-        the stop request to honour after each batch (default: one installed now)."""
+        the stop request to honour after each batch (default: one installed now); ``metrics``: score only
+        the metrics of these registry names (``--metrics``; default every metric of the config). Their
+        fingerprints are those of a run that scores every metric."""
         self.config = config
         self.settings: EvaluationSettings = config.evaluation
         self.variants = get_variants(variants if variants is not None else self.settings.variants)
@@ -105,7 +108,10 @@ class MatrixEvaluation:
         self.log = log or stderr_logger(self.processes)
         self.stop = stop or StopRequest()
         configured(config)  # a bad evaluation.attribution is refused before anything is written
-        self.run_files = RunFiles(self.output_dir, tuple(entry.name for entry in config.metric_entries))
+        self.metrics = config.metric_entries
+        if metrics is not None:
+            self.metrics = entries_named(config.metric_entries, metrics, "--metrics")
+        self.run_files = RunFiles(self.output_dir, tuple(entry.name for entry in self.metrics))
         self.stale = StaleArea(self.output_dir, self.log)
         """Where this run moves rows and files that no longer match (``stale/<time>/``)."""
         self.plan = ModelStack(config)
@@ -155,7 +161,7 @@ class MatrixEvaluation:
         merges what an earlier run's processes left; every process then opens its view of the files."""
         if self.processes.is_zero:
             print(plan_text(self.plan), file=sys.stderr, flush=True)
-        check_models(self.plan, "evaluate", self.variants)
+        check_models(self.plan, "evaluate", self.variants, [entry.name for entry in self.metrics])
         device = self.processes.device or resolve_device(self.config.generation)
         check_memory(self.plan.memory, "evaluate", device)  # a GPU too small for a stage fails here
         if self.processes.is_zero:
@@ -186,7 +192,7 @@ class MatrixEvaluation:
             model_descriptions(self.plan, [variant.name for variant in self.variants]),
             comparisons=retriever_twins(self.variants) | settings.comparisons,
             n_permutations=settings.permutation_samples,
-            columns=column_order(self.config.metric_entries),
+            columns=column_order(self.metrics),
         )
         beside = paper_section(
             table,
@@ -194,14 +200,14 @@ class MatrixEvaluation:
             self.config.model.spec.source,
             unlike_paper(self.config.evaluation.metrics),
         )
-        judges = JudgeReport.of(self.judge_controls(rows), self.config.metric_entries, table, results)
+        judges = JudgeReport.of(self.judge_controls(rows), self.metrics, table, results)
         table.marks = judges.marks()
         predictions = {v.label: self.run_files.predictions_file(v) for v in self.variants}
         attribution = run_section(self.config, predictions, [int(row["id"]) for row in rows])
         appendix = "\n".join(part for part in (beside, attribution, judges.markdown(table.columns)) if part)
         paths = write_table(table, self.output_dir, appendix=appendix)
         write_json_atomic(self.output_dir / "judges.json", judges.as_json())
-        for line in unscored_warnings(table, self.config.metric_entries):
+        for line in unscored_warnings(table, self.metrics):
             self.log(line)
         write_json_atomic(self.output_dir / "timings.json", {"stage_seconds": timings})
         plan = plan_json(self.plan)
@@ -298,7 +304,7 @@ class MatrixEvaluation:
         """Score the answered rows of ``units`` that a metric has not scored yet (:class:`ScoreStage`)."""
         device = self.processes.device
         ScoreStage(
-            self.config.metric_entries,
+            self.metrics,
             self.answerer,
             device,
             rows,

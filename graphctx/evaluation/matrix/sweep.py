@@ -55,14 +55,17 @@ def model_folders(models: Sequence[str]) -> dict[str, str]:
     return names
 
 
-def check_sweep(configs: Mapping[str, RunConfig], variants: Sequence[Variant]) -> None:
-    """One ``ConfigError`` naming every model (or other model a run needs) that cannot be found."""
+def check_sweep(
+    configs: Mapping[str, RunConfig], variants: Sequence[Variant], metrics: Sequence[str] | None = None
+) -> None:
+    """One ``ConfigError`` naming every model (or other model a run needs: ``metrics``, default all) that
+    cannot be found."""
     problems = []
     for model, config in configs.items():
         plan = ModelStack(config)
         problems += [
             f"sweep model {model}: {item['hint']}"
-            for item in plan.missing(plan.needed_by("evaluate", variants))
+            for item in plan.missing(plan.needed_by("evaluate", variants, metrics))
         ]
     if problems:
         raise ConfigError("; ".join(problems))
@@ -104,17 +107,18 @@ def run_sweep(
     stop: StopRequest | None = None,
     overwrite: bool = False,
     output_key: str = "--output-dir",
+    metrics: Sequence[str] | None = None,
 ) -> str | None:
     """Run every model of ``configs`` (model → its config) and write ``sweep.md`` / ``sweep.csv``; returns
     the Markdown table (None on ranks other than 0). Every model's run passes the checks of a single run
     (:func:`~.inputs.check_inputs`, ``output_key`` naming the folder's setting) before
-    any of them writes a file."""
+    any of them writes a file. ``metrics``: score only these (``--metrics``)."""
     chosen = sweep_variants(variants)
     folders = model_folders(list(configs))
     first = next(iter(configs.values()))
     root = Path(output_dir) if output_dir else first.output_dir
     check_output_folder(root, output_key)  # before the models are looked for, as in a single run
-    check_sweep(configs, chosen)
+    check_sweep(configs, chosen, metrics)
     configs = one_question_set(configs)
     runs = {
         model: MatrixEvaluation(
@@ -124,6 +128,7 @@ def run_sweep(
             root / "models" / folders[model],
             processes=processes,
             stop=stop,
+            metrics=metrics,
         )
         for model, config in configs.items()
     }
