@@ -28,8 +28,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 USAGE = re.compile(r"^<!-- usage: (.+?) -->$", re.M)
 REFERENCE = "<!-- config-reference -->"
-SETTINGS_HEAD = "Config settings (YAML keys"
-"""The line that starts the settings part of a command's ``--help`` (graphctx.pipeline.config_file)."""
+SETTINGS_HEAD = "The graphctx cache folder"
+"""The group that starts the settings part of a config command's ``--help`` (config_file.add_sections)."""
 WIDTH = "100"
 """``COLUMNS`` for every help text: the same wrapping on any terminal."""
 
@@ -103,17 +103,11 @@ def help_text(command: str) -> str:
 
 
 def usage_markdown(command: str) -> str:
-    """The help as a code block; its config-settings part (train.py: every section after the Trainer's
-    arguments) is replaced by a link to the reference, except where the command documents only a part of
-    the settings (``graphctx data``), which stays."""
+    """The help as a code block; its config-settings part (every group from the cache folder's on) is
+    replaced by a link to the reference when it lists every setting, else shown in a folded note."""
     text = help_text(command)
-    settings = ""
-    if SETTINGS_HEAD in text:
-        text, settings = text.split(SETTINGS_HEAD, 1)
-        settings = SETTINGS_HEAD + settings
-    elif command == "python train.py":
-        head, _, rest = text.partition("\nThe graphctx cache folder")
-        text, settings = head, "The graphctx cache folder" + rest
+    head, found, rest = text.partition(f"\n{SETTINGS_HEAD}")
+    text, settings = head, (SETTINGS_HEAD + rest if found else "")
     block = f"```text\n$ {command} --help\n{text.rstrip()}\n```\n"
     if not settings:
         return block
