@@ -8,11 +8,12 @@ from torch_geometric.utils import scatter, to_undirected
 
 from graphctx.retrieval.graph import build_question_graph
 from graphctx.retrieval.index import index_key
-from graphctx.retrieval.knn import build_knn_graph, edge_recall
 from graphctx.retrieval.numerics import pinned_threads
 from graphctx.retrieval.pagerank import PoolPageRank, QueryEdges
-from graphctx.retrieval.push import PoolPush
-from graphctx.retrieval.push_frontier import FrontierPush
+from graphctx.retrieval.scale.knn import build_knn_graph, edge_recall
+from graphctx.retrieval.scale.push import PoolPush
+from graphctx.retrieval.scale.push_frontier import FrontierPush
+from graphctx.retrieval.scale.settings import ScaleSettings
 from graphctx.retrieval.settings import RetrievalSettings
 
 
@@ -119,12 +120,13 @@ def test_knn_graph_with_few_neighbours_is_a_subgraph_with_recall_below_one():
 def test_a_knn_index_never_reuses_an_exact_entry():
     ids, texts = [1, 2], ["a", "b"]
     exact = RetrievalSettings(device="cpu")
-    knn = RetrievalSettings(device="cpu", graph_build="knn")
+    knn = RetrievalSettings(device="cpu", scale=ScaleSettings(graph_build="knn"))
     assert index_key(ids, texts, exact) != index_key(ids, texts, knn)
     assert index_key(ids, texts, knn) != index_key(
-        ids, texts, RetrievalSettings(device="cpu", graph_build="knn", knn_k=8)
+        ids, texts, RetrievalSettings(device="cpu", scale=ScaleSettings(graph_build="knn", knn_k=8))
     )
-    assert index_key(ids, texts, exact) == index_key(ids, texts, RetrievalSettings(device="cpu", ppr="push"))
+    push = RetrievalSettings(device="cpu", scale=ScaleSettings(ppr="push"))
+    assert index_key(ids, texts, exact) == index_key(ids, texts, push)
 
 
 def test_retriever_runs_the_scale_modes_end_to_end(tmp_path):
@@ -134,7 +136,8 @@ def test_retriever_runs_the_scale_modes_end_to_end(tmp_path):
     texts = ["How do I stake ADA?", "How to stake ADA", "What is a UTXO?", "Explain a UTXO"]
     hits = {}
     for build, ppr in (("exact", "power"), ("knn", "push")):
-        settings = RetrievalSettings(device="cpu", threshold=0.6, top_k=2, graph_build=build, ppr=ppr)
+        scale = ScaleSettings(graph_build=build, ppr=ppr)
+        settings = RetrievalSettings(device="cpu", threshold=0.6, top_k=2, scale=scale)
         index = build_index([1, 2, 3, 4], texts, settings, tmp_path)
         assert index.stats["graph_build"] == build and index.stats.get("edge_recall", 1.0) == 1.0
         hits[build] = [
