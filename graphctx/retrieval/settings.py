@@ -141,8 +141,7 @@ class RetrievalSettings:
     of just their own components (cheaper for small components). Results are the same either way."""
 
     scale: ScaleSettings = field(default_factory=ScaleSettings)
-    """The scale modes (:mod:`graphctx.retrieval.scale`): a k-NN graph build and forward-push PageRank for
-    pools of millions; off by default (the paper's exact graph and power iteration)."""
+    """Scale modes for pools of millions (:mod:`graphctx.retrieval.scale`), off by default (the paper's)."""
 
     use_faiss: bool = False
     """Dense method only: search a FAISS inner-product index (needs ``faiss-cpu``) instead of torch."""
