@@ -111,6 +111,7 @@ def retrieval_value(stack: ModelStack) -> Json:
         "top_k": retrieval.top_k,
         "alpha": retrieval.alpha,
         "device": retrieval.device,
+        # retrieval.scale's modes, under the keys plan JSON had before that section
         "graph_build": scale.graph_build,
         "knn_k": scale.knn_k if scale.graph_build == "knn" else None,
         "ppr": scale.ppr,
