@@ -161,10 +161,10 @@ def percentiles(times: list[float]) -> dict[str, float]:
 def one_size(args: argparse.Namespace, size: int) -> dict:
     """Every measurement of one pool size (run in its own process)."""
     from graphctx.retrieval.graph import build_question_graph, degree_stats, query_edges
-    from graphctx.retrieval.knn import build_knn_graph, edge_recall
     from graphctx.retrieval.pagerank import PoolPageRank
-    from graphctx.retrieval.push import PoolPush
-    from graphctx.retrieval.push_frontier import FrontierPush
+    from graphctx.retrieval.scale.knn import build_knn_graph, edge_recall
+    from graphctx.retrieval.scale.push import PoolPush
+    from graphctx.retrieval.scale.push_frontier import FrontierPush
 
     torch.set_num_threads(1)
     clusters = max(1, size // args.per_cluster)
@@ -257,7 +257,9 @@ def main() -> None:
     parser.add_argument("--spread", type=float, default=0.4)
     parser.add_argument("--threshold", type=float, default=0.8)
     parser.add_argument("--knn-k", type=int, default=64)
-    parser.add_argument("--nprobe", type=int, default=8, help="IVF cells searched (retrieval.knn_nprobe)")
+    parser.add_argument(
+        "--nprobe", type=int, default=8, help="IVF cells searched (retrieval.scale.knn_nprobe)"
+    )
     parser.add_argument("--eps", type=float, default=1e-6, help="push tolerance (ours and get_ppr's)")
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--recall-sample", type=int, default=500)

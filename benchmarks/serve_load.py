@@ -12,7 +12,7 @@ The naive server: one ``Answerer`` per request, the whole of ``graphctx answer``
 index read from the cache, contexts, prompt, answer), requests served one at a time (a plain
 ``http.server``). Writes: ``--writes`` adds, edits and deletes on the live pool of ``--pool-sizes`` synthetic
 questions (random unit vectors of the embedder's dimension, k-NN build above 100k), timed in-process through
-:func:`graphctx.retrieval.updates.update_graph` and the question embedding.
+:func:`graphctx.retrieval.scale.updates.update_graph` and the question embedding.
 
     python benchmarks/serve_load.py --clients 8 --requests 48
     python benchmarks/serve_load.py --pool-sizes 20000 1000000
@@ -236,11 +236,13 @@ def write_latency(size: int, operations: int) -> dict[str, object]:
     """Median seconds of one add, edit and delete on a synthetic pool of ``size`` (graph update only, the
     question's embedding excluded: that is one encoder call whatever the pool)."""
     from graphctx.retrieval.builders import build_graph
+    from graphctx.retrieval.scale.settings import ScaleSettings
+    from graphctx.retrieval.scale.updates import update_graph
     from graphctx.retrieval.settings import RetrievalSettings
-    from graphctx.retrieval.updates import update_graph
 
     knn = size > 100_000
-    settings = RetrievalSettings(device="cpu", threshold=0.15, graph_build="knn" if knn else "exact", knn_k=8)
+    scale = ScaleSettings(graph_build="knn" if knn else "exact", knn_k=8)
+    settings = RetrievalSettings(device="cpu", threshold=0.15, scale=scale)
     generator = torch.Generator().manual_seed(0)
     embeddings = torch.nn.functional.normalize(torch.randn(size, 384, generator=generator), dim=1)
     start = time.perf_counter()
@@ -272,7 +274,7 @@ def write_latency(size: int, operations: int) -> dict[str, object]:
             timings[name].append(time.perf_counter() - start)
     return {
         "pool": size,
-        "graph_build": settings.graph_build,
+        "graph_build": settings.scale.graph_build,
         "build_s": built,
         **{f"{name}_median_s": sorted(times)[len(times) // 2] for name, times in timings.items()},
     }

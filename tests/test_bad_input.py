@@ -416,15 +416,20 @@ def test_config_value_of_the_wrong_type_names_the_key(tmp_path):
 @pytest.mark.parametrize(
     ("section", "key", "value"),
     [
-        ("retrieval", "ppr_eps", float("inf")),
-        ("retrieval", "ppr_eps", float("nan")),
+        ("retrieval.scale", "ppr_eps", float("inf")),
+        ("retrieval.scale", "ppr_eps", float("nan")),
         ("retrieval", "alpha", float("-inf")),
         ("retrieval", "threshold", float("nan")),
         ("knowledge", "sparql_max_failure_share", float("nan")),
     ],
 )
 def test_a_float_setting_that_is_nan_or_inf_is_refused_in_one_line(tmp_path, section, key, value):
-    path = write_config(tmp_path, lambda c: c[section].update({key: value}))
+    def put(config: dict) -> None:
+        for part in section.split("."):
+            config = config.setdefault(part, {})
+        config[key] = value
+
+    path = write_config(tmp_path, put)
     with pytest.raises(ConfigError) as error:
         load_config(path)
     assert "\n" not in str(error.value) and f"{section}.{key}: must be a finite number, got {value!r}" in str(

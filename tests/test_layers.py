@@ -79,6 +79,26 @@ def test_imports_point_down_the_layers():
     assert not upward, upward
 
 
+SCALE = "graphctx.retrieval.scale"
+SCALE_ENTRIES = {
+    "graphctx.retrieval.builders": {f"{SCALE}.builders"},  # the branch point: a scale mode that is on
+    "graphctx.retrieval.settings": {f"{SCALE}.settings"},  # the retrieval.scale section's class
+}
+"""The only imports from the paper's path (``graphctx.retrieval`` outside ``scale``) into the scale modes."""
+
+
+def test_the_paper_path_enters_the_scale_modes_at_one_branch_point():
+    """Inside retrieval, imports point from the scale modes to the paper's path (embed, threshold graph,
+    power iteration), which reaches them only through :data:`SCALE_ENTRIES`: a reader of the paper's path
+    meets one branch, and the scale modes can change without touching it."""
+    paper = [
+        (a, b)
+        for a, b in imports().edges
+        if a.startswith("graphctx.retrieval") and not a.startswith(SCALE) and b.startswith(SCALE)
+    ]
+    assert not [(a, b) for a, b in paper if b not in SCALE_ENTRIES.get(a, set())], paper
+
+
 def test_no_import_cycle():
     cycles = [sorted(c) for c in nx.strongly_connected_components(imports()) if len(c) > 1]
     assert not cycles, cycles

@@ -10,7 +10,10 @@ import pytest
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 # Examples on tiny tensors; the others load the packaged MiniLM (a second or two each).
-TENSOR_ONLY = ["numerics", "ranking", "dense", "components", "layout", "pagerank", "graph"]
+TENSOR_ONLY = [
+    *("settings", "numerics", "ranking", "dense", "components", "layout", "pagerank", "graph"),
+    *("scale.settings", "scale.builders", "scale.knn"),
+]
 WITH_MODEL = ["encoder", "embeddings", "builders", "index", "retriever"]
 
 

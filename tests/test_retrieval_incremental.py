@@ -15,10 +15,11 @@ from graphctx.commands import index as index_command
 from graphctx.errors import DataError
 from graphctx.pipeline.config_file import load_config
 from graphctx.retrieval.graph import build_question_graph
-from graphctx.retrieval.incremental import extend_graph, extend_index
 from graphctx.retrieval.index import build_index
-from graphctx.retrieval.knn import build_knn_graph
 from graphctx.retrieval.retriever import build_retriever
+from graphctx.retrieval.scale.incremental import extend_graph, extend_index
+from graphctx.retrieval.scale.knn import build_knn_graph
+from graphctx.retrieval.scale.settings import ScaleSettings
 from graphctx.retrieval.settings import RetrievalSettings
 
 
@@ -47,7 +48,8 @@ def test_extended_exact_graph_is_the_rebuild_bit_for_bit(cap):
 
 def test_extended_knn_graph_keeps_every_new_edge_and_stays_a_subgraph():
     old, new = clustered(500, seed=1), clustered(60, seed=2)
-    settings = RetrievalSettings(device="cpu", threshold=0.75, graph_build="knn", knn_k=4)
+    knn = ScaleSettings(graph_build="knn", knn_k=4)
+    settings = RetrievalSettings(device="cpu", threshold=0.75, scale=knn)
     grown = extend_graph(build_knn_graph(old, 0.75, k=4), old, new, settings)
     exact = build_question_graph(torch.cat([old, new]), 0.75)
     stride = 560

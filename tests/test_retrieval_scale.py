@@ -1,18 +1,25 @@
 """The scale modes of retrieval: the k-NN graph build (Faiss) and forward-push PageRank, against the exact
-build and networkx-exact power iteration on small graphs."""
+build and networkx-exact power iteration on small graphs; their settings, the `retrieval.scale` section."""
+
+import re
 
 import pytest
 import torch
+import yaml
+from tiny_config import TINY
 from torch_geometric.data import Data
 from torch_geometric.utils import scatter, to_undirected
 
+from graphctx.errors import ConfigError
+from graphctx.pipeline.config_file import load_config
 from graphctx.retrieval.graph import build_question_graph
 from graphctx.retrieval.index import index_key
-from graphctx.retrieval.knn import build_knn_graph, edge_recall
 from graphctx.retrieval.numerics import pinned_threads
 from graphctx.retrieval.pagerank import PoolPageRank, QueryEdges
-from graphctx.retrieval.push import PoolPush
-from graphctx.retrieval.push_frontier import FrontierPush
+from graphctx.retrieval.scale.knn import build_knn_graph, edge_recall
+from graphctx.retrieval.scale.push import PoolPush
+from graphctx.retrieval.scale.push_frontier import FrontierPush
+from graphctx.retrieval.scale.settings import ScaleSettings
 from graphctx.retrieval.settings import RetrievalSettings
 
 
@@ -119,12 +126,13 @@ def test_knn_graph_with_few_neighbours_is_a_subgraph_with_recall_below_one():
 def test_a_knn_index_never_reuses_an_exact_entry():
     ids, texts = [1, 2], ["a", "b"]
     exact = RetrievalSettings(device="cpu")
-    knn = RetrievalSettings(device="cpu", graph_build="knn")
+    knn = RetrievalSettings(device="cpu", scale=ScaleSettings(graph_build="knn"))
     assert index_key(ids, texts, exact) != index_key(ids, texts, knn)
     assert index_key(ids, texts, knn) != index_key(
-        ids, texts, RetrievalSettings(device="cpu", graph_build="knn", knn_k=8)
+        ids, texts, RetrievalSettings(device="cpu", scale=ScaleSettings(graph_build="knn", knn_k=8))
     )
-    assert index_key(ids, texts, exact) == index_key(ids, texts, RetrievalSettings(device="cpu", ppr="push"))
+    push = RetrievalSettings(device="cpu", scale=ScaleSettings(ppr="push"))
+    assert index_key(ids, texts, exact) == index_key(ids, texts, push)
 
 
 def test_retriever_runs_the_scale_modes_end_to_end(tmp_path):
@@ -134,10 +142,43 @@ def test_retriever_runs_the_scale_modes_end_to_end(tmp_path):
     texts = ["How do I stake ADA?", "How to stake ADA", "What is a UTXO?", "Explain a UTXO"]
     hits = {}
     for build, ppr in (("exact", "power"), ("knn", "push")):
-        settings = RetrievalSettings(device="cpu", threshold=0.6, top_k=2, graph_build=build, ppr=ppr)
+        scale = ScaleSettings(graph_build=build, ppr=ppr)
+        settings = RetrievalSettings(device="cpu", threshold=0.6, top_k=2, scale=scale)
         index = build_index([1, 2, 3, 4], texts, settings, tmp_path)
         assert index.stats["graph_build"] == build and index.stats.get("edge_recall", 1.0) == 1.0
         hits[build] = [
             [hit.id for hit in row] for row in build_retriever(index, settings).retrieve(["staking ADA"])
         ]
     assert hits["knn"] == hits["exact"]
+
+
+OLD_KEYS = ("graph_build", "knn_k", "knn_nprobe", "knn_recall_sample", "ppr", "ppr_eps")
+
+
+@pytest.mark.parametrize("name", OLD_KEYS)
+def test_an_old_flat_scale_key_is_refused_in_one_line_naming_its_new_key(name, tmp_path):
+    default = getattr(ScaleSettings(), name)
+    document = yaml.safe_load(TINY.read_text())
+    document["retrieval"][name] = default
+    path = tmp_path / "old.yaml"
+    path.write_text(yaml.safe_dump(document))
+    moved = f"retrieval.{name}: moved to retrieval.scale.{name}"
+    with pytest.raises(ConfigError, match=f"^{re.escape(str(path))}: {re.escape(moved)}$"):
+        load_config(path, devices=False)
+    with pytest.raises(ConfigError, match=re.escape(moved)):
+        load_config(TINY, [f"--retrieval.{name}", str(default)], devices=False)
+
+
+def test_the_scale_section_is_read_checked_and_off_by_default():
+    assert load_config(TINY, devices=False).retrieval.scale == ScaleSettings()
+    on = ["--retrieval.scale.graph_build", "knn", "--retrieval.scale.knn_k", "8"]
+    on += ["--retrieval.scale.ppr", "push"]
+    assert load_config(TINY, on, devices=False).retrieval.scale == ScaleSettings("knn", 8, ppr="push")
+    with pytest.raises(ConfigError, match=r"retrieval\.scale\.knn_k: must be >= 1, got 0"):
+        load_config(TINY, ["--retrieval.scale.knn_k", "0"], devices=False)
+
+
+def test_fingerprints_hold_the_scale_settings_flat_by_their_old_names():
+    flat = RetrievalSettings(scale=ScaleSettings(ppr="push", ppr_eps=1e-4)).flat()
+    assert "scale" not in flat and list(flat)[-2:] == ["use_faiss", "extra"]
+    assert (flat["graph_build"], flat["ppr"], flat["ppr_eps"]) == ("exact", "push", 1e-4)

@@ -17,8 +17,8 @@ from graphctx.command_line import parse
 from graphctx.commands import index as index_command
 from graphctx.errors import ConfigError
 from graphctx.retrieval.builders import build_embeddings
+from graphctx.retrieval.scale.shards import embed_shards, merge_shards, shard_slices, worker_shards
 from graphctx.retrieval.settings import RetrievalSettings
-from graphctx.retrieval.shards import embed_shards, merge_shards, shard_slices, worker_shards
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""Edits and deletions of a cached index (graphctx.retrieval.updates): after any sequence of updates the
+"""Edits and deletions of a cached index (graphctx.retrieval.scale.updates): after any sequence of updates the
 graph is the rebuild's on the resulting pool (exact build, capped or not), and a k-NN build stays a
 subgraph of the exact graph, exact around every update."""
 
@@ -11,10 +11,11 @@ from graphctx.errors import DataError
 from graphctx.pipeline.config_file import load_config
 from graphctx.retrieval.graph import build_question_graph
 from graphctx.retrieval.index import build_index
-from graphctx.retrieval.knn import build_knn_graph
 from graphctx.retrieval.retriever import build_retriever
+from graphctx.retrieval.scale.knn import build_knn_graph
+from graphctx.retrieval.scale.settings import ScaleSettings
+from graphctx.retrieval.scale.updates import PoolUpdate, update_graph
 from graphctx.retrieval.settings import RetrievalSettings
-from graphctx.retrieval.updates import PoolUpdate, update_graph
 from graphctx.serve.live_pool import LivePool
 
 
@@ -59,7 +60,8 @@ def test_updated_exact_graph_is_the_rebuild_bit_for_bit(cap):
 
 
 def test_updated_knn_graph_is_a_subgraph_exact_around_the_updates():
-    settings = RetrievalSettings(device="cpu", threshold=0.75, graph_build="knn", knn_k=4)
+    knn = ScaleSettings(graph_build="knn", knn_k=4)
+    settings = RetrievalSettings(device="cpu", threshold=0.75, scale=knn)
     start = clustered(300, seed=1)
     graph, embeddings = sequence(start, build_knn_graph(start, 0.75, k=4), settings)
     exact = build_question_graph(embeddings, 0.75)
@@ -74,7 +76,7 @@ def test_updated_knn_graph_is_a_subgraph_exact_around_the_updates():
 def test_update_index_then_query_equals_rebuild_then_query(tmp_path):
     """Add, edit and delete on the cached index of six questions: the index a rebuild of the resulting
     pool gives (embeddings to the encoder's batch rounding, the graph on them bit for bit), same hits."""
-    from graphctx.retrieval.updates import update_index
+    from graphctx.retrieval.scale.updates import update_index
 
     settings = RetrievalSettings(device="cpu", threshold=0.4, top_k=3, max_neighbors=2)
     ids = list(range(1, 7))

@@ -178,11 +178,12 @@ def test_a_setting_of_a_mode_that_is_off_never_re_answers():
         )
 
     power = fingerprint()
-    assert fingerprint("--retrieval.ppr_eps", "0.001") == power  # read by push only
-    assert fingerprint("--retrieval.knn_nprobe", "32") == power  # read by the k-NN build only
-    assert fingerprint("--retrieval.knn_recall_sample", "10") == power  # measures recall, changes no edge
-    push = fingerprint("--retrieval.ppr", "push")
-    assert push != power and fingerprint("--retrieval.ppr", "push", "--retrieval.ppr_eps", "0.001") != push
+    assert fingerprint("--retrieval.scale.ppr_eps", "0.001") == power  # read by push only
+    assert fingerprint("--retrieval.scale.knn_nprobe", "32") == power  # read by the k-NN build only
+    assert fingerprint("--retrieval.scale.knn_recall_sample", "10") == power  # measures recall only
+    push = fingerprint("--retrieval.scale.ppr", "push")
+    eps = fingerprint("--retrieval.scale.ppr", "push", "--retrieval.scale.ppr_eps", "0.001")
+    assert push != power and eps != push
 
 
 def write_broken(folder: Path, retrieve: str, init: str = "pass", build: str = "Ranker()") -> Path:

@@ -10,8 +10,8 @@ from test_retrieval_incremental import ADDED, TEXTS
 
 from graphctx.errors import DataError
 from graphctx.retrieval.index import build_index
+from graphctx.retrieval.scale.updates import PoolUpdate
 from graphctx.retrieval.settings import RetrievalSettings
-from graphctx.retrieval.updates import PoolUpdate
 from graphctx.serve.live_pool import LivePool
 
 

@@ -97,7 +97,7 @@ def table_rows(path: str, option: str, columns: tuple[str, ...]) -> list[dict[st
 
 def pool_update(args: argparse.Namespace) -> tuple[Any, dict[int, str]]:
     """The ``PoolUpdate`` of ``--add``/``--edit``/``--delete`` and the answers their tables give."""
-    from graphctx.retrieval.updates import PoolUpdate
+    from graphctx.retrieval.scale.updates import PoolUpdate
 
     added = table_rows(args.add, "--add", ("id", "question")) if args.add else []
     edited = table_rows(args.edit, "--edit", ("id", "question")) if args.edit else []
@@ -141,7 +141,7 @@ def embed_pool_shards(
     """Embed the pool's ``shards`` (all of them, merged into the pool's embeddings, or with ``worker`` only
     this process's); what was embedded and what was found cached."""
     from graphctx.errors import ConfigError
-    from graphctx.retrieval.shards import embed_shards, merge_shards, worker_shards
+    from graphctx.retrieval.scale.shards import embed_shards, merge_shards, worker_shards
 
     if shards < 1:
         raise ConfigError(f"--shards: must be at least 1, got {shards}")
@@ -173,7 +173,7 @@ def apply_update(args: argparse.Namespace, config: Any, dataset: Mapping[str, An
         live.start(dataset["train"])
         report, written = live.apply(update, answers), args.pool_dir
     else:
-        from graphctx.retrieval.updates import update_index
+        from graphctx.retrieval.scale.updates import update_index
 
         rows = list({int(row["id"]): row for row in dataset["train"]}.values())
         index, _ = update_index(
@@ -208,9 +208,9 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
         graph_fallbacks,
         linkage_stats,
     )
-    from graphctx.retrieval.incremental import extend_index
-    from graphctx.retrieval.knn import describe_build
     from graphctx.retrieval.numerics import pinned_threads
+    from graphctx.retrieval.scale.incremental import extend_index
+    from graphctx.retrieval.scale.knn import describe_build
 
     config = run_config(args, devices=("retrieval",))
     cache_dir = config.cache_dir

@@ -59,6 +59,10 @@ MOVED_KEYS: dict[str, str] = {
     "data.cache_dir": "cache_dir",
     "model.spec.cache_dir": "cache_dir",
     "knowledge.cache_dir": "cache_dir",
+    **{
+        f"retrieval.{name}": f"retrieval.scale.{name}"
+        for name in ("graph_build", "knn_k", "knn_nprobe", "knn_recall_sample", "ppr", "ppr_eps")
+    },
 }
 """Keys of older configs -> the key that replaced them."""
 
@@ -147,7 +151,8 @@ def check_moved_keys(content: dict[str, Any], overrides: Sequence[str] = ()) -> 
             arg == f"--{old}" or arg.startswith(f"--{old}=") for arg in overrides
         )
         if given:
-            raise ConfigError(f"{old}: moved to the top-level {new} (one cache folder for every stage)")
+            where = new if "." in new else f"the top-level {new} (one cache folder for every stage)"
+            raise ConfigError(f"{old}: moved to {where}")
 
 
 def _holds(content: Any, dotted: str) -> bool:

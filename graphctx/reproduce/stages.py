@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from graphctx.cache import fingerprint
 from graphctx.paths import inside
 from graphctx.plugins import config_plugin_sources
+from graphctx.retrieval.settings import RetrievalSettings
 
 if TYPE_CHECKING:
     from graphctx.reproduce.sites import Site
@@ -132,7 +133,16 @@ def _one_device(job: Resources) -> Resources:
 
 
 def _settings(*sections: Any) -> list[Any]:
-    return [dataclasses.asdict(s) if dataclasses.is_dataclass(s) else s for s in sections]
+    """The sections as stage stamps hold them; the retrieval section flat
+    (:meth:`~graphctx.retrieval.settings.RetrievalSettings.flat`), as stamped before ``retrieval.scale``
+    existed, so that a finished stage is not run again."""
+    return [_stamped(s) for s in sections]
+
+
+def _stamped(section: Any) -> Any:
+    if isinstance(section, RetrievalSettings):
+        return section.flat()
+    return dataclasses.asdict(section) if dataclasses.is_dataclass(section) else section
 
 
 def site_stages(site: Site, options: Options) -> list[Stage]:

@@ -1,10 +1,17 @@
 """The retrieval stage's parts from its settings: where :class:`RetrievalSettings` meets the algorithms.
 
-The algorithms (:mod:`~graphctx.retrieval.embeddings`, :mod:`~graphctx.retrieval.graph`,
-:mod:`~graphctx.retrieval.pagerank`, :mod:`~graphctx.retrieval.dense`) take plain arguments; each function
-here reads the fields of the ``retrieval:`` section that one of them needs and calls it. The index and the
-retrievers (:func:`~graphctx.retrieval.index.build_index`,
+The paper's path: embed the questions (:func:`build_embeddings`), link those with a cosine above T
+(:func:`build_graph`, :func:`build_query_edges`) and rank pool questions by networkx-exact power iteration
+(:func:`build_pagerank`). The algorithms (:mod:`~graphctx.retrieval.embeddings`,
+:mod:`~graphctx.retrieval.graph`, :mod:`~graphctx.retrieval.pagerank`, :mod:`~graphctx.retrieval.dense`)
+take plain arguments; each function here reads the fields one of them needs and calls it. The index and
+the retrievers (:func:`~graphctx.retrieval.index.build_index`,
 :func:`~graphctx.retrieval.retriever.build_retriever`) build on these.
+
+This module is also the one branch point of the scale modes (``retrieval.scale``,
+:mod:`graphctx.retrieval.scale`): :func:`build_graph`, :func:`build_stats_extra` and :func:`build_pagerank`
+each hand a mode that is on to :mod:`graphctx.retrieval.scale.builders`, first thing, and otherwise run
+the paper's step.
 """
 
 from __future__ import annotations
@@ -19,11 +26,9 @@ from torch_geometric.data import Data
 from graphctx.retrieval.embeddings import embed_texts, load_encoder
 from graphctx.retrieval.encoder import SentenceEncoder
 from graphctx.retrieval.graph import build_question_graph, query_edges
-from graphctx.retrieval.knn import build_knn_graph, edge_recall
 from graphctx.retrieval.numerics import embedding_dtype, numerics, resolve_device
-from graphctx.retrieval.pagerank import PoolPageRank, QueryEdges
-from graphctx.retrieval.push import PoolPush
-from graphctx.retrieval.push_frontier import FrontierPush
+from graphctx.retrieval.pagerank import PoolPageRank, QueryEdges, Ranker
+from graphctx.retrieval.scale.builders import build_knn, build_push, knn_stats
 from graphctx.retrieval.settings import RetrievalSettings
 
 
@@ -93,24 +98,19 @@ def build_embeddings(
 
 
 def build_graph(embeddings: Tensor, settings: RetrievalSettings) -> Data:
-    """The question graph of the pool ``embeddings`` at ``settings.threshold``, capped at
-    ``settings.max_neighbors``: exact (:func:`~graphctx.retrieval.graph.build_question_graph`, products
-    of ``settings.similarity_chunk_size`` rows in ``settings.similarity_dtype``) or, with
-    ``graph_build: knn``, from ``knn_k`` nearest neighbours (:func:`~graphctx.retrieval.knn.build_knn_graph`).
+    """The question graph of the pool ``embeddings``: every pair with a cosine above ``settings.threshold``
+    (:func:`~graphctx.retrieval.graph.build_question_graph`, products of ``settings.similarity_chunk_size``
+    rows in ``settings.similarity_dtype``), capped at ``settings.max_neighbors``. With
+    ``scale.graph_build: knn``, the approximate k-NN build instead
+    (:func:`~graphctx.retrieval.scale.builders.build_knn`).
 
     Examples:
         >>> unit = torch.tensor([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]])
         >>> build_graph(unit, RetrievalSettings(threshold=0.7)).edge_index.tolist()
         [[0, 1], [1, 0]]
     """
-    if settings.graph_build == "knn":
-        return build_knn_graph(
-            embeddings,
-            settings.threshold,
-            settings.knn_k,
-            nprobe=settings.knn_nprobe,
-            max_neighbors=settings.max_neighbors,
-        )
+    if settings.scale.graph_build == "knn":
+        return build_knn(embeddings, settings)
     return build_question_graph(
         embeddings,
         settings.threshold,
@@ -121,22 +121,16 @@ def build_graph(embeddings: Tensor, settings: RetrievalSettings) -> Data:
 
 
 def build_stats_extra(graph: Data, embeddings: Tensor, settings: RetrievalSettings) -> dict[str, object]:
-    """What the index stats record of the build beyond degrees: ``graph_build``, and for ``knn`` its
-    ``knn_k`` and sampled above-threshold ``edge_recall`` (:func:`~graphctx.retrieval.knn.edge_recall`).
+    """What the index stats record of the build beyond degrees: ``graph_build: exact``; a k-NN build's own
+    record instead (:func:`~graphctx.retrieval.scale.builders.knn_stats`: k, nprobe, sampled edge recall).
 
     Examples:
         >>> build_stats_extra(None, None, RetrievalSettings())
         {'graph_build': 'exact'}
     """
-    if settings.graph_build != "knn":
-        return {"graph_build": "exact"}
-    recall = edge_recall(graph, embeddings, settings.threshold, settings.knn_recall_sample)
-    return {
-        "graph_build": "knn",
-        "knn_k": settings.knn_k,
-        "knn_nprobe": settings.knn_nprobe,
-        "edge_recall": recall,
-    }
+    if settings.scale.graph_build == "knn":
+        return knn_stats(graph, embeddings, settings)
+    return {"graph_build": "exact"}
 
 
 def build_query_edges(queries: Tensor, pool: Tensor, settings: RetrievalSettings) -> QueryEdges:
@@ -158,12 +152,11 @@ def build_query_edges(queries: Tensor, pool: Tensor, settings: RetrievalSettings
     )
 
 
-def build_pagerank(graph: Data, settings: RetrievalSettings) -> PoolPageRank | PoolPush | FrontierPush:
+def build_pagerank(graph: Data, settings: RetrievalSettings) -> Ranker:
     """:class:`~graphctx.retrieval.pagerank.PoolPageRank` of ``graph`` with the settings' damping,
     convergence, dtype and tie rule, batches bounded by ``max_batch_slots``, ``shared_component_nodes`` and
-    ``query_batch_size`` columns; with ``ppr: push``, :class:`~graphctx.retrieval.push.PoolPush` at
-    ``ppr_eps`` with the same damping, dtype and tie rule (on a CUDA graph its torch twin
-    :class:`~graphctx.retrieval.push_frontier.FrontierPush`).
+    ``query_batch_size`` columns. With ``scale.ppr: push``, forward push instead
+    (:func:`~graphctx.retrieval.scale.builders.build_push`).
 
     Examples:
         >>> from torch_geometric.data import Data
@@ -171,15 +164,8 @@ def build_pagerank(graph: Data, settings: RetrievalSettings) -> PoolPageRank | P
         >>> build_pagerank(path, RetrievalSettings(alpha=0.5, pagerank_dtype="float64")).alpha
         0.5
     """
-    if settings.ppr == "push":
-        push = FrontierPush if graph.edge_index.is_cuda else PoolPush
-        return push(
-            graph,
-            alpha=settings.alpha,
-            eps=settings.ppr_eps,
-            dtype=getattr(torch, settings.pagerank_dtype),
-            tie_tolerance=settings.tie_tolerance,
-        )
+    if settings.scale.ppr == "push":
+        return build_push(graph, settings)
     return PoolPageRank(
         graph,
         alpha=settings.alpha,

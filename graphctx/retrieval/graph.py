@@ -77,7 +77,8 @@ def similarity_edges(
     above ``T - LOW_PRECISION_MARGIN``), re-scored in the inputs' precision (:func:`exact_pairs_above`),
     so edges and weights equal a full-precision build's. ``rescore`` does that in every precision: each
     pair's cosine is then :func:`exact_dot`'s, the same bits whatever block it was found in (the pool
-    graph's weights thus equal across builds of different pools, :mod:`~graphctx.retrieval.incremental`).
+    graph's weights thus equal across builds of different pools,
+    :mod:`~graphctx.retrieval.scale.incremental`).
 
     Examples:
         >>> unit = torch.tensor([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]])

@@ -77,9 +77,9 @@ up to the last bit, are not reused, so an added-to index and a rebuild agree bit
 
 def index_key(ids: Sequence[int], texts: Sequence[str], settings: RetrievalSettings) -> str:
     """Hash of everything the index depends on: pool ids and texts, model, instruction, length limit, graph
-    settings (threshold, neighbour cap, product dtype; a knn build adds its k and recall sample, so it never
-    reuses an exact entry) and the embeddings' device type, dtype and CPU threads
-    (:func:`~graphctx.retrieval.numerics.numerics`)."""
+    settings (threshold, neighbour cap, product dtype; a k-NN build adds its own:
+    :meth:`~graphctx.retrieval.scale.settings.ScaleSettings.index_key_parts`) and the embeddings' device
+    type, dtype and CPU threads (:func:`~graphctx.retrieval.numerics.numerics`)."""
     device = resolve_device(settings.device)
     similarity = str(similarity_dtype(settings.similarity_dtype, device)).removeprefix("torch.")
     return fingerprint(
@@ -92,11 +92,7 @@ def index_key(ids: Sequence[int], texts: Sequence[str], settings: RetrievalSetti
         settings.max_neighbors,
         similarity,
         GRAPH_WEIGHTS,
-        *(
-            []
-            if settings.graph_build == "exact"
-            else ["knn", settings.knn_k, settings.knn_nprobe, settings.knn_recall_sample]
-        ),
+        *settings.scale.index_key_parts(),
         retrieval_numerics(settings, device),
     )
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 from torch import Tensor
@@ -36,7 +37,7 @@ from graphctx.retrieval.components import PoolComponents, csr_adjacency
 from graphctx.retrieval.layout import Layout, Layouts, QueryEdges, Residuals
 from graphctx.retrieval.ranking import rank_in_group, tie_order
 
-__all__ = ["PageRankResult", "PageRankScores", "PoolPageRank", "QueryEdges", "untouched_residuals"]
+__all__ = ["PageRankResult", "PageRankScores", "PoolPageRank", "QueryEdges", "Ranker", "untouched_residuals"]
 
 
 @dataclass
@@ -53,6 +54,15 @@ class PageRankResult:
     """[B] bool: whether the L1 change fell below ``N' * tol`` within ``max_iter``."""
     linked: Tensor
     """[B] bool: whether the query has any edge (otherwise all its mass stays on itself)."""
+
+
+class Ranker(Protocol):
+    """What ranks pool nodes for queries: :class:`PoolPageRank`, or a scale mode's forward push
+    (:mod:`graphctx.retrieval.scale.push`)."""
+
+    def rank(self, edges: QueryEdges, k: int) -> PageRankResult:
+        """Top-``k`` pool nodes for every query of ``edges``."""
+        ...
 
 
 @dataclass

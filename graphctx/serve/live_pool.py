@@ -2,8 +2,8 @@
 
 ``<folder>/pool.jsonl`` holds the pool's rows (``id``, ``question``, ``answer``, and the dataset's other
 columns), in pool order; it starts as the config's training split. An update (add, edit, delete:
-:class:`~graphctx.retrieval.updates.PoolUpdate`) first writes the new pool's index to the cache entry a
-rebuild of the new pool reads (:func:`~graphctx.retrieval.updates.update_index`), then replaces
+:class:`~graphctx.retrieval.scale.updates.PoolUpdate`) first writes the new pool's index to the cache entry a
+rebuild of the new pool reads (:func:`~graphctx.retrieval.scale.updates.update_index`), then replaces
 ``pool.jsonl`` atomically (temp file + rename): the rename is the commit, so a reader, a crash or a restart
 sees the pool before the update or after it, each with its index, never half of one. Writers take the
 folder's lock one at a time (processes included); readers take none (:meth:`LivePool.snapshot`).
@@ -26,8 +26,8 @@ from graphctx.pipeline.pool import pool_index
 from graphctx.retrieval.builders import build_encoder
 from graphctx.retrieval.encoder import SentenceEncoder
 from graphctx.retrieval.index import RetrievalIndex
+from graphctx.retrieval.scale.updates import PoolUpdate, update_index
 from graphctx.retrieval.settings import RetrievalSettings
-from graphctx.retrieval.updates import PoolUpdate, update_index
 
 POOL_FILE = "pool.jsonl"
 LOCK_FILE = ".pool.lock"

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from graphctx.prompts import VARIANTS
-from graphctx.retrieval.updates import PoolUpdate
+from graphctx.retrieval.scale.updates import PoolUpdate
 
 
 class RequestError(Exception):

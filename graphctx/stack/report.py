@@ -100,6 +100,7 @@ def generation_lines(value: Json, screen: Screen) -> list[str]:
 def retrieval_value(stack: ModelStack) -> Json:
     """The retriever's settings and its embedding model."""
     retrieval = stack.config.retrieval
+    scale = retrieval.scale
     return {
         "method": retrieval.method,
         "embedding_model": retrieval.embedding_model,
@@ -110,10 +111,11 @@ def retrieval_value(stack: ModelStack) -> Json:
         "top_k": retrieval.top_k,
         "alpha": retrieval.alpha,
         "device": retrieval.device,
-        "graph_build": retrieval.graph_build,
-        "knn_k": retrieval.knn_k if retrieval.graph_build == "knn" else None,
-        "ppr": retrieval.ppr,
-        "ppr_eps": retrieval.ppr_eps if retrieval.ppr == "push" else None,
+        # retrieval.scale's modes, under the keys plan JSON had before that section
+        "graph_build": scale.graph_build,
+        "knn_k": scale.knn_k if scale.graph_build == "knn" else None,
+        "ppr": scale.ppr,
+        "ppr_eps": scale.ppr_eps if scale.ppr == "push" else None,
     }
 
 

@@ -232,7 +232,8 @@ def fingerprint_parts(config: Any) -> dict[str, Any]:
             "resolved": [judge.protocol, judge.max_input_tokens, judge.label],
             "model": model_identity(judge.model),
         },
-        "retrieval": {k: v for k, v in dataclasses.asdict(config.retrieval).items() if k != "device"},
+        # flat (RetrievalSettings.flat): keyed as before the retrieval.scale section existed
+        "retrieval": {k: v for k, v in config.retrieval.flat().items() if k != "device"},
         "retrievers": {name: entry.fingerprint() for name, entry in config.retriever_entries.items()},
     }
 

@@ -59,7 +59,7 @@ SPEED_ONLY: dict[str, set[str]] = {
         "similarity_chunk_size",
         "max_batch_slots",
         "shared_component_nodes",
-        "knn_recall_sample",  # measures the k-NN graph's recall, changes no edge
+        "knn_recall_sample",  # retrieval.scale's: measures the k-NN graph's recall, changes no edge
         "extra",  # the plug-in retrievers: a variant answering with one adds that one's fingerprint
     },
     # plug-in sources and extractors: each its own fingerprint
@@ -78,18 +78,15 @@ IDLE_MODES: dict[tuple[str, str], set[str]] = {
     ("graph_build", "exact"): {"knn_k", "knn_nprobe"},
     ("ppr", "power"): {"ppr_eps"},
 }
-"""Retrieval settings read only in another mode (the k-NN build's, forward push's): out of the fingerprint
-while their mode is off, so changing one never re-answers a run that does not use it."""
+"""Settings of ``retrieval.scale`` read only in another mode (the k-NN build's, forward push's): out of the
+fingerprint while their mode is off, so changing one never re-answers a run that does not use it."""
 
 
 def idle_modes(config: RunConfig) -> set[str]:
     """The retrieval settings :data:`IDLE_MODES` leaves out for this config."""
-    retrieval = config.retrieval
+    scale = config.retrieval.scale
     return {
-        name
-        for (key, value), names in IDLE_MODES.items()
-        if getattr(retrieval, key) == value
-        for name in names
+        name for (key, value), names in IDLE_MODES.items() if getattr(scale, key) == value for name in names
     }
 
 
@@ -99,7 +96,11 @@ def switched_off(generation: Any) -> set[str]:
 
 
 def _settings(settings: Any, leave_out: set[str]) -> dict[str, Any]:
-    return {k: v for k, v in dataclasses.asdict(settings).items() if k not in leave_out}
+    return _without(dataclasses.asdict(settings), leave_out)
+
+
+def _without(fields: dict[str, Any], leave_out: set[str]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if k not in leave_out}
 
 
 def adapter_digest(config: RunConfig) -> str:
@@ -179,7 +180,9 @@ class ResumeGuard:
             plugin = config.retriever_entries[variant.retrieval].fingerprint()
             if plugin:  # a plug-in retriever: its code and arguments
                 parts["retriever"] = plugin
-            parts["retrieval"] = _settings(config.retrieval, SPEED_ONLY["retrieval"] | idle_modes(config))
+            # flat (retrieval.scale's fields by their names): as answers were keyed before that section
+            leave_out = SPEED_ONLY["retrieval"] | idle_modes(config)
+            parts["retrieval"] = _without(config.retrieval.flat(), leave_out)
             parts["retrieval"]["numerics"] = retrieval_numerics(config.retrieval)  # auto resolved
             parts["knowledge"] = config.knowledge.identity(SPEED_ONLY["knowledge"])
             source = knowledge_source(config.knowledge).fingerprint()

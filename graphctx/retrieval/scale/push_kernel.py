@@ -5,7 +5,7 @@ the pool's CSR plus the query node :math:`N` and its edges.
 Batches run on Python threads (the loops release the GIL; numba's own threading layer is left out, as
 its start-up per call, about 8 ms next to Faiss's OpenMP, is far above a query's cost). Each thread owns a
 workspace of pool size (estimate, residual, query-edge weight, queue, touched list,
-flags) allocated once per :class:`~graphctx.retrieval.push.PoolPush`; a query writes only the entries it
+flags) allocated once per :class:`~graphctx.retrieval.scale.push.PoolPush`; a query writes only the entries it
 touches and resets exactly those, so its cost is the edges it pushes over, never :math:`N`.
 """
 

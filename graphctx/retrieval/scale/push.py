@@ -1,7 +1,7 @@
 r"""Approximate personalized PageRank by forward push (Andersen, Chung & Lang 2006; as PPRGo and
 ``torch_geometric.utils.get_ppr``), batched over queries, on the CPU (numba loops,
-:mod:`~graphctx.retrieval.push_kernel`); :class:`~graphctx.retrieval.push_frontier.FrontierPush` is the
-torch version for the GPU.
+:mod:`~graphctx.retrieval.scale.push_kernel`);
+:class:`~graphctx.retrieval.scale.push_frontier.FrontierPush` is the torch version for the GPU.
 
 The graph is the one :mod:`~graphctx.retrieval.pagerank` iterates on: the pool graph plus the query node
 :math:`q` (index ``N``) linked to its pool neighbours by :class:`QueryEdges`, weighted degrees
@@ -34,7 +34,7 @@ from torch_geometric.utils import coalesce, scatter
 
 from graphctx.retrieval.layout import QueryEdges
 from graphctx.retrieval.pagerank import PageRankResult
-from graphctx.retrieval.push_kernel import push_strided
+from graphctx.retrieval.scale.push_kernel import push_strided
 
 
 class PoolPush:

@@ -1,7 +1,7 @@
 r"""Forward push on a device by frontier rounds in torch (for the GPU, where one kernel launch serves
 every query of a batch): each round pushes *every* node over the bound at once, on sorted
-``(query, node)`` keys. Same result guarantee as :class:`~graphctx.retrieval.push.PoolPush` (see
-:mod:`~graphctx.retrieval.push`); on the CPU that class's queue loops are far faster.
+``(query, node)`` keys. Same result guarantee as :class:`~graphctx.retrieval.scale.push.PoolPush` (see
+:mod:`~graphctx.retrieval.scale.push`); on the CPU that class's queue loops are far faster.
 """
 
 from __future__ import annotations
