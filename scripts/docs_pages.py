@@ -152,9 +152,9 @@ class Section:
 
 @cache
 def reference_sections() -> list[Section]:
-    """The config parser's help (every setting with its docstring, as each command's ``--help`` lists them),
-    section by section, its first group (``-h``, ``--config``, ``--trainer``) left out (``COLUMNS`` wide enough
-    that nothing wraps)."""
+    """The config parser's help (every setting with its docstring, as each command's ``--help`` lists
+    them), section by section, its first group (``-h``, ``--config``, ``--trainer``) left out (``COLUMNS``
+    wide enough that nothing wraps)."""
     sys.path.insert(0, str(REPO))
     previous = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "100000"
