@@ -135,26 +135,34 @@ def test_every_yaml_block_is_a_config_section(tmp_path, monkeypatch):
             pytest.fail(f"{page}: its YAML block does not load: {error}")
 
 
-def test_every_command_line_parses():
-    """``graphctx …`` and ``python evaluate.py …`` lines parse with the commands' own parsers, and their
-    dotted overrides load with the config; ``python train.py`` lines' configs load with their overrides;
-    ``sbatch`` and ``benchmarks/`` scripts and every ``configs/`` file named exist."""
+def test_every_command_line_parses(monkeypatch):
+    """``graphctx …`` and ``python evaluate.py …`` lines parse with the commands' own parsers (the one parser
+    of every entry point, graphctx.command_line), and a config they read loads with its dotted overrides;
+    ``python train.py`` lines' configs load with their overrides; ``sbatch`` and ``benchmarks/`` scripts and
+    every ``configs/`` file named exist."""
     import evaluate
-    from graphctx.cli import build_parser
-    from graphctx.pipeline.config_file import load_config
+    from graphctx.cli import subcommand_parser
+    from graphctx.command_line import parse, reads_config
+    from graphctx.pipeline.config_file import load_config, run_config
 
+    monkeypatch.chdir(REPO_ROOT)  # the configs named are relative to the repository root
     checked = 0
     for page, argv in command_lines():
         words = argv[next(i for i, w in enumerate(argv) if "=" not in w) :]  # OMP_NUM_THREADS=1 python …
         for word in words:
             if word.startswith("configs/"):
                 assert (REPO_ROOT / word).is_file(), f"{page}: {word}"
-        if words[0] == "graphctx":
-            args, extra = build_parser().parse_known_args(words[1:])
-            assert not extra or getattr(args, "takes_overrides", False), f"{page}: {argv}: {extra}"
-        elif words[:2] == ["python", "evaluate.py"]:
-            args, extra = evaluate.build_parser().parse_known_args(words[2:])
-            load_config(REPO_ROOT / args.config, extra, devices=False)
+        if words[0] == "graphctx" or words[:2] == ["python", "evaluate.py"]:
+            parser = subcommand_parser(words[1]) if words[0] == "graphctx" else evaluate.build_parser()
+            rest = words[2:]
+            if words[1] == "annotate":  # its actions are subcommands of their own
+                parser, rest = parser._subcommands_action.choices[words[2]], words[3:]
+            try:
+                args = parse(parser, rest)
+                if reads_config(parser) and args.get("config"):
+                    run_config(args, devices=False)
+            except (Exception, SystemExit) as error:  # any failure, named with its page and line
+                pytest.fail(f"{page}: {' '.join(argv)}: {error!r}")
         elif words[:2] == ["python", "train.py"]:
             config = words[words.index("--config") + 1]
             overrides = [w for w in words[2:] if w not in ("--config", config)]
