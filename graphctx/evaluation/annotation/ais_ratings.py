@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from graphctx.evaluation.annotation.ingest import AisRating
+from graphctx.evaluation.annotation.ratings import krippendorff_alpha
 from graphctx.metrics.stats import Interval, bootstrap_interval
 
 
@@ -82,19 +83,8 @@ def pearson(x: Sequence[float], y: Sequence[float]) -> Correlation:
 
 def nominal_alpha(ratings: Sequence[AisRating]) -> float:
     """Krippendorff's nominal alpha of the annotators (rows) over the items (columns), AIS 0/1."""
-    import krippendorff
-
-    annotators = sorted({r.annotator for r in ratings})
-    items = sorted({r.item for r in ratings})
-    data = np.full((len(annotators), len(items)), np.nan)
-    row, column = {a: i for i, a in enumerate(annotators)}, {t: j for j, t in enumerate(items)}
-    for r in ratings:
-        data[row[r.annotator], column[r.item]] = r.judgment.ais
-    if len(annotators) < 2 or np.unique(data[~np.isnan(data)]).size < 2:
-        return float("nan")
-    return float(
-        krippendorff.alpha(reliability_data=data, level_of_measurement="nominal", value_domain=(0, 1))
-    )
+    cells = [(r.annotator, r.item, r.judgment.ais) for r in ratings]
+    return krippendorff_alpha(cells, "nominal", (0, 1))
 
 
 def item_majorities(ratings: Sequence[AisRating]) -> dict[str, float]:

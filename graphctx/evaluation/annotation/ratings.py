@@ -65,19 +65,25 @@ def win_outcomes(ratings: Sequence[Rating], variant: str) -> np.ndarray:
 
 def ordinal_alpha(ratings: Sequence[Rating]) -> float:
     """Krippendorff's ordinal alpha of the annotators (rows) over the items (columns)."""
+    cells = [(r.annotator, r.item, r.rating) for r in ratings]
+    return krippendorff_alpha(cells, "ordinal", RATINGS)
+
+
+def krippendorff_alpha(cells: Sequence[tuple[str, str, float]], level: str, domain: Sequence[float]) -> float:
+    """Krippendorff's alpha at ``level`` of measurement over ``domain`` of the (annotator, item, value)
+    ``cells``: annotators are rows, items columns, a missing cell NaN. NaN with fewer than two annotators
+    or one value (no expected disagreement)."""
     import krippendorff
 
-    annotators = sorted({r.annotator for r in ratings})
-    items = sorted({r.item for r in ratings})
+    annotators = sorted({annotator for annotator, _, _ in cells})
+    items = sorted({item for _, item, _ in cells})
     data = np.full((len(annotators), len(items)), np.nan)
     row, column = {a: i for i, a in enumerate(annotators)}, {t: j for j, t in enumerate(items)}
-    for r in ratings:
-        data[row[r.annotator], column[r.item]] = r.rating
+    for annotator, item, value in cells:
+        data[row[annotator], column[item]] = value
     if len(annotators) < 2 or np.unique(data[~np.isnan(data)]).size < 2:
         return float("nan")
-    return float(
-        krippendorff.alpha(reliability_data=data, level_of_measurement="ordinal", value_domain=RATINGS)
-    )
+    return float(krippendorff.alpha(reliability_data=data, level_of_measurement=level, value_domain=domain))
 
 
 def site_ratings(ratings: Sequence[Rating], site: str, samples: int = 2000, seed: int = 0) -> SiteRatings:
