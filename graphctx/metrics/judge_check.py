@@ -7,14 +7,26 @@ those, until :data:`CONTROL_PAIRS` rows are taken. Each taken sentence is judged
 to its own question:
 
 - supported: premise = its own gold answer (the sentence is part of it);
-- unsupported: premise = the gold answer of the next taken row (cyclically) whose gold answer does not
-  contain the sentence: another question's passage, of the same kind and length distribution, so a judge
-  cannot tell the two sets apart by the premise's length or genre alone.
+- unsupported, three kinds (:data:`KINDS`):
+
+  - ``other_question``: premise = the gold answer of the next taken row (cyclically) whose gold answer does
+    not contain the sentence: another question's passage, of the same kind and length distribution, so a
+    judge cannot tell the two sets apart by the premise's length or genre alone. Easy: the topic differs.
+  - ``neighbour``: premise = the accepted answer of the row's nearest pool question (TF-IDF cosine of the
+    question texts, the pool's questions and answers as given; graphctx's choice, cheaper than loading the
+    retriever's encoder) whose answer does not contain the sentence: same topic, other facts.
+  - ``swapped_fact``: premise = the row's own gold answer with one fact of the sentence (a number or
+    version, a command or flag, a package or program name, a code span; :func:`fact_tokens`) replaced, at
+    every place it stands, by another fact of the same kind drawn from the pool's answers: the same text
+    but for the one fact the claim states. Rows whose sentence states no such fact have no pair of this
+    kind.
 
 The judge's score s (its soft score where it has one, else its accept value) gives
 AUC = P(s_supported > s_unsupported) + ½·P(=) over all cross pairs (Mann–Whitney U / (n₊·n₋), ties counted
-half), and its accept value a ∈ {0, 1} (or a fraction) gives the accept rates ā₊, ā₋. A judge has **no
-signal** when AUC < :data:`MIN_AUC` or ā₊ − ā₋ < :data:`MIN_ACCEPT_GAP`:
+half), and its accept value a ∈ {0, 1} (or a fraction) gives the accept rates ā₊, ā₋, per kind of
+unsupported pair. A judge has **no signal** when, on the ``other_question`` kind, AUC < :data:`MIN_AUC` or
+ā₊ − ā₋ < :data:`MIN_ACCEPT_GAP`; a judge with signal there that fails the same test on a hard kind is
+**topic only** (it tells topics apart, not facts):
 
 - AUC 0.5 is chance; with 50 pairs a side the AUC's null standard error is √((n₊+n₋+1)/(12·n₊·n₋)) ≈ 0.058,
   so 0.6 is about 1.7 standard errors above chance — a weak bar that any usable judge clears easily (on
@@ -27,6 +39,7 @@ signal** when AUC < :data:`MIN_AUC` or ā₊ − ā₋ < :data:`MIN_ACCEPT_GAP`:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -42,6 +55,19 @@ MIN_ACCEPT_GAP = 0.1
 """A judge whose supported accept rate exceeds the unsupported one by less than this has no signal."""
 MIN_SIDE = 2
 """Fewest judged pairs on each side for a verdict (fewer: "not measured")."""
+KINDS = ("other_question", "neighbour", "swapped_fact")
+"""The kinds of unsupported pair (module docstring); the first is the easy one."""
+HARD_KINDS = KINDS[1:]
+
+FACT_PATTERNS: dict[str, re.Pattern[str]] = {
+    "code": re.compile(r"`[^`\n]{2,60}`"),
+    "flag": re.compile(r"(?<![\w-])--?[a-zA-Z][\w-]*"),
+    "version": re.compile(r"(?<![\w.])\d+(?:\.\d+)+(?![\w.])"),
+    "number": re.compile(r"(?<![\w.])\d+(?![\w.])"),
+    "name": re.compile(r"(?<![\w-])[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?![\w-])"),
+}
+"""The facts a claim can state that ``swapped_fact`` swaps, by kind: a code span, a command-line flag, a
+version, a whole number, a hyphenated program or package name (``cardano-cli``)."""
 
 
 @dataclass(frozen=True)
@@ -54,7 +80,20 @@ class ControlPairs:
     supported: list[str]
     """Each sentence's own gold answer."""
     unsupported: list[str]
-    """Another taken row's gold answer, not containing the sentence."""
+    """``other_question``: another taken row's gold answer, not containing the sentence."""
+    neighbour: list[str | None]
+    """``neighbour``: the nearest pool question's answer not containing the sentence (None: no pool)."""
+    swapped: list[str | None]
+    """``swapped_fact``: the own gold answer with one of the sentence's facts swapped (None: it states
+    none, or the pool has no other fact of its kind)."""
+
+    def premises(self, kind: str) -> list[str | None]:
+        """The unsupported premises of one kind (:data:`KINDS`)."""
+        return {
+            "other_question": self.unsupported,
+            "neighbour": self.neighbour,
+            "swapped_fact": self.swapped,
+        }[kind]
 
     def as_json(self) -> dict[str, list]:
         return {
@@ -63,6 +102,8 @@ class ControlPairs:
             "sentences": self.sentences,
             "supported": self.supported,
             "unsupported": self.unsupported,
+            "neighbour": self.neighbour,
+            "swapped_fact": self.swapped,
         }
 
 
@@ -75,14 +116,80 @@ def _sentencizer():
     return nlp
 
 
+def fact_tokens(text: str) -> list[tuple[str, str]]:
+    """The facts stated in ``text`` as (kind, token), in :data:`FACT_PATTERNS` order, each once; a token
+    inside a longer one already taken (a number inside a version or a code span) is not taken again."""
+    found: list[tuple[str, str]] = []
+    spans: list[tuple[int, int]] = []
+    for kind, pattern in FACT_PATTERNS.items():
+        for match in pattern.finditer(text):
+            start, end = match.span()
+            if any(a <= start and end <= b for a, b in spans):
+                continue
+            spans.append((start, end))
+            if (kind, match.group()) not in found:
+                found.append((kind, match.group()))
+    return found
+
+
+def swap_fact(
+    sentence: str, premise: str, pool_facts: dict[str, list[str]], rng: np.random.Generator
+) -> str | None:
+    """``premise`` with one fact of ``sentence`` (drawn with ``rng``) replaced at every place it stands by
+    another fact of its kind from ``pool_facts``; None when the sentence states no fact the pool can swap."""
+    candidates = [
+        (kind, token)
+        for kind, token in fact_tokens(sentence)
+        if token in premise and any(other != token for other in pool_facts.get(kind, []))
+    ]
+    if not candidates:
+        return None
+    kind, token = candidates[int(rng.integers(len(candidates)))]
+    others = [other for other in pool_facts[kind] if other != token]
+    replacement = others[int(rng.integers(len(others)))]
+    pattern = FACT_PATTERNS[kind] if kind != "code" else re.compile(re.escape(token))
+    swapped = pattern.sub(lambda m: replacement if m.group() == token else m.group(), premise)
+    return swapped if sentence not in swapped else None
+
+
+def pool_fact_table(answers: Sequence[str]) -> dict[str, list[str]]:
+    """Every fact of the pool's answers by kind, sorted (the swap's draw is then seeded and stable)."""
+    table: dict[str, set[str]] = {}
+    for answer in answers:
+        for kind, token in fact_tokens(answer):
+            table.setdefault(kind, set()).add(token)
+    return {kind: sorted(tokens) for kind, tokens in table.items()}
+
+
+def nearest_pool_answers(
+    questions: Sequence[str], pool_questions: Sequence[str], pool_answers: Sequence[str]
+) -> list[list[str]]:
+    """Per question, the pool's answers ordered by TF-IDF cosine of their questions to it, nearest first
+    (ties by pool order)."""
+    if not pool_questions:
+        return [[] for _ in questions]
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    vectorizer = TfidfVectorizer().fit(list(pool_questions))
+    similarity = (
+        vectorizer.transform(list(questions)) @ vectorizer.transform(list(pool_questions)).T
+    ).toarray()
+    order = np.argsort(-similarity, axis=1, kind="stable")
+    return [[pool_answers[j] for j in row] for row in order]
+
+
 def control_pairs(
     row_ids: Sequence[int],
     questions: Sequence[str],
     golds: Sequence[str],
     seed: int,
     n: int = CONTROL_PAIRS,
+    pool_questions: Sequence[str] = (),
+    pool_answers: Sequence[str] = (),
 ) -> ControlPairs:
-    """The control pairs of the evaluated rows (module docstring); empty when fewer than two rows qualify."""
+    """The control pairs of the evaluated rows (module docstring); empty when fewer than two rows qualify.
+    ``pool_questions`` / ``pool_answers``: the retrieval pool, for the ``neighbour`` and ``swapped_fact``
+    kinds (without a pool those premises are None)."""
     rng, nlp = np.random.default_rng(seed), _sentencizer()
     taken: list[tuple[int, str]] = []
     for row in rng.permutation(len(golds)).tolist():
@@ -100,12 +207,21 @@ def control_pairs(
             pairs.append((row, sentence, golds[other]))
     if len(pairs) < MIN_SIDE:
         pairs = []
+    nearest = nearest_pool_answers([questions[row] for row, _, _ in pairs], pool_questions, pool_answers)
+    facts, swap_rng = pool_fact_table(pool_answers), np.random.default_rng([seed, 1])
+    neighbour = [
+        next((a for a in ranked if sentence not in a), None)
+        for ranked, (_, sentence, _) in zip(nearest, pairs, strict=True)
+    ]
+    swapped = [swap_fact(sentence, golds[row], facts, swap_rng) for row, sentence, _ in pairs]
     return ControlPairs(
         [int(row_ids[row]) for row, _, _ in pairs],
         [questions[row] for row, _, _ in pairs],
         [sentence for _, sentence, _ in pairs],
         [golds[row] for row, _, _ in pairs],
         [premise for _, _, premise in pairs],
+        neighbour,
+        swapped,
     )
 
 

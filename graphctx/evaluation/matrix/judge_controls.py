@@ -24,6 +24,8 @@ from graphctx.evaluation.matrix.scorer import Scorer
 from graphctx.evaluation.matrix.table import ResultsTable, VariantScores, column_name, metric_key
 from graphctx.metrics.judge_check import (
     CONTROL_PAIRS,
+    HARD_KINDS,
+    KINDS,
     MIN_ACCEPT_GAP,
     MIN_AUC,
     MIN_SIDE,
@@ -35,9 +37,8 @@ from graphctx.metrics.judge_check import (
 )
 from graphctx.metrics.registry import MetricEntry
 
-FORMAT = 1
-"""Bump when the cached pair scores change meaning."""
-SIDES = ("supported", "unsupported")
+FORMAT = 2
+"""Bump when the cached pair scores change meaning (2: the hard kinds of unsupported pair)."""
 
 
 @dataclass
@@ -57,13 +58,17 @@ class JudgeControls:
         seed: int,
         cache_dir: str | None,
         scorer_parts: Callable[[str], dict[str, Any]],
+        pool: Sequence[Mapping[str, Any]] = (),
     ) -> JudgeControls:
-        """The control pairs of the evaluated ``rows`` (their ``id``, ``question`` and gold ``answer``)."""
+        """The control pairs of the evaluated ``rows`` (their ``id``, ``question`` and gold ``answer``);
+        ``pool``: the retrieval pool's rows, for the hard kinds."""
         pairs = control_pairs(
             [int(row["id"]) for row in rows],
             [row["question"] for row in rows],
             [row["answer"] for row in rows],
             seed,
+            pool_questions=[row["question"] for row in pool],
+            pool_answers=[row["answer"] for row in pool],
         )
         return cls(pairs, seed, cache_dir, scorer_parts)
 
@@ -79,34 +84,67 @@ class JudgeControls:
         return bool(entry.judge_keys and self.pairs.sentences and not self.path(entry.name).is_file())
 
     def score(self, entry: MetricEntry, scorer: Scorer) -> None:
-        """Score the pairs with ``entry``'s loaded ``scorer`` and cache the accept values and scores."""
+        """Score the pairs with ``entry``'s loaded ``scorer`` and cache the accept values and scores: the
+        supported side and each kind of unsupported pair (a kind's missing premises stay null)."""
         accept_base, score_base = entry.judge_keys
-        pairs, out = self.pairs, {}
-        for side, premises in zip(SIDES, (pairs.supported, pairs.unsupported), strict=True):
-            if entry.passages:  # a citation judge: the claim cites its premise as its one passage
-                claims = [f"{sentence} [1]" for sentence in pairs.sentences]
-                passages = [[premise] for premise in premises]
-                rows = scorer.score(pairs.questions, claims, pairs.supported, premises, passages)
-            else:
-                rows = scorer.score(pairs.questions, pairs.sentences, pairs.supported, premises)
-            keys = list(rows[0])
-            accept, soft = metric_key(keys, accept_base), metric_key(keys, score_base)
-            if accept is None:
-                raise ValueError(f"metric {entry.name!r} wrote no {accept_base!r} on its control pairs")
-            out[side] = {
-                "accept": [_or_none(row[accept]) for row in rows],
-                "score": [_or_none(row[soft or accept]) for row in rows],
-            }
+        pairs = self.pairs
+        sides = {"supported": list(pairs.supported)} | {kind: pairs.premises(kind) for kind in KINDS}
+        out = {}
+        for side, premises in sides.items():
+            rows_at = [i for i, premise in enumerate(premises) if premise is not None]
+            accept_values: list[float | None] = [None] * len(premises)
+            score_values: list[float | None] = [None] * len(premises)
+            if rows_at:
+                chosen = [premises[i] for i in rows_at]
+                questions = [pairs.questions[i] for i in rows_at]
+                supported = [pairs.supported[i] for i in rows_at]
+                sentences = [pairs.sentences[i] for i in rows_at]
+                if entry.passages:  # a citation judge: the claim cites its premise as its one passage
+                    claims = [f"{sentence} [1]" for sentence in sentences]
+                    rows = scorer.score(questions, claims, supported, chosen, [[p] for p in chosen])
+                else:
+                    rows = scorer.score(questions, sentences, supported, chosen)
+                keys = list(rows[0])
+                accept, soft = metric_key(keys, accept_base), metric_key(keys, score_base)
+                if accept is None:
+                    raise ValueError(f"metric {entry.name!r} wrote no {accept_base!r} on its control pairs")
+                for i, row in zip(rows_at, rows, strict=True):
+                    accept_values[i], score_values[i] = _or_none(row[accept]), _or_none(row[soft or accept])
+            out[side] = {"accept": accept_values, "score": score_values}
         write_json_atomic(self.path(entry.name), {"pairs": pairs.as_json(), **out})
 
-    def check(self, entry: MetricEntry) -> JudgeCheck | None:
-        """``entry``'s verdict from its cached pair scores; None when they are not there (a stopped run)."""
+    def checks(self, entry: MetricEntry) -> dict[str, JudgeCheck] | None:
+        """``entry``'s verdict per kind of unsupported pair (:data:`KINDS`) from its cached pair scores;
+        None when they are not there (a stopped run)."""
         path = self.path(entry.name)
         if not path.is_file():
             return None
         stored = json.loads(path.read_text())
-        sup, uns = stored["supported"], stored["unsupported"]
-        return check_judge(sup["accept"], sup["score"], uns["accept"], uns["score"])
+        sup = stored["supported"]
+        out = {}
+        for kind in KINDS:
+            uns = stored[kind]
+            both = [
+                i for i, (a, b) in enumerate(zip(sup["accept"], uns["accept"], strict=True)) if b is not None
+            ]
+            out[kind] = check_judge(
+                [_nan(sup["accept"][i]) for i in both],
+                [_nan(sup["score"][i]) for i in both],
+                [_nan(uns["accept"][i]) for i in both],
+                [_nan(uns["score"][i]) for i in both],
+            )
+        return out
+
+
+def verdict(checks: Mapping[str, JudgeCheck]) -> str:
+    """``signal``, ``no signal`` (on the easy kind), ``topic only`` (signal on the easy kind, none on a
+    measured hard kind) or ``not measured``."""
+    easy = checks[KINDS[0]]
+    if easy.verdict != "signal":
+        return easy.verdict
+    if any(checks[kind].measured and not checks[kind].signal for kind in HARD_KINDS):
+        return "topic only"
+    return "signal"
 
 
 def constant_columns(results: Sequence[VariantScores], keys: Sequence[str]) -> dict[str, tuple[float, int]]:
@@ -125,8 +163,8 @@ class JudgeReport:
     """What results.md and ``judges.json`` say about the judges and the constant columns."""
 
     controls: JudgeControls
-    checks: dict[str, tuple[str, JudgeCheck | None]]
-    """Judge metric → (its name in results.md, its verdict; None: not measured in this run)."""
+    checks: dict[str, tuple[str, dict[str, JudgeCheck] | None]]
+    """Judge metric → (its name in results.md, its verdict per kind; None: not measured in this run)."""
     keys: dict[str, list[str]]
     """Judge metric → its shown score keys."""
     constant: dict[str, tuple[float, int]]
@@ -145,18 +183,19 @@ class JudgeReport:
                 continue
             shown = [key for base in entry.columns if (key := metric_key(table.keys, base)) is not None]
             name = column_name(shown[0], table.columns) if shown else entry.title or entry.name
-            checks[entry.name] = (name, controls.check(entry))
+            checks[entry.name] = (name, controls.checks(entry))
             keys[entry.name] = shown
         return cls(controls, checks, keys, constant_columns(results, table.keys))
 
     def marks(self) -> dict[str, str]:
-        """Score key → its mark in the table's header: ``no signal`` (a judge that cannot tell) and/or
-        ``constant``."""
+        """Score key → its mark in the table's header: ``no signal`` (a judge that cannot tell), ``topic
+        only`` (it cannot tell facts apart) and/or ``constant``."""
         marks: dict[str, list[str]] = {}
-        for metric, (_, check) in self.checks.items():
-            if check is not None and check.measured and not check.signal:
+        for metric, (_, checks) in self.checks.items():
+            said = verdict(checks) if checks is not None else "not measured"
+            if said in ("no signal", "topic only"):
                 for key in self.keys[metric]:
-                    marks.setdefault(key, []).append("no signal")
+                    marks.setdefault(key, []).append(said)
         for key in self.constant:
             marks.setdefault(key, []).append("constant")
         return {key: ", ".join(names) for key, names in marks.items()}
@@ -172,42 +211,50 @@ class JudgeReport:
                 "row_ids": pairs.row_ids,
             },
             "thresholds": {"min_auc": MIN_AUC, "min_accept_gap": MIN_ACCEPT_GAP},
-            "judges": {
-                metric: {"column": name, **(check.as_json() if check else {"verdict": "not measured"})}
-                for metric, (name, check) in self.checks.items()
-            },
+            "judges": {metric: _judge_json(name, checks) for metric, (name, checks) in self.checks.items()},
             "constant_columns": {key: {"value": v, "rows": n} for key, (v, n) in self.constant.items()},
         }
 
     def markdown(self, columns: Mapping[str, str]) -> str:
         """results.md's "Judges on control pairs" section (the constant columns included)."""
-        n = len(self.controls.pairs.sentences)
+        pairs = self.controls.pairs
+        n = len(pairs.sentences)
+        counts = ", ".join(f"{kind} {sum(p is not None for p in pairs.premises(kind))}" for kind in KINDS)
         lines = [
             "## Judges on control pairs",
             "",
             f"Before scoring, each judge scored {n} gold sentences of this run's rows (at most "
             f"{CONTROL_PAIRS}, one sentence of ≥ {MIN_WORDS} words per row, drawn with seed "
             f"{self.controls.seed}) as answers to their own question: against their own gold answer "
-            "(supported) and against another question's gold answer (unsupported). AUC: Mann–Whitney over "
-            "the judge's score, ties counted half. A judge has no signal when its AUC < "
-            f"{MIN_AUC} or its supported accept rate exceeds the unsupported one by less than "
-            f"{MIN_ACCEPT_GAP}; its columns are marked (no signal) in the tables above.",
+            "(supported) and against three kinds of unsupported premise: another question's gold answer "
+            "(other_question, easy: another topic), the nearest pool question's answer (neighbour: the same "
+            "topic, other facts) and the own gold answer with one number, flag, version, name or code span of "
+            f"the sentence swapped for another from the pool (swapped_fact). Pairs per kind: {counts}. AUC: "
+            "Mann–Whitney over the judge's score, ties counted half. A judge has no signal when, on "
+            f"other_question, its AUC < {MIN_AUC} or its supported accept rate exceeds the unsupported one "
+            f"by less than {MIN_ACCEPT_GAP}; it is topic only when it has signal there but not on a hard "
+            "kind. Its columns are marked so in the tables above.",
             "",
         ]
         if self.checks:
+            head = " | ".join(f"AUC, {kind}" for kind in KINDS)
+            accepts = " | ".join(f"accepted, {kind}" for kind in KINDS)
             lines += [
-                "| Judge | AUC | accepted, supported | accepted, unsupported | pairs judged | verdict |",
-                "|---|---|---|---|---|---|",
+                f"| Judge | {head} | accepted, supported | {accepts} | pairs judged | verdict |",
+                "|---|" + "---|" * (2 * len(KINDS) + 3),
             ]
             why = "the run stopped first" if n else f"fewer than {MIN_SIDE} rows with such a sentence"
-            for name, check in self.checks.values():
-                if check is None:
-                    lines.append(f"| {name} | | | | 0 | not measured ({why}) |")
+            for name, checks in self.checks.values():
+                if checks is None:
+                    lines.append(f"| {name} |" + " |" * (2 * len(KINDS) + 1) + f" 0 | not measured ({why}) |")
                     continue
+                easy = checks[KINDS[0]]
+                aucs = " | ".join(_number(checks[kind].auc) for kind in KINDS)
+                rates = " | ".join(_number(checks[kind].accept_unsupported) for kind in KINDS)
+                judged = " + ".join(str(checks[kind].n_unsupported) for kind in KINDS)
                 lines.append(
-                    f"| {name} | {_number(check.auc)} | {_number(check.accept_supported)} "
-                    f"| {_number(check.accept_unsupported)} | {check.n_supported} + {check.n_unsupported} "
-                    f"| {check.verdict} |"
+                    f"| {name} | {aucs} | {_number(easy.accept_supported)} | {rates} "
+                    f"| {easy.n_supported} + ({judged}) | {verdict(checks)} |"
                 )
         else:
             lines.append("No metric of this run is a judge.")
@@ -215,6 +262,23 @@ class JudgeReport:
         for key, (value, rows) in self.constant.items():
             lines.append(f"- {column_name(key, columns)}: {value:.4f} on all {rows} rows")
         return "\n".join(lines) + "\n"
+
+
+def _judge_json(name: str, checks: Mapping[str, JudgeCheck] | None) -> dict[str, Any]:
+    """One judge's entry of ``judges.json``: its verdict, the easy kind's figures at the top (as before the
+    hard kinds), and every kind's figures under ``kinds``."""
+    if checks is None:
+        return {"column": name, "verdict": "not measured"}
+    return {
+        "column": name,
+        **checks[KINDS[0]].as_json(),
+        "verdict": verdict(checks),
+        "kinds": {kind: check.as_json() for kind, check in checks.items()},
+    }
+
+
+def _nan(value: float | None) -> float:
+    return float("nan") if value is None else value
 
 
 def _or_none(value: float) -> float | None:

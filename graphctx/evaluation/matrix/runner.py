@@ -317,7 +317,9 @@ class MatrixEvaluation:
 
     def judge_controls(self, rows: Rows) -> JudgeControls:
         """The control pairs of ``rows`` for the judge metrics (:mod:`~.judge_controls`)."""
-        return JudgeControls.of_rows(rows, self.settings.seed, self.cache_dir, self.guard.scorer_parts)
+        return JudgeControls.of_rows(
+            rows, self.settings.seed, self.cache_dir, self.guard.scorer_parts, list(self.pool.values())
+        )
 
     # ---- files: the resume guard, shards, tidying ----------------------------------------------------
     def merge(self, overwrite: bool = False) -> None:
