@@ -170,8 +170,8 @@ def test_the_metric_needs_the_prompts_that_ask_for_citations():
     entries = config.metric_entries
     assert entries[-1].name == "alce_citations" and entries[-1].at_most == 3
     text = plan_text(ModelStack(config))  # the stand-in judge and both extensions are named
-    assert "  citations    ALCE recall and precision, judge smollm2-gguf [packaged] causal-lm" in text
+    assert "  citations    ALCE recall and precision, judge lexical-containment [packaged] lexical" in text
     assert "ALCE citation judge" in text and "  extension    generation.citations: ALCE prompts" in text
-    assert "stand-in, scores labelled [causal-lm:smollm2-gguf]" in text
+    assert "stand-in, scores labelled [lexical:containment]" in text
     with pytest.raises(ConfigError, match="at_most_citations: 0 is not an integer"):
         CitationEntry(entries[-1].context, at_most_citations=0)

