@@ -185,7 +185,8 @@ def test_the_judges_control_pairs_are_reported_and_judged_again_only_for_a_new_j
     assert n == 2 and autoais["column"] == column  # both rows' gold answers
     assert autoais["n_supported"] == autoais["n_unsupported"] == n
     row = next(line for line in results.splitlines() if line.startswith(f"| {column} |"))
-    assert row.endswith(f"| {n} + {n} | {autoais['verdict']} |")
+    assert f"| {n} + ({n} + " in row and row.endswith(f"| {autoais['verdict']} |")
+    assert set(autoais["kinds"]) == {"other_question", "neighbour", "swapped_fact"}
     assert not [line for line in rerun(workspace, out) if "control pairs" in line]  # cached
     log = rerun(workspace, out, ["--evaluation.metrics.autoais.mode", "sentence"])
     assert [line for line in log if "control pairs" in line] == [f"autoais: judged {n} control pairs a side"]
