@@ -28,6 +28,7 @@ from graphctx.knowledge.provenance import fact_records, triplet_records
 from graphctx.pipeline.answerer import Answerer
 from graphctx.pipeline.contexts import RetrievedContext
 from graphctx.pipeline.processes import StopRequest
+from graphctx.progress import Progress
 from graphctx.prompts import EncodedPrompt, Variant
 
 FALLBACK = "no_llm_fallback"
@@ -132,14 +133,16 @@ class AnswerStage:
         """``todo``'s rows answered by the generation model of ``kind``, loaded once before its batches."""
         self.answerer.model(kind)  # type: ignore[arg-type]
         by_name = {v.name: v for v in self.variants}
-        for number, (unit, missing) in enumerate(todo, start=1):
-            if self.stop.requested:
-                self.log("stop requested: no further batches")
-                break
-            variant = by_name[unit.variant]
-            answers = self.answerer.answer(variant, [self.encoded[variant.name][i] for i in missing])
-            self.write(variant, unit, missing, answers)
-            self.log(f"{variant.name}: batch {unit.number + 1} answered ({number}/{len(todo)} {kind})")
+        with Progress(f"answers ({kind} model)", sum(len(missing) for _, missing in todo)) as progress:
+            for number, (unit, missing) in enumerate(todo, start=1):
+                if self.stop.requested:
+                    self.log("stop requested: no further batches")
+                    break
+                variant = by_name[unit.variant]
+                answers = self.answerer.answer(variant, [self.encoded[variant.name][i] for i in missing])
+                self.write(variant, unit, missing, answers)
+                self.log(f"{variant.name}: batch {unit.number + 1} answered ({number}/{len(todo)} {kind})")
+                progress.advance(len(missing), f"{variant.name} batch {unit.number + 1} done")
 
     def without_llm(self, todo: Work) -> None:
         """The baseline variants' answers (:mod:`graphctx.baselines`) for ``todo``'s rows, a batch at a time;

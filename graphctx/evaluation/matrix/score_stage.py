@@ -25,6 +25,7 @@ from graphctx.metrics.gold import FolderStore
 from graphctx.metrics.registry import MetricEntry
 from graphctx.pipeline.answerer import Answerer
 from graphctx.pipeline.processes import StopRequest
+from graphctx.progress import Progress
 from graphctx.prompts import Variant
 
 
@@ -73,10 +74,22 @@ class ScoreStage:
             scorer = self.scorer(entry)
             self.controls.score(entry, scorer)
             self.log(f"{metric}: judged {len(self.controls.pairs.sentences)} control pairs a side")
-        for unit in units:
-            chunk = self.unscored(unit, metric)
-            if not chunk:
-                continue
+        chunks = [(unit, chunk) for unit in units if (chunk := self.unscored(unit, metric))]
+        if not chunks:
+            return True
+        with Progress(f"scores ({metric})", sum(len(chunk) for _, chunk in chunks)) as progress:
+            return self.score_chunks(entry, chunks, scorer, progress)
+
+    def score_chunks(
+        self,
+        entry: MetricEntry,
+        chunks: Sequence[tuple[Unit, list[int]]],
+        scorer: Scorer | None,
+        progress: Progress,
+    ) -> bool:
+        """Score each unit's unscored rows (``chunks``) by ``entry``; False on a stop request."""
+        metric = entry.name
+        for unit, chunk in chunks:
             if self.stop.requested:
                 self.log("stop requested: no further scoring")
                 return False
@@ -94,6 +107,7 @@ class ScoreStage:
             )
             files.mine_scores[metric].append({"id": i, **v} for i, v in zip(chunk, values, strict=True))
             self.log(f"{unit.variant}: batch {unit.number + 1} scored ({metric})")
+            progress.advance(len(chunk), f"{unit.variant} batch {unit.number + 1} done")
         return True
 
     def scorer(self, entry: MetricEntry) -> Scorer:
