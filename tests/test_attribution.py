@@ -10,12 +10,14 @@ import pytest
 import yaml
 from evaluation_workspace import write_workspace
 
-from graphctx.errors import ConfigError, DataError
+from graphctx.errors import ConfigError
 from graphctx.evaluation.attribution.architectures import (
+    OUT_OF_RANGE,
     ArchitectureContext,
     AttributionRow,
+    Choice,
     architectures,
-    most_cited,
+    cited_choice,
 )
 from graphctx.evaluation.attribution.corpus import Corpus, Passage, dataset_site, sentence_passage, site_host
 from graphctx.evaluation.jsonl import read_records
@@ -31,7 +33,16 @@ from graphctx.retrieval.registry import BUILT_IN as BUILT_IN_RETRIEVERS
 LIMIT = 512
 """The judge's input limit here: of the two questions' posts, one is judged and one is over (~1,060 tokens),
 so both paths run, in seconds."""
-KEYS = {"architecture", "passage", "link", "text", "probability", "judge_in_system"}
+KEYS = {
+    "architecture",
+    "passage",
+    "link",
+    "text",
+    "probability",
+    "judge_in_system",
+    "unattributed",
+    "out_of_range",
+}
 RETRIEVERS = ArchitectureContext(tuple(cls.name for cls in BUILT_IN_RETRIEVERS))
 ARCHITECTURES = [
     {"class_path": "rtr"},
@@ -78,8 +89,16 @@ def row(marks, passages=3):
 
 
 def test_rtr_takes_the_passage_cited_most_often_ties_the_first_cited():
-    assert most_cited(row([[2], [3, 1], [3]])).id == "post:3"
-    assert most_cited(row([[2, 1], [1, 2]])).id == "post:2"
+    assert cited_choice(row([[2], [3, 1], [3]])).passage.id == "post:3"
+    assert cited_choice(row([[2, 1], [1, 2]])).passage.id == "post:2"
+
+
+def test_rtr_counts_a_sentence_with_an_out_of_range_mark_as_unsupported_and_goes_on():
+    # ALCE: a sentence naming a missing passage is unsupported, its marks name nothing
+    kept = cited_choice(row([[4, 2], [1], [3, 9]]))
+    assert kept.passage.id == "post:1" and kept.out_of_range == 2 and kept.unattributed is None
+    lost = cited_choice(row([[4], [0, 1]]))
+    assert lost == Choice(None, 0.0, OUT_OF_RANGE, 2)
 
 
 def test_rtr_reads_the_lines_citations_over_the_prompts_passages():
@@ -104,18 +123,9 @@ def test_rtr_reads_the_lines_citations_over_the_prompts_passages():
     uncited = rtr.choose([row_of({**line, "citations": None}, prompt, [], corpus, "here")], None)[0]
     assert uncited.passage.link == "https://askubuntu.com/q/11"  # no marks: the top pair shown
     line["citations"][1]["passages"] = [4]
-    with pytest.raises(
-        DataError, match=r"^here: citation mark \[4\] names no passage \(the prompt showed 3\)$"
-    ):
-        rtr.choose([row_of(line, prompt, [], corpus, "here")], None)
-
-
-def test_a_mark_naming_no_passage_is_one_line():
-    with pytest.raises(DataError) as error:
-        most_cited(row([[1], [7]]))
-    assert str(error.value) == (
-        "predictions of TextGen, row 5: citation mark [7] names no passage (the prompt showed 3)"
-    )
+    line["citations"][0]["passages"] = [5]
+    lost = rtr.choose([row_of(line, prompt, [], corpus, "here")], None)[0]
+    assert lost == Choice(None, 0.0, OUT_OF_RANGE, 2)  # the run goes on; the row is unattributed
 
 
 @pytest.mark.parametrize(

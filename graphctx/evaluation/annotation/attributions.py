@@ -30,7 +30,7 @@ class Attribution:
     """One (answer, attribution) pair's attribution: a passage of the attribution corpus."""
 
     architecture: str
-    passage: str
+    passage: str | None
     link: str | None
     text: str
     probability: float | None
@@ -66,7 +66,7 @@ def attribution(entry: Any, where: str) -> Attribution:
         raise DataError(f"{where}: 'probability' {probability!r} is not in [0, 1]")
     return Attribution(
         architecture=_typed(entry, "architecture", (str,), where),
-        passage=_typed(entry, "passage", (str,), where),
+        passage=_typed(entry, "passage", (str, type(None)), where),
         link=_typed(entry, "link", (str, type(None)), where),
         text=_typed(entry, "text", (str,), where),
         probability=None if probability is None else float(probability),

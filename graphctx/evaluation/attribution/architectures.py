@@ -14,7 +14,10 @@ registries (:mod:`graphctx.plugins`); a short name stands for a built-in::
 
 - ``rtr`` (retrieve-then-read): a passage of the answer's own context. Rule: where the prompt asked for
   citations (the line has ``citations``), the passage cited most often (ties: the first cited); else the
-  top-ranked retrieved pair shown in the prompt (passage 1). A context-free prompt has no passage.
+  top-ranked retrieved pair shown in the prompt (passage 1). A context-free prompt has no passage. A
+  sentence with a mark naming no passage of the prompt is unsupported, as ALCE's ``compute_autoais`` counts
+  it: its marks name no attribution; when every marked sentence is such, the row is unattributed
+  (:data:`OUT_OF_RANGE`, scored 0), and the run goes on.
 - ``posthoc`` (post-hoc retrieval): query = question ⊕ answer (``"{question}\\n{answer}"``), ranked over
   the whole pool by any registered retriever (``retriever``, default ``dense``), top ``k`` (default 50);
   the attribution is the top-1, as the paper's post-hoc systems take it.
@@ -31,7 +34,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from graphctx.errors import ConfigError, DataError
+from graphctx.errors import ConfigError
 from graphctx.evaluation.attribution.corpus import Corpus, Passage
 from graphctx.plugins import load_plugins, source_fingerprint
 
@@ -61,13 +64,21 @@ class AttributionRow:
     """The row in messages, e.g. ``predictions of GraphGen, row 123``."""
 
 
+OUT_OF_RANGE = "citation mark names no passage"
+"""Why an ``rtr`` row whose every marked sentence names a missing passage is unattributed."""
+
+
 @dataclass(frozen=True)
 class Choice:
     """An architecture's attribution of one row: the passage (None: nothing to attribute to) and, when
-    the architecture judged it itself, the judge's P(entail)."""
+    the architecture judged it itself, the judge's P(entail); ``unattributed``: why the row has no
+    passage although it has an answer to attribute (scored 0, counted by reason)."""
 
     passage: Passage | None
     probability: float | None = None
+    unattributed: str | None = None
+    out_of_range: int = 0
+    """Sentences with a mark naming no passage of the prompt (``rtr``)."""
 
 
 class Tools(Protocol):
@@ -126,7 +137,7 @@ class RetrieveThenRead(Architecture):
         )
 
     def choose(self, rows: Sequence[AttributionRow], tools: Tools) -> list[Choice]:
-        return [Choice(most_cited(row) if row.marks and any(row.marks) else top_shown(row)) for row in rows]
+        return [cited_choice(row) if row.marks and any(row.marks) else Choice(top_shown(row)) for row in rows]
 
 
 def top_shown(row: AttributionRow) -> Passage | None:
@@ -134,18 +145,20 @@ def top_shown(row: AttributionRow) -> Passage | None:
     return row.context[0] if row.context else None
 
 
-def most_cited(row: AttributionRow) -> Passage:
-    """The passage the row's marks name most often (ties: the first cited); a mark naming no passage of
-    the prompt is a one-line ``DataError``."""
-    marks = [mark for sentence in row.marks or [] for mark in sentence]
-    wrong = [mark for mark in marks if not 1 <= mark <= len(row.context)]
-    if wrong:
-        raise DataError(
-            f"{row.where}: citation mark [{wrong[0]}] names no passage (the prompt showed {len(row.context)})"
-        )
+def cited_choice(row: AttributionRow) -> Choice:
+    """The passage the row's marks name most often (ties: the first cited), over the sentences whose
+    marks all name a passage of the prompt (ALCE: a sentence with an out-of-range mark is unsupported);
+    none left: unattributed (:data:`OUT_OF_RANGE`)."""
+    sentences = [sentence for sentence in row.marks or [] if sentence]
+    valid = [s for s in sentences if all(1 <= mark <= len(row.context) for mark in s)]
+    out_of_range = len(sentences) - len(valid)
+    marks = [mark for sentence in valid for mark in sentence]
+    if not marks:
+        return Choice(None, 0.0, OUT_OF_RANGE, out_of_range)
     counts = Counter(marks)
     best = max(counts.values())
-    return row.context[next(mark for mark in marks if counts[mark] == best) - 1]
+    chosen = row.context[next(mark for mark in marks if counts[mark] == best) - 1]
+    return Choice(chosen, out_of_range=out_of_range)
 
 
 class PostHoc(Architecture):

@@ -9,10 +9,12 @@ when it is ≥ 0.5 (:data:`THRESHOLD`). A passage + hypothesis over the judge's 
 (probability 0), as :class:`~graphctx.metrics.autoais.AutoAIS` counts them. An ``autoais_rerank`` row keeps
 the probability its judge chose by, and is marked ``judge_in_system``.
 
-A line's ``attributions``: ``[{"architecture", "passage" (corpus id), "link" (null: not a post), "text",
-"probability" (null: not judged), "judge_in_system"}]``, one per architecture in ``evaluation.attribution``'s
-order; an architecture with nothing to attribute to (``rtr`` on a prompt without context) has no entry on
-that line.
+A line's ``attributions``: ``[{"architecture", "passage" (corpus id; null: unattributed), "link" (null:
+not a post), "text", "probability" (null: not judged), "judge_in_system", "unattributed" (null, or why the
+answer has no passage although it has one to attribute: scored 0, e.g. ``rtr``'s "citation mark names no
+passage"), "out_of_range" (sentences whose marks name a passage the prompt did not show)}]``, one per
+architecture in ``evaluation.attribution``'s order; an architecture with nothing to attribute to (``rtr``
+on a prompt without context) has no entry on that line.
 """
 
 from __future__ import annotations
@@ -149,16 +151,19 @@ class Attributor:
             judged = self.tools.probabilities([rows[i] for i, _ in todo], [passage for _, passage in todo])
             probabilities = {i: p for (i, _), p in zip(todo, judged, strict=True)}
             for i, choice in enumerate(choices):
-                if choice.passage is None:  # nothing to attribute to: no entry for this architecture
-                    continue
+                if choice.passage is None and choice.unattributed is None:
+                    continue  # nothing to attribute to: no entry for this architecture
+                passage = choice.passage
                 per_row[i].append(
                     {
                         "architecture": architecture.name,
-                        "passage": choice.passage.id,
-                        "link": choice.passage.link,
-                        "text": choice.passage.text,
+                        "passage": None if passage is None else passage.id,
+                        "link": None if passage is None else passage.link,
+                        "text": "" if passage is None else passage.text,
                         "probability": probabilities.get(i, choice.probability),
                         "judge_in_system": architecture.judge_in_system,
+                        "unattributed": choice.unattributed,
+                        "out_of_range": choice.out_of_range,
                     }
                 )
         return per_row

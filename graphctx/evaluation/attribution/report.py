@@ -4,11 +4,14 @@ A row's AutoAIS on its attribution is 1 when the judge's P(entail) of passage â†
 (:data:`~graphctx.evaluation.attribution.attributor.THRESHOLD`), else 0; a row whose attribution was not
 judged (no passage: no entry on its line; or over the judge's input limit) is left out of the mean, and
 coverage = judged rows / rows. The mean has a percentile bootstrap 95% interval, as the results table's.
-``autoais_rerank`` rows (the judge chose the passage) report no AutoAIS, as Bohnet et al. prescribe.
+``autoais_rerank`` rows (the judge chose the passage) report no AutoAIS, as Bohnet et al. prescribe. A row
+an architecture left unattributed although it had an answer (``unattributed``: e.g. ``rtr``'s marks all
+naming a missing passage) is judged 0, and the Unattributed column counts them by reason.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +36,18 @@ def attributable(lines: Sequence[Mapping[str, Any]], architecture: str) -> np.nd
     return np.array(values, dtype=float)
 
 
+def unattributed(lines: Sequence[Mapping[str, Any]], architecture: str) -> str:
+    """The lines ``architecture`` left unattributed, counted by reason (``"2 citation mark names no
+    passage"``; ``"0"`` when none)."""
+    reasons = Counter(
+        found["unattributed"]
+        for line in lines
+        for found in line.get("attributions") or ()
+        if found["architecture"] == architecture and found.get("unattributed")
+    )
+    return "; ".join(f"{n} {reason}" for reason, n in sorted(reasons.items())) or "0"
+
+
 def attribution_section(
     lines: Mapping[str, Sequence[Mapping[str, Any]]],
     chosen: Sequence[Architecture],
@@ -51,23 +66,24 @@ def attribution_section(
         "",
         *(f"- `{a.name}`: {a.rule()}" for a in chosen),
         "",
-        "| Variant | Architecture | AutoAIS on the attribution | 95% CI | Coverage |",
-        "|---|---|---|---|---|",
+        "| Variant | Architecture | AutoAIS on the attribution | 95% CI | Coverage | Unattributed |",
+        "|---|---|---|---|---|---|",
     ]
     for label, variant_lines in lines.items():
         for a in chosen:
             values = attributable(variant_lines, a.name)
             judged = int(np.sum(~np.isnan(values)))
             coverage = f"{judged}/{len(values)}"
+            missing = unattributed(variant_lines, a.name)
             if a.judge_in_system:
-                out.append(f"| {label} | {a.name} | {JUDGE_IN_SYSTEM} | | {coverage} |")
+                out.append(f"| {label} | {a.name} | {JUDGE_IN_SYSTEM} | | {coverage} | {missing} |")
                 continue
             interval = bootstrap_interval(values, n_resamples=samples, seed=seed)
             if interval.n == 0:
-                out.append(f"| {label} | {a.name} | n/a | | {coverage} |")
+                out.append(f"| {label} | {a.name} | n/a | | {coverage} | {missing} |")
                 continue
             ci = f"[{interval.low:.4f}, {interval.high:.4f}]"
-            out.append(f"| {label} | {a.name} | {interval.mean:.4f} | {ci} | {coverage} |")
+            out.append(f"| {label} | {a.name} | {interval.mean:.4f} | {ci} | {coverage} | {missing} |")
     return "\n".join(out) + "\n"
 
 
