@@ -54,7 +54,9 @@ def stop(server: subprocess.Popen) -> None:
 def test_kill_9_leaves_no_process_and_the_port_restarts(tmp_path, cardano_dir, tiny_bert):
     generation = {"max_new_tokens": 2, "batch_size": 1, "max_prompt_tokens": 320}
     evaluation = {"output_dir": str(tmp_path / "out"), "limit": 1}
-    config = write_workspace(tmp_path, cardano_dir, tiny_bert, "serve.yaml", evaluation, generation=generation)
+    config = write_workspace(
+        tmp_path, cardano_dir, tiny_bert, "serve.yaml", evaluation, generation=generation
+    )
     port, pool = free_port(), tmp_path / "pool"
     first = start(config, port, pool, tmp_path / "first.log")
     second = third = None
@@ -64,7 +66,7 @@ def test_kill_9_leaves_no_process_and_the_port_restarts(tmp_path, cardano_dir, t
         assert children, "LitServe started no child process"
         os.kill(first.pid, signal.SIGKILL)
         first.wait(timeout=30)
-        gone, alive = psutil.wait_procs(children, timeout=30)
+        _gone, alive = psutil.wait_procs(children, timeout=30)
         assert not [child.pid for child in alive if child.status() != psutil.STATUS_ZOMBIE], (
             f"left after kill -9 of the main process: {[child.cmdline()[:3] for child in alive]}"
         )
