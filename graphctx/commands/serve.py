@@ -41,6 +41,7 @@ def stop(signum: int, frame: object) -> None:
 
 def execute(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.errors import ConfigError
+    from graphctx.serve.lifetime import guard_children
     from graphctx.serve.requests import Limits
     from graphctx.serve.server import ServeSettings, build_server
 
@@ -61,8 +62,9 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
         args.batch_timeout,
     )
     signal.signal(signal.SIGTERM, stop)
+    guard_children()
     server = build_server(settings)
-    print(
+    server.on_listening = lambda: print(
         f"serving on http://{args.host}:{args.port}/ (writes {'on' if key else 'off'})", file=out, flush=True
     )
     server.run(

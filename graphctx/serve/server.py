@@ -89,6 +89,9 @@ class AnswerAPI(ls.LitAPI):
         self.settings = settings
 
     def setup(self, device: str) -> None:
+        from graphctx.serve.lifetime import in_spawned_child
+
+        in_spawned_child()
         from graphctx.evaluation.attribution.corpus import config_host
         from graphctx.model import load_tokenizer
         from graphctx.pipeline.answerer import Answerer
@@ -182,12 +185,25 @@ class Writes:
                 raise RequestError(400, str(error)) from None
 
 
-def build_server(settings: ServeSettings) -> ls.LitServer:
+class Server(ls.LitServer):
+    """A LitServer that calls ``on_listening`` once its port is bound, its worker is ready and its HTTP
+    server has started (LitServe binds the port before it starts the worker)."""
+
+    on_listening: Any = None
+
+    def _start_server(self, *args: Any, **kwargs: Any) -> Any:
+        workers = super()._start_server(*args, **kwargs)
+        if self.on_listening is not None:
+            self.on_listening()
+        return workers
+
+
+def build_server(settings: ServeSettings) -> Server:
     """The LitServer: the answer API, the write endpoints, the page at ``/``."""
     config = load(settings)
     writes = Writes(settings, config)
     BodyCheck.limits = settings.limits
-    server = ls.LitServer(
+    server = Server(
         AnswerAPI(settings),
         accelerator="cpu" if config.generation.device in (None, "cpu") else "auto",
         devices=1,
