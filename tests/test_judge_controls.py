@@ -295,4 +295,5 @@ def test_the_lexical_judge_reads_the_templated_answer_as_the_claim_and_misses_a_
     assert judge.claim(premise, claim)[1] == "upgrade the node to 1.35.4"
     entailed, soft = judge.judge([premise, premise.replace("1.35.4", "1.34.1")], [claim, claim])
     assert entailed.tolist() == [True, False] and soft[0] == 1 and soft[1] < ACCEPT_AT
-    assert containment(premise, "restart it with the mainnet flag") == 1 and containment(premise, "delete the wallet") < 0.5
+    assert containment(premise, "restart it with the mainnet flag") == 1
+    assert containment(premise, "delete the wallet") < 0.5
