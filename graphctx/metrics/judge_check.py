@@ -166,7 +166,7 @@ def nearest_pool_answers(
 ) -> list[list[str]]:
     """Per question, the pool's answers ordered by TF-IDF cosine of their questions to it, nearest first
     (ties by pool order)."""
-    if not pool_questions:
+    if not pool_questions or not questions:
         return [[] for _ in questions]
     from sklearn.feature_extraction.text import TfidfVectorizer
 
