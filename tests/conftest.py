@@ -13,6 +13,27 @@ SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 for _name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
     os.environ.setdefault(_name, "1")
 os.environ.setdefault("WANDB_MODE", "offline")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # One intra-op thread per xdist worker (and per process a test starts): two workers on two cores, never
+    # four OpenMP threads spinning for two cores.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# Fixtures that own one machine-wide thing: every test that uses one runs on the same xdist worker, so the
+# thing is made once per run (the SLURM cluster; the local protocol run the SLURM one is compared to).
+SINGLE_MACHINE_FIXTURES = {"slurm_cluster": "slurm", "local_run": "slurm"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put each test that uses a single-machine fixture in its xdist group (``--dist loadgroup``)."""
+    for item in items:
+        groups = {
+            SINGLE_MACHINE_FIXTURES[name]
+            for name in getattr(item, "fixturenames", ())
+            if name in SINGLE_MACHINE_FIXTURES
+        }
+        for group in groups:
+            item.add_marker(pytest.mark.single_machine)
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
