@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from jsonargparse import ArgumentParser, Namespace
 
-from graphctx.command_line import add_config, add_version, command_parser, parse
+from graphctx.command_line import add_config, add_version, command_parser, old_spelling, parse
 from graphctx.errors import debug_enabled, report
 from graphctx.evaluation_settings import comparisons_text
 from graphctx.quiet import quiet_third_party
@@ -40,15 +40,6 @@ if TYPE_CHECKING:
 
 RENAMED = {"--limit": "--evaluation.limit", "--output-dir": "--evaluation.output_dir"}
 """evaluate.py's options of older releases -> the config key that replaced them (one spelling)."""
-
-
-def renamed_option(argv: list[str]) -> str | None:
-    """The one line refusing the first old spelling in ``argv`` (None: there is none)."""
-    for arg in argv:
-        name = arg.partition("=")[0]
-        if name in RENAMED:
-            return f"evaluate.py: {name} is now {RENAMED[name]}"
-    return None
 
 
 def add_arguments(parser: ArgumentParser) -> None:
@@ -92,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     """Evaluate. The results table goes to stdout, all else to stderr. graphctx's own errors end it with one
     ``error: ...`` line (``--debug`` or ``GRAPHCTX_DEBUG=1``: and the traceback)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if (refused := renamed_option(argv)) is not None:
+    if (refused := old_spelling("evaluate.py", argv, RENAMED)) is not None:
         print(refused, file=sys.stderr)
         return 2
     stop = None
