@@ -1,6 +1,6 @@
 """Evaluate the paper's variant matrix on the test split.
 
-    python evaluate.py --config configs/tiny.yaml [--variants ...] [--metrics ...] [--limit N]
+    python evaluate.py --config configs/tiny.yaml [--variants ...] [--metrics ...] [--evaluation.limit N]
         [--section.key value ...]
 
 For each variant (see ``graphctx.prompts.VARIANTS``) the test split's questions are answered with the
@@ -17,14 +17,13 @@ batches are dealt over them; the files and the table are the ones a single proce
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import sys
 from typing import TYPE_CHECKING, TextIO
 
 from jsonargparse import ArgumentParser, Namespace
 
-from graphctx.command_line import add_config, add_version, command_parser, parse
+from graphctx.command_line import add_config, add_version, command_parser, old_spelling, parse
 from graphctx.errors import debug_enabled, report
 from graphctx.evaluation_settings import comparisons_text
 from graphctx.quiet import quiet_third_party
@@ -39,12 +38,8 @@ if TYPE_CHECKING:
     from graphctx.pipeline.processes import StopRequest
 
 
-def positive_int(value: str) -> int:
-    """``--limit``: a whole number of at least 1."""
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
-    return number
+RENAMED = {"--limit": "--evaluation.limit", "--output-dir": "--evaluation.output_dir"}
+"""evaluate.py's options of older releases -> the config key that replaced them (one spelling)."""
 
 
 def add_arguments(parser: ArgumentParser) -> None:
@@ -69,10 +64,6 @@ def add_arguments(parser: ArgumentParser) -> None:
         help="a model sweep: each base model (Hub id or folder) runs the base variants into "
         "<output_dir>/models/<name>/, one table in sweep.md / sweep.csv",
     )
-    parser.add_argument(
-        "--limit", type=positive_int, help="evaluate the first N questions of the split (by id)"
-    )
-    parser.add_argument("--output-dir", help="default: evaluation.output_dir")
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     parser.add_argument(
         "--overwrite",
@@ -92,6 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     """Evaluate. The results table goes to stdout, all else to stderr. graphctx's own errors end it with one
     ``error: ...`` line (``--debug`` or ``GRAPHCTX_DEBUG=1``: and the traceback)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if (refused := old_spelling("evaluate.py", argv, RENAMED)) is not None:
+        print(refused, file=sys.stderr)
+        return 2
     stop = None
     if not {"-h", "--help", "--version"} & set(argv):
         from graphctx.pipeline.processes import StopRequest
@@ -122,7 +116,7 @@ def evaluate(args: Namespace, stop: StopRequest | None, out: TextIO) -> int:
 
     config = run_config(args)
     processes = launch_processes(config.trainer)
-    output_key = "--output-dir" if args.output_dir else "evaluation.output_dir"
+    output_key = "evaluation.output_dir"
     if args.models:
         from graphctx.evaluation.matrix.sweep import run_sweep
 
@@ -132,8 +126,8 @@ def evaluate(args: Namespace, stop: StopRequest | None, out: TextIO) -> int:
             return run_sweep(
                 configs,
                 args.variants,
-                args.limit,
-                args.output_dir,
+                None,
+                None,
                 processes,
                 stop,
                 args.overwrite,
@@ -141,9 +135,7 @@ def evaluate(args: Namespace, stop: StopRequest | None, out: TextIO) -> int:
                 args.metrics,
             )
     else:
-        evaluation = MatrixEvaluation(
-            config, None, args.limit, args.output_dir, processes=processes, stop=stop, metrics=args.metrics
-        )
+        evaluation = MatrixEvaluation(config, None, processes=processes, stop=stop, metrics=args.metrics)
         check_inputs(evaluation, output_key, args.overwrite)
 
         def work() -> str | None:

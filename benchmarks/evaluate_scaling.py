@@ -61,8 +61,8 @@ def evaluate(
     args: argparse.Namespace, output: Path, processes: int, threads: int | None = None
 ) -> dict[str, object]:
     """One timed ``evaluate.py`` run on ``processes`` processes (each with ``threads`` threads if set)."""
-    command = [sys.executable, "evaluate.py", "--config", args.config, "--output-dir", str(output)]
-    command += ["--limit", str(args.limit), "--variants", *args.variants]
+    command = [sys.executable, "evaluate.py", "--config", args.config, "--evaluation.output_dir", str(output)]
+    command += ["--evaluation.limit", str(args.limit), "--variants", *args.variants]
     command += [
         "--generation.batch_size",
         str(args.batch_size),

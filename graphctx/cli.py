@@ -20,7 +20,7 @@ from types import ModuleType
 
 from jsonargparse import ArgumentParser
 
-from graphctx.command_line import HelpFormatter, add_version, command_parser, parse
+from graphctx.command_line import HelpFormatter, add_version, command_parser, old_spelling, parse
 from graphctx.errors import debug_enabled, report
 from graphctx.quiet import quiet_third_party
 
@@ -93,7 +93,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run(name: str, argv: list[str]) -> int:
     """Parse ``argv`` with subcommand ``name``'s parser and run it: results to stdout, all else to
-    stderr."""
+    stderr. An option of an older release (the module's ``RENAMED``) is one line naming the config key, exit
+    status 2."""
+    if refused := old_spelling(f"graphctx {name}", argv, getattr(command_module(name), "RENAMED", {})):
+        print(refused, file=sys.stderr)
+        return 2
     help_asked = bool({"-h", "--help"} & set(argv))
     args = parse(subcommand_parser(name, help_asked), argv)
     results = sys.stdout

@@ -59,6 +59,16 @@ def check_renamed(argv: Sequence[str]) -> None:
             raise ConfigError(f"{name}: renamed {RENAMED[name]} (the config key's spelling)")
 
 
+def old_spelling(prog: str, argv: Sequence[str], renamed: dict[str, str]) -> str | None:
+    """The one line refusing the first option of ``argv`` that ``renamed`` (a command's options of older
+    releases -> the config key that replaced them) names; None: there is none."""
+    for arg in argv:
+        name = arg.partition("=")[0]
+        if name in renamed:
+            return f"{prog}: {name} is now {renamed[name]}"
+    return None
+
+
 def command_parser(
     prog: str, description: str, add_arguments: Callable[[ArgumentParser], None], help_asked: bool
 ) -> ArgumentParser:

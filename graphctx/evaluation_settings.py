@@ -72,6 +72,9 @@ class EvaluationSettings:
     output_dir: str | None = None
     """Predictions JSONL per variant and the results tables go here; null =
     ``<trainer.default_root_dir>/eval``."""
+    retrieval_eval_dir: str | None = None
+    """``graphctx retrieval-eval``'s report (results.md, .csv, .json, sweep.png) goes here; null =
+    ``<trainer.default_root_dir>/retrieval_eval``."""
     bootstrap_samples: int = 1000
     """Resamples for the 95% bootstrap intervals (of each mean and of each paired difference)."""
     permutation_samples: int = 10000

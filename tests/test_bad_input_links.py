@@ -64,7 +64,7 @@ def test_retrieval_eval_reports_the_ignored_rows(tmp_path, capsys, tiny_bert):
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     out = tmp_path / "report"
-    argv = ["retrieval-eval", "--config", str(path), "--json", "--output-dir", str(out)]
+    argv = ["retrieval-eval", "--config", str(path), "--json", "--evaluation.retrieval_eval_dir", str(out)]
     assert main(argv) == 0
     captured = capsys.readouterr()
     about = json.loads(captured.out)

@@ -324,7 +324,15 @@ def test_evaluate_variants_are_refused_with_the_config_s_error(capsys):
 
 
 def test_evaluate_metrics_name_unknown_ones_with_the_choices(capsys, tmp_path):
-    argv = ["--config", str(TINY), "--metrics", "rouge", "nope", "--output-dir", str(tmp_path / "eval")]
+    argv = [
+        "--config",
+        str(TINY),
+        "--metrics",
+        "rouge",
+        "nope",
+        "--evaluation.output_dir",
+        str(tmp_path / "eval"),
+    ]
     assert evaluate.main(argv) == 1
     (line,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert line == (

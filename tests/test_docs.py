@@ -217,7 +217,14 @@ def test_the_retrieval_eval_page_states_the_t_sweep(tmp_path, monkeypatch, capsy
     monkeypatch.chdir(REPO_ROOT)
     import readme_figures
 
-    argv = ["retrieval-eval", "--config", readme_figures.TINY, "--json", "--output-dir", str(tmp_path)]
+    argv = [
+        "retrieval-eval",
+        "--config",
+        readme_figures.TINY,
+        "--json",
+        "--evaluation.retrieval_eval_dir",
+        str(tmp_path),
+    ]
     assert main([*argv, "--thresholds", readme_figures.SWEEP]) == 0
     sweep = json.loads(capsys.readouterr().out)
     for page, phrases in readme_figures.page_phrases(sweep=sweep).items():

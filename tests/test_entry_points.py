@@ -197,9 +197,9 @@ CASES = {
         r"c\.yaml: 1 invalid setting\(s\): evaluation\.variants: unknown variant\(s\) GraphGenn; choose",
         edit=set_key("evaluation.variants", ["ZeroShot", "GraphGenn"]),
     ),
-    "evaluate.py: --output-dir pointing at a file": Case(
-        "evaluate.py", ("--config", "{config}", "--output-dir", "{root}/a-file"),
-        r"--output-dir: .*a-file is a file, not a folder",
+    "evaluate.py: --evaluation.output_dir pointing at a file": Case(
+        "evaluate.py", ("--config", "{config}", "--evaluation.output_dir", "{root}/a-file"),
+        r"evaluation.output_dir: .*a-file is a file, not a folder",
     ),
     "evaluate.py: evaluation.output_dir inside a file": Case(
         "evaluate.py", ("--config", "{config}"),
@@ -240,9 +240,11 @@ CASES = {
         "evaluate.py", ("--config", "{config}", "--model.spec.source", "{root}/empty-model"),
         r"model\.spec\.source: .*empty-model/config\.json names no model_type",
     ),
-    "evaluate.py --models: --output-dir pointing at a file": Case(
-        "evaluate.py", ("--config", "{config}", "--models", "tiny-random", "--output-dir", "{root}/a-file"),
-        r"--output-dir: .*a-file is a file, not a folder",
+    "evaluate.py --models: --evaluation.output_dir pointing at a file": Case(
+        "evaluate.py", (
+            "--config", "{config}", "--models", "tiny-random", "--evaluation.output_dir", "{root}/a-file"
+        ),
+        r"evaluation.output_dir: .*a-file is a file, not a folder",
     ),
     "evaluate.py --models: empty test split": Case(
         "evaluate.py", ("--config", "{config}", "--models", "tiny-random"), r"split 'test' is empty",
@@ -257,8 +259,8 @@ CASES = {
         r"c\.yaml: .*retrieval\.top_kk",
     ),
     "evaluate.py --overwrite on a folder evaluate.py did not make": Case(
-        "evaluate.py", ("--config", "{config}", "--output-dir", "{root}/dump", "--overwrite"),
-        r"--output-dir: --overwrite moves files aside only in a folder evaluate\.py made \(it holds "
+        "evaluate.py", ("--config", "{config}", "--evaluation.output_dir", "{root}/dump", "--overwrite"),
+        r"evaluation.output_dir: --overwrite moves files aside only in a folder evaluate\.py made \(it holds "
         r"\.graphctx-evaluation\); .*dump is not one: choose another folder",
     ),
     "train.py: --data.max_length 8": Case(

@@ -77,7 +77,7 @@ def start_ranks(config: Path, output: Path, world_size: int = 2) -> list[subproc
         "NODE_RANK": "0",
         "OMP_NUM_THREADS": "1",
     }
-    command = [sys.executable, "evaluate.py", "--config", str(config), "--output-dir", str(output)]
+    command = [sys.executable, "evaluate.py", "--config", str(config), "--evaluation.output_dir", str(output)]
     command += ["--trainer.devices", str(world_size)]
     processes = []
     for rank in range(world_size):
@@ -251,7 +251,7 @@ def test_evaluate_sbatch_on_two_tasks_is_requeued_by_sigusr1_and_ends_with_the_f
         str(REPO_ROOT / "scripts" / "slurm" / "evaluate.sbatch"),
         "--config",
         str(workspace / "eval.yaml"),
-        "--output-dir",
+        "--evaluation.output_dir",
         str(output),
     ).strip()
     shards = output / "predictions" / "shards"

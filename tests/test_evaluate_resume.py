@@ -60,7 +60,8 @@ def test_killed_run_resumes_to_the_uninterrupted_table(workspace):
         assert len(read_records(uninterrupted / "scores" / f"{name}.jsonl")) == LIMIT
 
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    command = [sys.executable, "evaluate.py", "--config", str(config_file), "--output-dir", str(resumed)]
+    command = [sys.executable, "evaluate.py", "--config", str(config_file)]
+    command += ["--evaluation.output_dir", str(resumed)]
     process = subprocess.Popen(
         command, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )

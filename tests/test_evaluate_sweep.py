@@ -83,7 +83,7 @@ def test_a_sweep_model_that_cannot_be_found_is_one_error_line_and_nothing_is_wri
         "--models",
         "tiny-random",
         "no-such-org/no-such-model",
-        "--output-dir",
+        "--evaluation.output_dir",
         str(out),
     ]
     assert evaluate.main([*argv, "--variants", *VARIANTS]) == 1

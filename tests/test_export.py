@@ -68,7 +68,7 @@ def evaluation(tmp_path_factory, cardano_dir, tiny_bert) -> MatrixEvaluation:
 
 @pytest.fixture(scope="module")
 def run_folder(evaluation) -> Path:
-    """The run's folder (evaluate.py's --output-dir)."""
+    """The run's folder (evaluate.py's --evaluation.output_dir)."""
     return evaluation.output_dir
 
 
@@ -178,7 +178,7 @@ def test_a_folder_that_is_not_a_run_is_one_line_and_nothing_is_written(tmp_path,
         assert status == 1 and printed == ""
         assert err.strip().splitlines() == [
             f"error: --run {folder}: not an evaluation run folder (no predictions/<variant>.jsonl with its "
-            ".meta.json; give evaluate.py's --output-dir)"
+            ".meta.json; give evaluate.py's --evaluation.output_dir)"
         ]
     assert not (tmp_path / "out").exists()
     (not_run / "models" / "gpt2").mkdir(parents=True)  # evaluate.py --models writes one run per model

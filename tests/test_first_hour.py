@@ -130,7 +130,13 @@ def test_every_command_that_writes_ends_with_one_line_naming_what_it_wrote(
     text = capsys.readouterr().out
     assert text.startswith("question graph: ")  # the readable summary is its result
     paths += written(text)
-    links = ["retrieval-eval", "--config", str(whole), "--output-dir", str(tmp_path / "links")]
+    links = [
+        "retrieval-eval",
+        "--config",
+        str(whole),
+        "--evaluation.retrieval_eval_dir",
+        str(tmp_path / "links"),
+    ]
     for argv in ([*index, "--json"], [*links, "--thresholds", "0.5,0.6", "--json"]):
         assert main(argv) == 0
         printed = capsys.readouterr()

@@ -216,10 +216,21 @@ def test_an_empty_question_is_refused_by_every_command(command, question, capsys
 def test_evaluate_refuses_a_limit_below_one(limit, capsys) -> None:
     from evaluate import main
 
-    with pytest.raises(SystemExit) as exited:
-        main(["--config", "configs/tiny.yaml", "--limit", limit])
-    assert exited.value.code == 2
-    assert f"error: argument --limit: must be at least 1, got {limit}" in capsys.readouterr().err
+    assert main(["--config", "configs/tiny.yaml", "--evaluation.limit", limit]) == 1
+    error = capsys.readouterr().err
+    assert error.strip().endswith(f"evaluation.limit: must be >= 1, got {limit}"), error
+
+
+@pytest.mark.parametrize(
+    ("old", "new"), [("--limit", "--evaluation.limit"), ("--output-dir", "--evaluation.output_dir")]
+)
+def test_evaluate_refuses_the_old_spellings_in_one_line(old, new, tmp_path, capsys) -> None:
+    from evaluate import main
+
+    argv = ["--config", "configs/tiny.yaml", f"{old}={tmp_path / 'x'}" if old == "--output-dir" else old, "2"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.splitlines() == [f"evaluate.py: {old} is now {new}"]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_an_evaluation_limit_below_one_in_the_config_is_refused(tmp_path) -> None:

@@ -179,7 +179,13 @@ def small_config(tmp_path: Path, source: Path) -> Path:
 def one_error_line(tmp_path: Path, source: Path, capsys) -> str:
     out = tmp_path / "report"
     status = main(
-        ["retrieval-eval", "--config", str(small_config(tmp_path, source)), "--output-dir", str(out)]
+        [
+            "retrieval-eval",
+            "--config",
+            str(small_config(tmp_path, source)),
+            "--evaluation.retrieval_eval_dir",
+            str(out),
+        ]
     )
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
@@ -225,6 +231,18 @@ def test_train_is_not_an_evaluated_split_and_thresholds_are_checked(site, tmp_pa
         assert line.startswith(f"error: --thresholds {bad!r}: {reason}")
 
 
+def test_the_split_is_the_config_key_and_the_old_spellings_are_one_line(site, tmp_path, capsys):
+    config, out = str(small_config(tmp_path, site)), tmp_path / "report"
+    argv = ["retrieval-eval", "--config", config, "--evaluation.retrieval_eval_dir", str(out)]
+    assert main([*argv, "--evaluation.split", "train"]) == 1  # the key reaches the command's own check
+    assert "evaluation.split='train'" in capsys.readouterr().err
+    old = {"--split": "--evaluation.split", "--output-dir": "--evaluation.retrieval_eval_dir"}
+    for name, key in old.items():
+        assert main(["retrieval-eval", "--config", config, f"{name}={out}"]) == 2
+        assert capsys.readouterr().err.splitlines() == [f"graphctx retrieval-eval: {name} is now {key}"]
+    assert not out.exists()
+
+
 def test_help_piped_into_a_reader_that_stops_early_ends_quietly():
     import subprocess
 
@@ -244,7 +262,7 @@ def test_tiny_config_end_to_end(tmp_path, capsys):
         "--json",
         "--thresholds",
         "0.5,0.7",
-        "--output-dir",
+        "--evaluation.retrieval_eval_dir",
         str(out),
     ]
     assert main(argv) == 0

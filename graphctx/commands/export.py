@@ -28,7 +28,10 @@ NO_COMMIT = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--run", dest="run_dir", required=True, help="evaluation run folder (evaluate.py's --output-dir)"
+        "--run",
+        dest="run_dir",
+        required=True,
+        help="evaluation run folder (evaluate.py's --evaluation.output_dir)",
     )
     parser.add_argument("--to", required=True, help="dataset folder to write (must not exist)")
     parser.add_argument(

@@ -3,8 +3,9 @@ the hybrid and the config's ``retrieval.extra`` plug-ins), and a sweep of T.
 
 Queries are the evaluated split's questions linked (PostLinks.xml: duplicate = 2, linked = 1) to older
 pool questions (see graphctx.evaluation.retrieval_eval.queries for what is counted and why). Writes
-results.md, results.csv, results.json and sweep.png to --output-dir (default
-<trainer.default_root_dir>/retrieval_eval); prints the markdown, or the JSON line with --json.
+results.md, results.csv, results.json and sweep.png to --evaluation.retrieval_eval_dir (default
+<trainer.default_root_dir>/retrieval_eval) for the split --evaluation.split; prints the markdown, or the
+JSON line with --json.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ import argparse
 import json
 import math
 import sys
-from pathlib import Path
 from typing import TextIO
 
 from graphctx.command_line import add_config
 from graphctx.commands import wrote
 from graphctx.errors import ConfigError
 
+RENAMED = {"--split": "--evaluation.split", "--output-dir": "--evaluation.retrieval_eval_dir"}
+"""Options of older releases -> the config key that replaced them (one spelling for each setting)."""
 MAX_THRESHOLDS = 200
 """The most values of T one sweep runs (each rebuilds the question graph): a larger sweep is refused."""
 
@@ -54,13 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--thresholds", default="0.50:0.90:0.05", help="T values of the sweep: 0.5,0.6 or start:stop:step"
     )
-    parser.add_argument("--split", help="evaluated split (default: the config's evaluation.split)")
     parser.add_argument("--recall-k", type=int, default=10, help="a second recall cut-off beside top_k")
     parser.add_argument(
         "--keep-links", action="store_true", help="leave the query's links to its targets in its text"
-    )
-    parser.add_argument(
-        "--output-dir", help="report folder (default <trainer.default_root_dir>/retrieval_eval)"
     )
 
 
@@ -79,7 +77,7 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
     if args.recall_k < 1:
         raise ConfigError(f"--recall-k {args.recall_k}: must be at least 1")
     config = run_config(args)
-    split = args.split or config.evaluation.split
+    split = config.evaluation.split
     dataset_settings = config.data.dataset
     check_link_source(dataset_settings, split)
     dataset = config.load_dataset()
@@ -108,7 +106,7 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
         "masked_pool_questions": masked_pool,
         "embedding_model": settings.embedding_model,
     }
-    folder = Path(args.output_dir) if args.output_dir else config.root_dir / "retrieval_eval"
+    folder = config.retrieval_eval_dir
     document = write_report(evaluation, about, folder)
     print(json.dumps(document) if args.json else markdown(evaluation, about), file=out)
     wrote(out, [*(folder / name for name in FILES), folder / TREC], args.json)

@@ -357,23 +357,27 @@ def load_config(
     command line ``--config PATH --section.key value ...`` of any entry point gives it."""
     path = Path(path)
     check_moved_keys({}, overrides)
+    parser = config_parser()
     try:
-        parsed = config_parser().parse_args(["--config", str(path), *overrides])
+        parsed = parser.parse_args(["--config", str(path), *overrides])
     except ConfigError:
         raise
     except Exception as exc:  # jsonargparse raises ArgumentError / ValueError / TypeError
         raise ConfigError(f"{path}: {exc}") from exc
-    return run_config(parsed, devices)
+    return run_config(parsed, devices, parser)
 
 
-def run_config(parsed: Namespace, devices: bool | Sequence[str] = True) -> RunConfig:
+def run_config(
+    parsed: Namespace, devices: bool | Sequence[str] = True, parser: ArgumentParser | None = None
+) -> RunConfig:
     """The RunConfig of a command line parsed with :func:`add_config_arguments` (the command's own options
     are left aside): its settings range-checked, its devices checked, its plug-ins imported; a problem is
     one :class:`ConfigError` named by the config file.
 
     ``devices``: refuse CUDA settings on a machine without CUDA (off for ``graphctx plan``, which describes
     a GPU config from a login node); a list of sections checks only theirs (a CPU command such as
-    ``graphctx data`` runs a GPU config on a CPU node: ``trainer.accelerator: gpu`` is not its concern)."""
+    ``graphctx data`` runs a GPU config on a CPU node: ``trainer.accelerator: gpu`` is not its concern).
+    ``parser``: the config parser that parsed it, reused to instantiate the settings (default: a new one)."""
     files = parsed.get("config") or []
     path = Path(str(files[-1])) if files else COMMAND_LINE
     given = parsed
@@ -388,7 +392,7 @@ def run_config(parsed: Namespace, devices: bool | Sequence[str] = True) -> RunCo
             plain = parsed.as_dict()
             for section in devices:
                 check_devices(plain.get(section) or {}, f"{section}.")
-        settings = config_parser().instantiate_classes(parsed)
+        settings = (parser or config_parser()).instantiate_classes(parsed)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
     except Exception as exc:  # jsonargparse raises ArgumentError / ValueError / TypeError

@@ -116,6 +116,12 @@ class RunConfig:
         chosen = self.evaluation.output_dir
         return Path(chosen) if chosen else self.root_dir / "eval"
 
+    @property
+    def retrieval_eval_dir(self) -> Path:
+        """``evaluation.retrieval_eval_dir``, else ``<default_root_dir>/retrieval_eval``."""
+        chosen = self.evaluation.retrieval_eval_dir
+        return Path(chosen) if chosen else self.root_dir / "retrieval_eval"
+
     def load_dataset(self) -> datasets.DatasetDict:
         """The config's Q&A dataset, filtered exactly as for training (the token limit counted in the
         tokenizers of :attr:`filter_specs`), from the data cache."""

@@ -75,7 +75,7 @@ def run_variants(run: Path) -> list[str]:
         if (predictions / path.name.replace(".jsonl", ".meta.json")).is_file()
     )
     if not run.is_dir() or not names:
-        hint = "give evaluate.py's --output-dir"
+        hint = "give evaluate.py's --evaluation.output_dir"
         if (run / "models").is_dir():
             hint = "a model sweep: export each of its models/<name>/"
         raise DataError(

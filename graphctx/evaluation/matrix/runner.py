@@ -27,8 +27,8 @@ its own into its shards, and rank 0 merges them into the files a single process 
 A rerun never deletes a row (:mod:`graphctx.evaluation.matrix.resume_guard`): a metric whose settings changed
 is re-scored (its old scores moved aside into ``stale/``), the other metrics and the answers are kept; answers
 made with other settings are refused, or moved aside with ``--overwrite``; rows outside the requested
-``--limit`` or variants stay in place (the table shows the requested rows); a row whose id is not in the
-split is moved aside.
+``evaluation.limit`` or variants stay in place (the table shows the requested rows); a row whose id is not in
+the split is moved aside.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class MatrixEvaluation:
         self.variants = get_variants(variants if variants is not None else self.settings.variants)
         self.limit = limit if limit is not None else self.settings.limit
         if self.limit is not None and self.limit < 1:
-            raise ConfigError(f"evaluation.limit (--limit): must be at least 1, got {self.limit}")
+            raise ConfigError(f"evaluation.limit: must be at least 1, got {self.limit}")
         self.output_dir = Path(output_dir) if output_dir else config.output_dir
         self.cache_dir = config.cache_dir
         self.processes = processes or Processes()

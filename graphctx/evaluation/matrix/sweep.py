@@ -106,7 +106,7 @@ def run_sweep(
     processes: Processes | None = None,
     stop: StopRequest | None = None,
     overwrite: bool = False,
-    output_key: str = "--output-dir",
+    output_key: str = "evaluation.output_dir",
     metrics: Sequence[str] | None = None,
 ) -> str | None:
     """Run every model of ``configs`` (model → its config) and write ``sweep.md`` / ``sweep.csv``; returns
