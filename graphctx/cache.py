@@ -137,7 +137,26 @@ def read_entry(entry: str | os.PathLike[str], load: Callable[[Path], T]) -> T | 
     if not entry.exists():
         return None
     try:
-        return load(entry)
+        value = load(entry)
     except UNREADABLE as error:
         move_aside(entry, error)
         return None
+    with contextlib.suppress(OSError):  # the LRU mark: a read-only cache still reads
+        os.utime(entry)
+    return value
+
+
+def remove_entry(entry: str | os.PathLike[str]) -> bool:
+    """Remove a cache entry (file or folder) atomically: rename it to a hidden sibling first, so a reader
+    sees the whole entry or none of it, then delete that sibling. ``False`` when it was already gone."""
+    entry = Path(entry)
+    doomed = entry.with_name(f".{entry.name}.removed-{uuid.uuid4().hex[:8]}")
+    try:
+        os.rename(entry, doomed)
+    except FileNotFoundError:
+        return False
+    if doomed.is_dir() and not doomed.is_symlink():
+        shutil.rmtree(doomed, ignore_errors=True)
+    else:
+        doomed.unlink(missing_ok=True)
+    return True
