@@ -23,6 +23,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 SINGLE_MACHINE_FIXTURES = {"slurm_cluster": "slurm", "local_run": "slurm"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the node ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Put each test that uses a single-machine fixture in its xdist group (``--dist loadgroup``)."""
     for item in items:
