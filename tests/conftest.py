@@ -14,27 +14,39 @@ for _name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
     os.environ.setdefault(_name, "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 if os.environ.get("PYTEST_XDIST_WORKER"):
-    # One intra-op thread per xdist worker (and per process a test starts): two workers on two cores, never
-    # four OpenMP threads spinning for two cores.
+    # One intra-op thread per xdist worker (and per process a test starts): three workers on two cores, never
+    # six OpenMP threads spinning for two cores.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # Fixtures that own one machine-wide thing: every test that uses one runs on the same xdist worker, so the
 # thing is made once per run (the SLURM cluster; the local protocol run the SLURM one is compared to).
-SINGLE_MACHINE_FIXTURES = {"slurm_cluster": "slurm", "local_run": "slurm"}
+SINGLE_MACHINE_FIXTURES = frozenset({"slurm_cluster", "local_run"})
+SINGLE_MACHINE_GROUP = "slurm"
+
+
+def _uses_a_module_fixture(item: pytest.Item) -> bool:
+    """Whether the test uses a module-scoped fixture (one built per worker that runs a test of the module)."""
+    definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    return any(defs and defs[-1].scope == "module" for defs in definitions.values())
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups into the node ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Put each test that uses a single-machine fixture in its xdist group (``--dist loadgroup``)."""
+    """xdist groups (``--dist loadgroup``), so each expensive fixture is built once per run: the tests of a
+    single-machine fixture share one worker, and so do the tests of a module that share a module fixture (in
+    the single-machine group when a test of the module is in it, so the module fixture is built once too).
+    The single-machine group, the longest, goes first."""
+    single = {item.module.__name__ for item in items if SINGLE_MACHINE_FIXTURES & set(item.fixturenames)}
     for item in items:
-        groups = {
-            SINGLE_MACHINE_FIXTURES[name]
-            for name in getattr(item, "fixturenames", ())
-            if name in SINGLE_MACHINE_FIXTURES
-        }
-        for group in groups:
+        if SINGLE_MACHINE_FIXTURES & set(item.fixturenames):
             item.add_marker(pytest.mark.single_machine)
-            item.add_marker(pytest.mark.xdist_group(group))
+            item.add_marker(pytest.mark.xdist_group(SINGLE_MACHINE_GROUP))
+        elif _uses_a_module_fixture(item):
+            module = item.module.__name__
+            item.add_marker(pytest.mark.xdist_group(SINGLE_MACHINE_GROUP if module in single else module))
+    items.sort(
+        key=lambda item: not any(m.args == (SINGLE_MACHINE_GROUP,) for m in item.iter_markers("xdist_group"))
+    )
 
 
 @pytest.fixture(scope="session")
