@@ -265,8 +265,16 @@ def dequantized(model: PreTrainedModel, spec: ModelSpec, dtype: torch.dtype) -> 
 
 def release_memory() -> None:
     """Return the memory of models no longer referenced: a garbage collection (models hold reference
-    cycles), then CUDA's cached blocks back to the device, so the next stage's models find it free."""
+    cycles), then CUDA's cached blocks back to the device, so the next stage's models find it free.
+
+    A full collection walks every live object: about 650k once torch, transformers and spaCy are imported,
+    0.45 s on a 2-core CPU, paid at each release. The first release therefore moves what survives it (the
+    imported modules, the run's settings and rows) to the permanent generation (``gc.freeze``), and each
+    later one walks only what was made since: the models of the stages after it. What the first release
+    keeps alive and later drops inside a reference cycle is not collected: a one-time, bounded cost."""
     gc.collect()
+    if not gc.get_freeze_count():
+        gc.freeze()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
 
