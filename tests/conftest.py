@@ -35,7 +35,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """xdist groups (``--dist loadgroup``), so each expensive fixture is built once per run: the tests of a
     single-machine fixture share one worker, and so do the tests of a module that share a module fixture (in
     the single-machine group when a test of the module is in it, so the module fixture is built once too).
-    The single-machine group, the longest, goes first."""
+    Then the longest first (``--no-loadscope-reorder`` keeps this order): the single-machine group, then the
+    tests marked slow, so no long test starts when the others are nearly done."""
     single = {item.module.__name__ for item in items if SINGLE_MACHINE_FIXTURES & set(item.fixturenames)}
     for item in items:
         if SINGLE_MACHINE_FIXTURES & set(item.fixturenames):
@@ -44,9 +45,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         elif _uses_a_module_fixture(item):
             module = item.module.__name__
             item.add_marker(pytest.mark.xdist_group(SINGLE_MACHINE_GROUP if module in single else module))
-    items.sort(
-        key=lambda item: not any(m.args == (SINGLE_MACHINE_GROUP,) for m in item.iter_markers("xdist_group"))
-    )
+    items.sort(key=_start_order)
+
+
+def _start_order(item: pytest.Item) -> int:
+    if any(mark.args == (SINGLE_MACHINE_GROUP,) for mark in item.iter_markers("xdist_group")):
+        return 0
+    return 1 if item.get_closest_marker("slow") else 2
 
 
 @pytest.fixture(scope="session")

@@ -174,6 +174,7 @@ def run(tmp_path_factory, cardano_dir, tiny_bert, tiny_t5):
     return config, root / "out", [int(row["id"]) for row in rows]
 
 
+@pytest.mark.slow
 def test_every_line_has_one_attribution_per_architecture(run):
     config, out, _ = run
     pool = {int(r["id"]) for r in config.load_dataset()["train"]}

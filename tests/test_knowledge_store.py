@@ -42,6 +42,7 @@ def cardano_pairs(cardano_dir: Path) -> dict[int, QAPair]:
     return pairs
 
 
+@pytest.mark.slow
 def test_store_is_built_once_from_both_sources(
     kg_settings: KnowledgeSettings, local_kg: LocalKnowledgeGraph
 ) -> None:

@@ -169,6 +169,7 @@ def test_factsumm_extracts_entity_pair_facts_and_scores_rows(factsumm_models):
     assert rows["facts_generated"][0].item() == len(expected)
 
 
+@pytest.mark.slow
 def test_factsumm_cuts_a_sentence_longer_than_its_models_take_and_counts_it(factsumm_models):
     # Both tiny models have 128 positions (LUKE: 126 usable, positions start at pad_token_id + 1); a
     # 300-token "sentence" (a log line, as answers carry) crashed both before.

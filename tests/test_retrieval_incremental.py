@@ -114,6 +114,7 @@ def test_bad_additions_are_one_line_errors(tmp_path):
         index_command.added_questions(str(table))
 
 
+@pytest.mark.slow
 def test_index_command_adds_questions_to_the_cached_pool(tmp_path, capsys, smollm2_folder):
     cache, config = str(tmp_path / "cache"), str(recent_pool_config(tmp_path, smollm2_folder))
     out = io.StringIO()

@@ -64,6 +64,7 @@ def index_report(config: Path, cache: Path, capsys, **options) -> tuple[dict, st
     return json.loads(out.getvalue()), capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_two_ranks_embed_their_shards_and_the_merge_equals_one_pass(tmp_path, capsys, smollm2_folder):
     sharded, single = tmp_path / "sharded", tmp_path / "single"
     config = recent_pool_config(tmp_path, smollm2_folder)

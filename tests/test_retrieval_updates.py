@@ -116,6 +116,7 @@ def test_bad_updates_are_one_line_errors(update, message):
         update.check([1, 2, 3])
 
 
+@pytest.mark.slow
 def test_index_command_edits_and_deletes_in_the_cached_index_and_a_live_pool(tmp_path, smollm2_folder):
     """``graphctx index --edit/--delete`` on the config's cached pool index, and ``--pool-dir`` on a live
     pool (the same operations as graphctx serve's endpoints, in batches)."""
