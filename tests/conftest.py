@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from slurm_cluster import slurm_cluster  # noqa: F401 -- the fixture: here, so one cluster serves every module
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from evaluation_workspace import write_workspace
 from lightning.fabric.plugins.environments.lightning import find_free_network_port
-from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 -- fixture
+from slurm_cluster import SlurmCluster
 
 from graphctx.errors import ConfigError
 from graphctx.evaluation.jsonl import read_records
@@ -226,7 +226,7 @@ def test_a_rank_killed_mid_run_resumes_on_one_process_to_the_same_files(workspac
 @pytest.mark.slow
 def test_evaluate_sbatch_on_two_tasks_is_requeued_by_sigusr1_and_ends_with_the_files_of_one_process(
     workspace,
-    slurm_cluster: SlurmCluster,  # noqa: F811
+    slurm_cluster: SlurmCluster,
 ):
     """scripts/slurm/evaluate.sbatch on the real single-node cluster of scripts/slurm/cluster.sh, 2 tasks;
     SIGUSR1 mid-run (as ``--signal=USR1@90`` sends it): the tasks stop after their batch, the job is

@@ -27,7 +27,7 @@ from reproduce_workspace import (
     reproduce,
     reproduce_config,
 )
-from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 -- fixture
+from slurm_cluster import SlurmCluster
 
 from graphctx.knowledge.store import DEBIAN_JSONL, SOFTWARE_SQL
 
@@ -74,7 +74,7 @@ def cancel_live(cluster: SlurmCluster, jobs: Iterable[str]) -> None:
 
 @pytest.mark.slow
 def test_the_protocol_runs_as_dependent_jobs_and_a_failed_one_is_resubmitted_with_what_follows(
-    slurm_cluster: SlurmCluster,  # noqa: F811 -- fixture
+    slurm_cluster: SlurmCluster,
     reproduce_cache: Path,
     cardano_dir: Path,
     tiny_bert: Path,

@@ -19,7 +19,7 @@ import torch
 import yaml
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.demos.boring_classes import BoringModel
-from slurm_cluster import REPO_ROOT, SlurmCluster, slurm_cluster  # noqa: F401 -- fixture
+from slurm_cluster import REPO_ROOT, SlurmCluster
 
 from graphctx.model.preemption import RequeueAtStepBoundary
 from train import add_run_callbacks
@@ -115,7 +115,7 @@ def test_preempted_at_a_checkpoint_step_the_resumed_run_keeps_refreshing_last_ck
 
 @pytest.mark.slow
 def test_sigusr1_requeues_and_the_job_resumes_without_losing_or_repeating_a_step(
-    slurm_cluster: SlurmCluster,  # noqa: F811
+    slurm_cluster: SlurmCluster,
     cardano_dir: Path,
     tmp_path: Path,
 ) -> None:

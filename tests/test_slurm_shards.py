@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from slurm_cluster import REPO_ROOT, SlurmCluster, slurm_cluster  # noqa: F401 -- fixture
+from slurm_cluster import REPO_ROOT, SlurmCluster
 from tiny_config import recent_pool_config
 
 from graphctx.cli import subcommand_parser
@@ -23,7 +23,7 @@ def json_line(log: str) -> dict:
 
 
 def test_an_array_job_embeds_the_shards_and_the_merge_only_reads_them(
-    slurm_cluster: SlurmCluster,  # noqa: F811
+    slurm_cluster: SlurmCluster,
     tmp_path: Path,
     capsys,
     smollm2_folder: Path,

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import REPO_ROOT
 
 PROBE = r"""
@@ -32,7 +33,8 @@ def test_grouped(local_run, request, n):
 
 
 def test_tests_of_one_single_machine_fixture_share_one_worker(tmp_path: Path) -> None:
-    shutil.copy(REPO_ROOT / "tests" / "conftest.py", tmp_path / "conftest.py")
+    for name in ("conftest.py", "slurm_cluster.py"):
+        shutil.copy(REPO_ROOT / "tests" / name, tmp_path / name)
     (tmp_path / "test_probe.py").write_text(PROBE)
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup"]
     command += ["-q", "-c", "/dev/null", "--rootdir", str(tmp_path), str(tmp_path)]
@@ -41,3 +43,16 @@ def test_tests_of_one_single_machine_fixture_share_one_worker(tmp_path: Path) ->
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout[-3000:]
     assert len(starts.read_text().split()) == 1  # the fixture started once, on one worker
+
+
+def test_every_module_of_this_run_shares_one_slurm_cluster(request: pytest.FixtureRequest) -> None:
+    """A session fixture imported into each test module is a fixture of each module, started once per
+    module (four clusters a run): it lives in conftest.py, one definition for every test."""
+    definitions = {
+        id(item._fixtureinfo.name2fixturedefs["slurm_cluster"][-1])
+        for item in request.session.items
+        if "slurm_cluster" in getattr(item, "fixturenames", ())
+    }
+    if not definitions:
+        pytest.skip("no test of this run uses the SLURM cluster")
+    assert len(definitions) == 1
