@@ -25,6 +25,10 @@ SINGLE_MACHINE_FIXTURES = frozenset({"slurm_cluster", "local_run"})
 SINGLE_MACHINE_GROUP = "slurm"
 
 
+def _uses_a_single_machine_fixture(item: pytest.Item) -> bool:
+    return bool(SINGLE_MACHINE_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+
+
 def _uses_a_module_fixture(item: pytest.Item) -> bool:
     """Whether the test uses a module-scoped fixture (one built per worker that runs a test of the module)."""
     definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
@@ -38,9 +42,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     the single-machine group when a test of the module is in it, so the module fixture is built once too).
     Then the longest first (``--no-loadscope-reorder`` keeps this order): the single-machine group, then the
     tests marked slow, so no long test starts when the others are nearly done."""
-    single = {item.module.__name__ for item in items if SINGLE_MACHINE_FIXTURES & set(item.fixturenames)}
+    single = {item.module.__name__ for item in items if _uses_a_single_machine_fixture(item)}
     for item in items:
-        if SINGLE_MACHINE_FIXTURES & set(item.fixturenames):
+        if _uses_a_single_machine_fixture(item):
             item.add_marker(pytest.mark.single_machine)
             item.add_marker(pytest.mark.xdist_group(SINGLE_MACHINE_GROUP))
         elif _uses_a_module_fixture(item):
