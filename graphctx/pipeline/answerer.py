@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
     from graphctx.knowledge.extractors import TripletExtractor
     from graphctx.pipeline.run_config import RunConfig
+    from graphctx.retrieval.encoder import SentenceEncoder
 
 Log = Callable[[str], None]
 
@@ -180,9 +181,12 @@ class Answerer:
         return self.model("base") if uses_generation_model(self.settings.knowledge) else None
 
     # ---- contexts ------------------------------------------------------------------------------------
-    def context_builder(self, enhancer: Enhancer | None = None) -> ContextBuilder:
+    def context_builder(
+        self, enhancer: Enhancer | None = None, encoder: SentenceEncoder | None = None
+    ) -> ContextBuilder:
         """A :class:`ContextBuilder` over the pool, the base model lent to its LLM extractor if needed;
-        ``enhancer``: a knowledge stage already loaded (``graphctx serve`` keeps it when the pool changes)."""
+        ``enhancer``, ``encoder``: a knowledge stage and a query encoder already loaded (``graphctx serve``
+        keeps both when the pool changes)."""
         settings = self.settings
         return ContextBuilder(
             list(self.pool.values()),
@@ -193,6 +197,7 @@ class Answerer:
             generation_model=self.lent_base(),
             tokenizer=self.tokenizer,
             processes=self.processes,
+            encoder=encoder,
         )
 
     def contexts(

@@ -33,6 +33,8 @@ from graphctx.knowledge.verbalise import Sentence
 from graphctx.pipeline.pool import pool_index
 from graphctx.pipeline.processes import Processes
 from graphctx.prompts import Variant
+from graphctx.retrieval.builders import build_encoder
+from graphctx.retrieval.encoder import SentenceEncoder
 from graphctx.retrieval.index import RetrievalIndex
 from graphctx.retrieval.numerics import resolve_device
 from graphctx.retrieval.registry import PoolView, entry_named, retriever_entries
@@ -77,7 +79,9 @@ class ContextBuilder:
     ``knowledge.llm_model`` is ``""`` (it is then required). ``tokenizer``: the generation model's, which
     counts ``knowledge.token_budget`` unless ``knowledge.tokenizer`` names another. ``processes``: the
     processes that share the work (see the module docstring; every one of them then calls
-    :meth:`for_variants` and :meth:`knowledge_summary` with the same arguments).
+    :meth:`for_variants` and :meth:`knowledge_summary` with the same arguments). ``enhancer`` and
+    ``encoder``: a knowledge stage and a query encoder already loaded (``graphctx serve`` keeps both when
+    the pool changes); otherwise each loads on first use, the encoder once for every embedding retriever.
     """
 
     def __init__(
@@ -89,6 +93,7 @@ class ContextBuilder:
         enhancer: Enhancer | None = None,
         generation_model: GenerationModel | None = None,
         *,
+        encoder: SentenceEncoder | None = None,
         tokenizer: PreTrainedTokenizerBase,
         processes: Processes | None = None,
     ) -> None:
@@ -97,6 +102,7 @@ class ContextBuilder:
         self.knowledge = knowledge_with_cache(knowledge, cache_dir)
         self.cache_dir = cache_dir
         self._enhancer = enhancer
+        self._encoder = encoder
         self.generation_model = generation_model
         self.processes = processes or Processes()
         self._indexes: dict[str, RetrievalIndex] = {}
@@ -135,8 +141,10 @@ class ContextBuilder:
             entry = entry_named(self.retrievers, method, "retrieval")
             on_cuda = resolve_device(self.retrieval.device).type == "cuda"
             device = self.processes.device if on_cuda else None
+            if entry.embeds and self._encoder is None:
+                self._encoder = build_encoder(self.retrieval, device)
             texts = [row["question"] for row in self.pool.values()]
-            pool = PoolView(list(self.pool), texts, self.index, device=device)
+            pool = PoolView(list(self.pool), texts, self.index, device=device, encoder=self._encoder)
             self._retrievers[method] = entry.build(pool)
         return self._retrievers[method]
 

@@ -44,7 +44,7 @@ def retrieval_numerics(settings: RetrievalSettings, device: torch.device | None 
     return numerics(device, embedding_dtype(settings.embedding_dtype, device), settings.cpu_threads)
 
 
-def build_encoder(settings: RetrievalSettings, device: torch.device | None = None) -> SentenceEncoder:
+def build_encoder(settings: RetrievalSettings, device: str | torch.device | None = None) -> SentenceEncoder:
     """The ``settings.embedding_model`` encoder in ``settings.embedding_dtype`` on ``device`` (by default
     ``settings.device``), capped at ``settings.max_seq_length`` tokens.
 

@@ -27,6 +27,7 @@ from graphctx.plugins import checked_method, load_plugins, plugin_name, running,
 from graphctx.retrieval.settings import RetrievalSettings
 
 if TYPE_CHECKING:  # the retrievers import torch: only when one is built
+    from graphctx.retrieval.encoder import SentenceEncoder
     from graphctx.retrieval.index import RetrievalIndex
     from graphctx.retrieval.retriever import Hit, QueryEmbedder, Retriever
 
@@ -38,14 +39,16 @@ FUSION_DEPTH = 100
 class PoolView:
     """What a retriever may read of the pool: ids and question texts in pool order, the embedded index
     of ``graph`` or ``dense`` (built once, then read from the cache), the device this process embeds and
-    ranks on (None: ``retrieval.device``), and, where the queries are embedded already (retrieval-eval),
-    their embeddings by text (None: the retriever embeds them)."""
+    ranks on (None: ``retrieval.device``), where the queries are embedded already (retrieval-eval),
+    their embeddings by text (None: the retriever embeds them), and a query encoder already loaded (None:
+    the retriever loads its own)."""
 
     ids: list[int]
     texts: list[str]
     index: Callable[[str], RetrievalIndex]
     device: str | None = None
     embedded: QueryEmbedder | None = None
+    encoder: SentenceEncoder | None = None
 
 
 class RetrieverEntry:
@@ -89,7 +92,9 @@ class GraphEntry(RetrieverEntry):
         from graphctx.retrieval.retriever import build_retriever
 
         settings = dataclasses.replace(self.settings, method=self.name)
-        return build_retriever(pool.index(self.name), settings, device=pool.device, embedded=pool.embedded)
+        return build_retriever(
+            pool.index(self.name), settings, pool.encoder, device=pool.device, embedded=pool.embedded
+        )
 
 
 class DenseEntry(GraphEntry):
@@ -120,7 +125,9 @@ class HybridEntry(RetrieverEntry):
         from graphctx.retrieval.retriever import build_retriever
 
         deep = dataclasses.replace(self.settings, method="graph", top_k=FUSION_DEPTH)
-        graph = build_retriever(pool.index("graph"), deep, device=pool.device, embedded=pool.embedded)
+        graph = build_retriever(
+            pool.index("graph"), deep, pool.encoder, device=pool.device, embedded=pool.embedded
+        )
         lexical = BM25Retriever(pool.ids, pool.texts, FUSION_DEPTH)
         return HybridRetriever(graph, lexical, self.settings.top_k, FUSION_DEPTH)
 

@@ -5,8 +5,8 @@ The recipe is :class:`~graphctx.pipeline.answerer.Answerer`'s, step for step as 
 it (contexts → prompts → answers), so one question gets ``graphctx answer``'s answer. What differs is what
 is held: the models, the knowledge stage and a :class:`~graphctx.pipeline.contexts.ContextBuilder` (its
 index and retriever) stay loaded between requests; the builder is replaced when the committed pool changes
-(:class:`~graphctx.serve.live_pool.LivePool`). A batch takes one builder before it starts, so it sees one
-version of the pool from start to end.
+(:class:`~graphctx.serve.live_pool.LivePool`), keeping the knowledge stage and the query encoder. A batch
+takes one builder before it starts, so it sees one version of the pool from start to end.
 """
 
 from __future__ import annotations
@@ -65,7 +65,8 @@ class ServedAnswerer:
             snapshot = self.pool.snapshot()
             self.answerer.pool = {int(row["id"]): row for row in snapshot.rows}
             old = self._builder
-            self._builder = self.answerer.context_builder(enhancer=old._enhancer if old else None)
+            loaded = (old._enhancer, old._encoder) if old else (None, None)  # kept: no reload per write
+            self._builder = self.answerer.context_builder(*loaded)
             self._attributor = Attributor.from_config(self.config, self.answerer.pool)
             self._version = snapshot.version
         return self._builder

@@ -7,6 +7,13 @@ rebuild of the new pool reads (:func:`~graphctx.retrieval.scale.updates.update_i
 ``pool.jsonl`` atomically (temp file + rename): the rename is the commit, so a reader, a crash or a restart
 sees the pool before the update or after it, each with its index, never half of one. Writers take the
 folder's lock one at a time (processes included); readers take none (:meth:`LivePool.snapshot`).
+
+The cache stays bounded: ``<folder>/indexes.json`` lists the index entries the pool's updates wrote (each
+key recorded before its entry is written, so a crash leaves none unlisted). A commit removes every listed
+entry but the new version's and the one before it (a worker that took the previous snapshot a moment ago
+may still be reading it), so any number of writes leaves at most two of them. An entry that was in the
+cache before the update wrote it (the training split's index, which the other commands read too, or one
+that ``graphctx index`` built) is not listed, so never removed.
 """
 
 from __future__ import annotations
@@ -20,17 +27,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from graphctx.cache import atomic_path
+from graphctx.cache import atomic_path, cache_root, read_entry, remove_entry, write_json_atomic
 from graphctx.errors import DataError
 from graphctx.pipeline.pool import pool_index
 from graphctx.retrieval.builders import build_encoder
 from graphctx.retrieval.encoder import SentenceEncoder
-from graphctx.retrieval.index import RetrievalIndex
+from graphctx.retrieval.index import RetrievalIndex, index_key
 from graphctx.retrieval.scale.updates import PoolUpdate, update_index
 from graphctx.retrieval.settings import RetrievalSettings
 
 POOL_FILE = "pool.jsonl"
 LOCK_FILE = ".pool.lock"
+INDEXES_FILE = "indexes.json"
+KEPT_VERSIONS = 2
+"""Index entries of updated versions kept: the committed one and the one before it."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +96,13 @@ class LivePool:
         with self._writing():
             rows = self.snapshot().rows
             texts = [str(row["question"]) for row in rows]
+            ids = [int(row["id"]) for row in rows]
+            update.check(ids)
+            written = self.written_indexes()
+            key = index_key(*update.apply(ids, texts)[:2], self.settings)
+            if key in written or not (self.index_root() / key).exists():  # ours, not another command's
+                written = [old for old in written if old != key] + [key]
+                write_json_atomic(self.folder / INDEXES_FILE, written)  # listed before it is written
             if self._encoder is None and (update.added or update.edited):
                 self._encoder = build_encoder(self.settings)  # loaded once, for every later update
             index, new_texts = update_index(
@@ -99,6 +116,7 @@ class LivePool:
                 row["answer"] = answers.get(qid, row.get("answer", ""))
                 new_rows.append(row)
             self._commit(new_rows)
+            self._remove_stale(written)
         return {
             "pool": len(new_rows),
             "added": [qid for qid, _ in update.added],
@@ -106,6 +124,21 @@ class LivePool:
             "deleted": list(update.deleted),
             "edges": index.stats.get("edges"),
         }
+
+    def index_root(self) -> Path:
+        """The cache folder of the retrieval indexes."""
+        return cache_root(self.cache_dir) / "retrieval-index"
+
+    def written_indexes(self) -> list[str]:
+        """The index keys the updates wrote (``indexes.json``), oldest first."""
+        listed = read_entry(self.folder / INDEXES_FILE, lambda path: json.loads(path.read_text()))
+        return [str(key) for key in listed or []]
+
+    def _remove_stale(self, written: list[str]) -> None:
+        """Remove the listed index entries but the last :data:`KEPT_VERSIONS`, then unlist them."""
+        for key in written[:-KEPT_VERSIONS]:
+            remove_entry(self.index_root() / key)
+        write_json_atomic(self.folder / INDEXES_FILE, written[-KEPT_VERSIONS:])
 
     def _commit(self, rows: Sequence[Mapping[str, Any]]) -> None:
         with atomic_path(self.path) as tmp, open(tmp, "w", encoding="utf-8") as handle:
