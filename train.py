@@ -253,6 +253,7 @@ def run_config(config: Namespace, settings: Namespace, config_path: Path) -> Run
         seed_everything=config.seed_everything,
         trainer=config.trainer.as_dict(),
         cache=config.cache_dir,
+        cache_max_bytes=config.cache_max_bytes,
         **{name: settings[name] for name in SETTINGS_SECTIONS},
     )
 

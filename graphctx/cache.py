@@ -5,6 +5,11 @@ Every expensive artefact (datasets, embeddings, graphs, KG stores, contexts) liv
 temporary sibling first and are renamed into place, so a killed run never leaves a half-written entry that a
 later run could read back. An entry that fails to load all the same (a disk fault, a copy cut short) is
 reported with its path and moved aside by :func:`read_entry`, and the caller rebuilds it.
+
+The cache is bounded two ways: ``graphctx cache --prune`` removes the entries no config reaches, and a
+config's ``cache_max_bytes`` caps the folder: each new folder entry (:func:`publish_once`: a model, a
+dataset, an index, a KG store) first removes the least recently used entries (oldest mtime; a read touches
+it, :func:`read_entry`) until the cache fits. Entries are removed whole and atomically (:func:`remove_entry`).
 """
 
 from __future__ import annotations
@@ -26,6 +31,16 @@ from graphctx.errors import DataError
 
 DEFAULT_CACHE_ENV = "GRAPHCTX_CACHE"
 
+SERVE_POOL = "serve-pool"
+"""``graphctx serve``'s live pool folder in the cache (its default ``--pool-dir``)."""
+
+STATE_FOLDERS = frozenset({SERVE_POOL})
+"""Folders of the cache that hold state, not entries (``graphctx serve``'s live pool): never removed."""
+
+CAPS: dict[Path, int] = {}
+"""The size cap of each cache folder (absolute), set by the configs this process loaded
+(:func:`cap_cache`)."""
+
 UNREADABLE = (OSError, ValueError, RuntimeError, EOFError, KeyError, TypeError, pickle.UnpicklingError)
 """What reading a damaged cache entry raises (torch.load, json, safetensors headers, missing files, keys)."""
 
@@ -37,6 +52,20 @@ def cache_root(path: str | os.PathLike[str] | None = None) -> Path:
     root = Path(path or os.environ.get(DEFAULT_CACHE_ENV, ".cache/graphctx"))
     root.mkdir(parents=True, exist_ok=True)
     return root
+
+
+def cache_path(path: str | os.PathLike[str] | None = None) -> Path:
+    """:func:`cache_root`'s folder, absolute, without creating it."""
+    return Path(path or os.environ.get(DEFAULT_CACHE_ENV, ".cache/graphctx")).absolute()
+
+
+def cap_cache(path: str | os.PathLike[str] | None, max_bytes: int | None) -> None:
+    """Cap the cache folder ``path`` (:func:`cache_root`'s rule) at ``max_bytes`` for this process's
+    writes; None: no cap."""
+    if max_bytes is None:
+        CAPS.pop(cache_path(path), None)
+    else:
+        CAPS[cache_path(path)] = max_bytes
 
 
 def file_digest(path: str | os.PathLike[str], chunk_bytes: int = 1 << 22) -> str:
@@ -100,6 +129,9 @@ def publish_once(target: str | os.PathLike[str]) -> Iterator[Path]:
             if not target.exists():
                 raise
             # another process published this entry first: keep it
+    for root, cap in CAPS.items():
+        if target.absolute().is_relative_to(root):
+            trim(root, cap, keep=target.absolute())
 
 
 def write_json_atomic(target: str | os.PathLike[str], payload: Any) -> None:
@@ -160,3 +192,42 @@ def remove_entry(entry: str | os.PathLike[str]) -> bool:
     else:
         doomed.unlink(missing_ok=True)
     return True
+
+
+def entries(root: str | os.PathLike[str]) -> dict[str, list[Path]]:
+    """The entries of the cache folder ``root`` by kind (``<root>/<kind>/<entry>``), less hidden names
+    (temporaries, entries moved aside) and :data:`STATE_FOLDERS`."""
+    root = Path(root)
+    if not root.is_dir():
+        return {}
+    return {
+        kind.name: sorted(entry for entry in kind.iterdir() if not entry.name.startswith("."))
+        for kind in sorted(root.iterdir())
+        if kind.is_dir() and not kind.name.startswith(".") and kind.name not in STATE_FOLDERS
+    }
+
+
+def entry_bytes(entry: Path) -> int:
+    """The bytes of an entry's files (a folder's, every file below it)."""
+    if not entry.is_dir():
+        return entry.stat().st_size
+    return sum(path.stat().st_size for path in entry.rglob("*") if path.is_file() and not path.is_symlink())
+
+
+def trim(root: Path, max_bytes: int, keep: Path | None = None) -> list[Path]:
+    """Remove the least recently used entries of the cache ``root`` (oldest mtime first, ``keep`` never)
+    until its entries hold at most ``max_bytes``; the entries removed."""
+    sized = [
+        (entry.stat().st_mtime, entry, entry_bytes(entry))
+        for kind in entries(root).values()
+        for entry in kind
+    ]
+    total = sum(size for _, _, size in sized)
+    removed = []
+    for _, entry, size in sorted(sized, key=lambda item: item[0]):
+        if total <= max_bytes:
+            break
+        if entry.absolute() != keep and remove_entry(entry):
+            total -= size
+            removed.append(entry)
+    return removed

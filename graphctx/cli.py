@@ -37,6 +37,7 @@ COMMANDS: tuple[str, ...] = (
     "export",
     "reproduce",
     "serve",
+    "cache",
 )
 """Subcommand names; each is the module of :mod:`graphctx.commands` of that name, ``-`` read as ``_``."""
 

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,12 +72,23 @@ def spacy_available(name: str) -> str:
     return "packaged" if importlib.util.find_spec(name) else "missing"
 
 
+def distribution_of(package: str) -> str:
+    """The installed distribution that provides the import package ``package`` (``package`` itself when
+    none says so)."""
+    return (importlib.metadata.packages_distributions().get(package) or [package])[0]
+
+
 def model_identity(source: str | None) -> Any:
-    """What a model ``source`` is on this machine, cheaply: a local file or folder by each file's (path,
-    size, mtime_ns), subfolders included and links followed; an id by its cached Hub snapshot's commit
-    (None when not cached); a name that is neither (a packaged stand-in such as ``tiny-random``) by itself."""
+    """What a model ``source`` is on this machine, cheaply and wherever it lies: a packaged model's name
+    (:data:`PACKAGED_MODELS`) by its package and the package's version (a re-created or moved environment
+    keeps it); a local file or folder by each file's (path inside it, size, mtime_ns), subfolders included
+    and links followed; an id by its cached Hub snapshot's commit (None when not cached); a name that is
+    none of these by itself."""
     if not source:
         return None
+    if source in PACKAGED_MODELS:
+        package = PACKAGED_MODELS[source]
+        return {"package": package, "version": importlib.metadata.version(distribution_of(package))}
     path = Path(source).expanduser()
     if path.is_file():
         stat = path.stat()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -63,25 +64,16 @@ def prepare_qa_dataset(
     """``(dataset, summary)``; the summary counts rows read, each filter's removals and split sizes.
 
     The cache key hashes the source files' bytes, every setting that shapes the output (all but
-    ``workers``), the tokenizer (when the token-length filter uses it) and the pipeline version, so any
+    ``workers``), the tokenizer's definition (:func:`tokenizer_identity`, when the token-length filter
+    uses it; never where its files lie) and the pipeline version, so any
     change rebuilds and nothing stale is read. A cached entry whose files are damaged (truncated, bytes
     changed, missing) is reported on stderr with its path, moved aside and rebuilt.
     """
     split_ranges(settings.split)
     check_column_mapping(settings.column_mapping)
     tokenizers = _tokenizers(tokenizer)
-    if settings.filters.max_tokens is not None and not tokenizers:
-        raise ConfigError(
-            "data.dataset.filters.max_tokens is set but no tokenizer was given; "
-            "pass the model's tokenizer or set max_tokens: null"
-        )
-    ids = sorted((t.name_or_path, len(t)) for t in tokenizers)
-    tokenizer_id = (ids[0] if len(ids) == 1 else ids) if settings.filters.max_tokens else None
     workers = resolve_workers(settings.workers, "data.dataset.workers")
-    key = fingerprint(
-        PIPELINE_VERSION, _output_settings(settings), source_fingerprint(settings.source), tokenizer_id
-    )
-    folder = cache_root(cache_dir) / "datasets" / key
+    folder = dataset_folder(settings, cache_dir, tokenizers)
     remove_dead_builds(folder.parent)
     cached = read_entry(folder, _read_built)
     if cached is not None:
@@ -89,6 +81,42 @@ def prepare_qa_dataset(
     with publish_once(folder) as tmp:
         _build(settings, tokenizers, tmp, workers)
     return _read_built(folder)
+
+
+def dataset_folder(
+    settings: DatasetSettings, cache_dir: str | Path | None = None, tokenizer: Tokenizers = None
+) -> Path:
+    """The cache entry of the dataset of ``settings`` (see :func:`prepare_qa_dataset` for its key)."""
+    tokenizers = _tokenizers(tokenizer)
+    if settings.filters.max_tokens is not None and not tokenizers:
+        raise ConfigError(
+            "data.dataset.filters.max_tokens is set but no tokenizer was given; "
+            "pass the model's tokenizer or set max_tokens: null"
+        )
+    ids = sorted(tokenizer_identity(t) for t in tokenizers) if settings.filters.max_tokens else []
+    tokenizer_id = (ids[0] if len(ids) == 1 else ids) or None
+    key = fingerprint(
+        PIPELINE_VERSION, _output_settings(settings), source_fingerprint(settings.source), tokenizer_id
+    )
+    return cache_root(cache_dir) / "datasets" / key
+
+
+def read_built(folder: Path) -> datasets.DatasetDict | None:
+    """The dataset built in ``folder``, or None when it is not there (nothing is built)."""
+    built = read_entry(folder, _read_built)
+    return None if built is None else built[0]
+
+
+def tokenizer_identity(tokenizer: PreTrainedTokenizerBase) -> list[Any]:
+    """What a tokenizer counts tokens by, wherever its files lie: its class, its size and the SHA-256 of its
+    whole definition (a fast tokenizer's ``tokenizer.json``: vocabulary, merges, normalisation; a slow
+    one's vocabulary)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    definition = (
+        backend.to_str() if backend is not None else json.dumps(sorted(tokenizer.get_vocab().items()))
+    )
+    digest = hashlib.sha256(definition.encode()).hexdigest()
+    return [type(tokenizer).__name__, len(tokenizer), digest]
 
 
 def _read_built(folder: Path) -> tuple[datasets.DatasetDict, dict[str, Any]]:

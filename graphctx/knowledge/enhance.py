@@ -111,8 +111,11 @@ _NOT_IN_CACHE_KEY = {
     "user_agent",
     "extra",  # the plug-in sources: the selected one is in the key by its name and fingerprint
     "extractors_extra",  # the plug-in extractors: those named in ``extractors`` by their fingerprints
+    "cache_dir",  # where the cache lies
+    "kg_dir",  # where the local store's files lie: the store's key hashes their bytes (its folder's name)
+    "ntriples",
 }
-"""Settings that change how the KG is asked, not what the context holds."""
+"""Settings that change how the KG is asked or where its files lie, not what the context holds."""
 
 
 def _kg_identity(kg: SparqlKnowledgeGraph) -> str:

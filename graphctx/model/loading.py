@@ -64,6 +64,26 @@ def _looks_like_path(source: str) -> bool:
     return source.startswith((".", "/", "~")) or source.endswith(".gguf") or os.sep + os.sep in source
 
 
+def converted_folder(spec: ModelSpec) -> Path | None:
+    """The cache folder :func:`resolve_source` converts ``spec.source`` into (a GGUF file, the packaged
+    SmolLM2, the tiny random Llama), without converting; None for a source read as it is."""
+    if spec.source == TINY_RANDOM:
+        return tiny_random_folder(spec)
+    gguf = packaged_smollm2_gguf() if spec.source == SMOLLM2_GGUF else Path(spec.source).expanduser()
+    return gguf_folder(gguf, spec.cache_dir) if gguf.suffix == ".gguf" and gguf.is_file() else None
+
+
+def gguf_folder(gguf_file: Path, cache_dir: str | None = None) -> Path:
+    """The cache folder of a converted GGUF checkpoint, keyed by the file's SHA-256."""
+    return cache_root(cache_dir) / "models" / f"gguf-{file_digest(gguf_file)[:20]}"
+
+
+def tiny_random_folder(spec: ModelSpec) -> Path:
+    """The cache folder of the tiny random Llama of ``spec.tiny`` (and the packaged tokenizer's bytes)."""
+    key = fingerprint(vars(spec.tiny), file_digest(packaged_llama_sentencepiece()))
+    return cache_root(spec.cache_dir) / "models" / f"tiny-llama-{key}"
+
+
 def resolve_source(spec: ModelSpec) -> str:
     """A Hugging Face id or a local folder that ``from_pretrained`` can read, for any ``spec.source``."""
     source = spec.source
@@ -147,7 +167,7 @@ def convert_gguf(gguf_file: Path, cache_dir: str | None = None) -> Path:
 
     The folder is keyed by the GGUF file's SHA-256; later calls return it without reading the GGUF again.
     """
-    target = cache_root(cache_dir) / "models" / f"gguf-{file_digest(gguf_file)[:20]}"
+    target = gguf_folder(gguf_file, cache_dir)
     if read_entry(target, check_model_folder) is not None:
         return target
     folder, name = str(gguf_file.parent), gguf_file.name
@@ -168,11 +188,7 @@ def build_tiny_random(spec: ModelSpec) -> Path:
     """A tiny random Llama with the packaged SentencePiece tokenizer, saved once per settings."""
     tiny = spec.tiny
     sentencepiece = packaged_llama_sentencepiece()
-    target = (
-        cache_root(spec.cache_dir)
-        / "models"
-        / f"tiny-llama-{fingerprint(vars(tiny), file_digest(sentencepiece))}"
-    )
+    target = tiny_random_folder(spec)
     if read_entry(target, check_model_folder) is not None:
         return target
     with publish_once(target) as tmp:

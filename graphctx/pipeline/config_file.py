@@ -138,6 +138,13 @@ def add_sections(parser: ArgumentParser) -> None:
         help="Converted and random models, datasets, embeddings and indexes, the KG store and caches, "
         "enhanced contexts; null = $GRAPHCTX_CACHE, else .cache/graphctx.",
     )
+    group.add_argument(
+        "--cache_max_bytes",
+        type=int | None,
+        default=None,
+        help="Size cap of the cache folder: each new model, dataset, index or KG store entry first removes "
+        "the least recently used entries until the cache fits; null = no cap.",
+    )
     for name, settings_class in SETTINGS_SECTIONS.items():
         hidden = {key.partition(".")[2] for key in SET_BY_RUN_CONFIG if key.startswith(f"{name}.")}
         add_settings(parser, settings_class, name, hidden)
@@ -302,7 +309,13 @@ TrainerValue = int | float | bool | str | list | dict | None
 """A ``trainer`` value as YAML types it: Lightning's Trainer checks the arguments themselves."""
 
 
-CONFIG_KEYS: tuple[str, ...] = ("seed_everything", "trainer", "cache_dir", *SETTINGS_SECTIONS)
+CONFIG_KEYS: tuple[str, ...] = (
+    "seed_everything",
+    "trainer",
+    "cache_dir",
+    "cache_max_bytes",
+    *SETTINGS_SECTIONS,
+)
 """The top-level keys of a config."""
 
 
@@ -402,6 +415,7 @@ def run_config(
         seed_everything=settings.seed_everything,
         trainer=settings.trainer,
         cache=settings.cache_dir,
+        cache_max_bytes=settings.cache_max_bytes,
         **{name: settings[name] for name in SETTINGS_SECTIONS},
     )
     try:  # plug-ins are imported and checked here, named by the file

@@ -13,6 +13,11 @@ from graphctx.retrieval.registry import PoolView, entry_named, retriever_entries
 from graphctx.retrieval.retriever import Retriever
 from graphctx.retrieval.settings import RetrievalSettings
 
+POOL_FILE = "pool.jsonl"
+"""A live pool folder's rows (:mod:`graphctx.serve.live_pool`)."""
+INDEXES_FILE = "indexes.json"
+"""A live pool folder's list of the index entries its updates wrote."""
+
 
 def pool_index(
     pool: Iterable[Mapping[str, Any]], settings: RetrievalSettings, cache_dir: str | None

@@ -15,6 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from graphctx.cache import cap_cache
 from graphctx.data.instruct import InstructionTemplate, get_template
 from graphctx.errors import ConfigError
 from graphctx.metrics.registry import MetricContext, MetricEntry, metric_entries
@@ -49,6 +50,8 @@ class RunConfig:
     generation: GenerationSettings
     evaluation: EvaluationSettings
     cache: str | None = None
+    cache_max_bytes: int | None = None
+    """The cache folder's size cap (:func:`graphctx.cache.cap_cache`); None: none."""
     filter_models: tuple[ModelSpec, ...] = ()
     """The models in whose tokenizers ``data.dataset.filters.max_tokens`` counts (a question is kept only
     when it fits every one); empty: this config's own model. A model sweep sets every swept model, so all
@@ -81,6 +84,9 @@ class RunConfig:
         spec = dataclasses.replace(self.model.spec, cache_dir=folder)
         self.model = dataclasses.replace(self.model, spec=spec)
         self.knowledge = dataclasses.replace(self.knowledge, cache_dir=folder or "")  # "": the default
+        if self.cache_max_bytes is not None and self.cache_max_bytes < 0:
+            raise ConfigError(f"cache_max_bytes: must be at least 0 or null, got {self.cache_max_bytes}")
+        cap_cache(folder, self.cache_max_bytes)
 
     @property
     def root_dir(self) -> Path:

@@ -29,16 +29,14 @@ from typing import Any
 
 from graphctx.cache import atomic_path, cache_root, read_entry, remove_entry, write_json_atomic
 from graphctx.errors import DataError
-from graphctx.pipeline.pool import pool_index
+from graphctx.pipeline.pool import INDEXES_FILE, POOL_FILE, pool_index
 from graphctx.retrieval.builders import build_encoder
 from graphctx.retrieval.encoder import SentenceEncoder
 from graphctx.retrieval.index import RetrievalIndex, index_key
 from graphctx.retrieval.scale.updates import PoolUpdate, update_index
 from graphctx.retrieval.settings import RetrievalSettings
 
-POOL_FILE = "pool.jsonl"
 LOCK_FILE = ".pool.lock"
-INDEXES_FILE = "indexes.json"
 KEPT_VERSIONS = 2
 """Index entries of updated versions kept: the committed one and the one before it."""
 

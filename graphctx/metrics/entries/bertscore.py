@@ -48,8 +48,8 @@ class BertScore(MetricEntry):
     def fingerprint(self) -> dict[str, Any]:
         encoder = self.encoder
         return {
-            "resolved": {"path": encoder.path, "layer": encoder.layer, "label": encoder.label},
-            "model": model_identity(encoder.path),
+            "resolved": {"model": encoder.model, "layer": encoder.layer, "label": encoder.label},
+            "model": model_identity(encoder.model),  # what the model is, not where it lies
             "baseline": model_identity(self.settings.bertscore.baseline_path),
             "libraries": library_versions(self.libraries),
         }
