@@ -30,6 +30,7 @@ from graphctx.metrics import (
 )
 from graphctx.metrics.facts import normalise
 from graphctx.metrics.rouge import EVALUATE_ROUGE_TYPES, evaluate_mid
+from graphctx.metrics.squad import normalize_answer
 from graphctx.retrieval.embeddings import PACKAGED_MINILM, resolve_model_path
 
 
@@ -255,6 +256,10 @@ def test_normalise_matches_surface_variants():
     assert normalise("The  Private-Keys!") == normalise("a private key") == "privat key"
     assert normalise("stores") == normalise("stored") == normalise("Store")
     assert normalise("IOHK") == normalise("iohk") != normalise("IOG")
+    # auxiliaries by their lemma: Porter alone keeps "is", "are" and "wa" (was) apart, and "ha" from "have"
+    assert normalise("is") == normalise("are") == normalise("was") == normalise("been") == "be"
+    assert normalise("has") == normalise("had") == normalise("have")
+    assert normalise("is stored in") == normalise("are stored in") != normalise("stored in")
 
 
 def test_fact_score_counts_shared_generated_facts(nlp):
@@ -274,10 +279,13 @@ def test_fact_score_counts_shared_generated_facts(nlp):
     assert rows["triplets_shared"].tolist() == [1, 0]
     assert strict.compute()["answers_without_facts"].item() == 1
 
-    # FactSumm's filter drops (the wallet, delete, …): gold has no fact with that head and relation.
+    # FactSumm's filter drops (the wallet, delete, …): gold has no fact with that head and relation. An
+    # answer whose facts the filter drops all scores 0 and is counted, as FactSumm's own score counts it.
     filtered = FactScore(extractor, FactSettings(comparable_only=True))
-    filtered.update(preds, golds)
-    assert filtered.per_row()["fact_score"].tolist() == [1.0, 0.0]
+    filtered.update([*preds, "The node deletes the logs."], [*golds, gold])
+    assert filtered.per_row()["fact_score"].tolist() == [1.0, 0.0, 0.0]
+    assert filtered.per_row()["triplets_generated"].tolist() == [2, 0, 1]
+    assert filtered.compute()["answers_without_facts"].item() == 2
 
 
 def test_entity_jaccard_on_spacy_entities(nlp):
@@ -285,17 +293,33 @@ def test_entity_jaccard_on_spacy_entities(nlp):
     preds = ["Charles Hoskinson founded IOHK.", "it works", "Charles Hoskinson founded IOHK in 2015."]
     golds = ["Charles Hoskinson founded IOHK in 2015.", "yes it does", "Emurgo built Yoroi in 2018."]
     metric.update(preds, golds)
-    entity_sets = [{normalise(e.text) for e in nlp(text).ents} for text in preds + golds]
-    hoskinson = normalise("Charles Hoskinson")
-    assert entity_sets[0] == {hoskinson} and entity_sets[3] == {hoskinson, "2015"}
+    # named entities, normalised as UniversalNER's evaluation (no stemming); the years are values, dropped
+    entity_sets = [
+        {normalize_answer(e.text) for e in nlp(text).ents if e.label_ != "DATE"} for text in preds + golds
+    ]
+    assert entity_sets[0] == entity_sets[3] == {"charles hoskinson"}
     rows = metric.per_row()["entity_jaccard"].tolist()
     a, b = entity_sets[2], entity_sets[5]
-    assert rows[0] == 0.5
+    assert rows[0] == 1.0
     assert math.isnan(rows[1])
     assert rows[2] == len(a & b) / len(a | b)
     result = metric.compute()
     assert result["entity_rows_without_entities"].item() == 1
-    assert result["entity_jaccard"].item() == pytest.approx((0.5 + rows[2]) / 2)
+    assert result["entity_jaccard"].item() == pytest.approx((1.0 + rows[2]) / 2)
+
+
+def test_spacy_entities_are_named_things_of_the_prose(nlp):
+    """Fenced code is not read (its NER takes log lines and JSON keys for names), nor are numbers, ordinals
+    and dates: "first" and "2" are in answers about anything."""
+    text = (
+        "Charles Hoskinson founded IOHK in 2015, and the first release of Daedalus came 2 years later."
+        "\n\n```\nError: Context: Compiling Bool\n"
+        '{"keyHash": "0d4db33028a10e797670509faf8f8d0d"}\n```\n'
+    )
+    (entities,), unread = SpacyEntities(nlp)([text])
+    assert unread == 0
+    assert entities == {"charles hoskinson", "daedalus"}  # not 2015, first, 2 years later, Bool (code)
+    assert {"2015", "first", "bool"} <= {normalize_answer(e.text) for e in nlp(text).ents}
 
 
 @pytest.mark.parametrize("name", ["rouge", "bertscore", "facts", "entities"])

@@ -17,23 +17,39 @@ import spacy
 from nltk.stem.porter import PorterStemmer
 
 from graphctx.knowledge.spacy_load import load_spacy
+from graphctx.knowledge.text import strip_code_blocks
 from graphctx.knowledge.triplets import Triplet, TripletExtractor
 from graphctx.metrics.base import RowScoreMetric
 from graphctx.metrics.gold import GoldSide
 from graphctx.metrics.settings import FactSettings
+from graphctx.metrics.squad import normalize_answer
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans(dict.fromkeys(string.punctuation, " "))
 _STEMMER = PorterStemmer()  # pure code, as in rouge_score: no nltk data
+AUXILIARY_LEMMAS = dict.fromkeys(("am", "is", "are", "was", "were", "be", "been", "being"), "be") | {
+    "has": "have",
+    "had": "have",
+    "having": "have",
+    "does": "do",
+    "did": "do",
+}
+"""Inflections of the auxiliary verbs, which Porter's stemmer leaves apart (``is``, ``are``, ``wa``; ``ha``,
+``have``), mapped to their lemma: ``X is Y`` and ``X are Y`` state one relation."""
+VALUE_TYPES = frozenset(("CARDINAL", "ORDINAL", "DATE", "TIME", "PERCENT", "MONEY", "QUANTITY"))
+"""spaCy's (OntoNotes) entity types of values, not named things: ``first``, ``two``, ``1`` are in most
+answers, whatever they are about."""
 
 Fact = tuple[str, str, str]
 
 
 def normalise(text: str) -> str:
-    """Matching form of a phrase: NFKC, lower case, punctuation and articles dropped, each word
-    Porter-stemmed (``stores`` / ``stored`` → ``store``), spaces collapsed."""
+    """Matching form of a phrase: NFKC, lower case, punctuation and articles dropped, auxiliary verbs
+    lemmatised (:data:`AUXILIARY_LEMMAS`), each word Porter-stemmed (``stores`` / ``stored`` → ``store``),
+    spaces collapsed."""
     text = unicodedata.normalize("NFKC", text).lower().translate(_PUNCTUATION)
-    return " ".join(_STEMMER.stem(word) for word in _ARTICLES.sub(" ", text).split())
+    words = _ARTICLES.sub(" ", text).split()
+    return " ".join(_STEMMER.stem(AUXILIARY_LEMMAS.get(word, word)) for word in words)
 
 
 def fact_set(triplets: Iterable[Triplet]) -> set[Fact]:
@@ -52,8 +68,9 @@ class FactScore(RowScoreMetric):
     """Share of generated facts found among the gold facts, and the raw triplet overlap counts.
 
     With G the generated and R the gold answer's normalised facts (after FactSumm's comparability filter
-    when ``comparable_only``): fact_score = |G ∩ R| / |G|, and 0 when G is empty (as FactSumm).
-    ``triplets_generated``, ``triplets_gold`` and ``triplets_shared`` count facts before the filter.
+    when ``comparable_only``): fact_score = |G ∩ R| / |G|, and 0 when G is empty (as FactSumm), counted in
+    ``answers_without_facts``. ``triplets_generated``, ``triplets_gold`` and ``triplets_shared`` count facts
+    before the filter.
     """
 
     score_states = ("fact_score", "triplets_generated", "triplets_gold", "triplets_shared")
@@ -81,18 +98,19 @@ class FactScore(RowScoreMetric):
             raise ValueError(f"FactScore: {len(preds)} predictions but {len(targets)} targets")
         generated = [fact_set(t) for t in self.extractor.extract(list(preds))]
         gold = [{tuple(fact) for fact in value} for value in self.gold(targets)]
-        scores = []
+        scores, uncompared = [], 0
         for gen, ref in zip(generated, gold, strict=True):
             if self.settings.comparable_only:
                 gen, ref = comparable(gen, ref), comparable(ref, gen)
             scores.append(len(gen & ref) / len(gen) if gen else 0.0)
+            uncompared += not gen
         self._append_rows(
             fact_score=scores,
             triplets_generated=[len(gen) for gen in generated],
             triplets_gold=[len(ref) for ref in gold],
             triplets_shared=[len(gen & ref) for gen, ref in zip(generated, gold, strict=True)],
         )
-        self._add_counts(answers_without_facts=sum(not gen for gen in generated))
+        self._add_counts(answers_without_facts=uncompared)
 
 
 EntityFinder = Callable[[Sequence[str], int | None], tuple[list[set[str]], int]]
@@ -102,7 +120,10 @@ could not be read): UniversalNER's (:class:`graphctx.metrics.uniner.UniNEREntiti
 
 
 class SpacyEntities:
-    """Entity sets by a spaCy pipeline's NER (the offline alternative to UniversalNER)."""
+    """Entity sets by a spaCy pipeline's NER (the offline alternative to UniversalNER): the named entities of
+    the text's prose (fenced code removed, as the spaCy triplet extractor reads it: its NER reads log lines
+    and JSON as names), less the value types (:data:`VALUE_TYPES`), each normalised as UniversalNER's
+    evaluation matches entities (:func:`~graphctx.metrics.squad.normalize_answer`)."""
 
     def __init__(self, nlp: spacy.Language) -> None:
         self.nlp = nlp
@@ -115,7 +136,10 @@ class SpacyEntities:
     def __call__(self, texts: Sequence[str], batch_size: int | None = None) -> tuple[list[set[str]], int]:
         """The normalised entity strings of each text (spaCy never fails to answer: 0 unread; each doc is
         processed on its own, so ``batch_size`` changes nothing)."""
-        return [{normalise(ent.text) for ent in doc.ents} - {""} for doc in self.nlp.pipe(texts)], 0
+        docs = self.nlp.pipe(strip_code_blocks(text) for text in texts)
+        return [
+            {normalize_answer(e.text) for e in doc.ents if e.label_ not in VALUE_TYPES} - {""} for doc in docs
+        ], 0
 
 
 class EntityJaccard(RowScoreMetric):

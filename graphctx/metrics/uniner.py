@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import re
-import string
 from collections.abc import Sequence
 
 import torch
@@ -33,6 +32,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from graphctx.decoding import Backend, greedy_new_tokens
 from graphctx.metrics.factsumm import resolve_device
 from graphctx.metrics.settings import FactSettings
+from graphctx.metrics.squad import normalize_answer
 
 END_OF_TURN = "</s>"
 PROMPT = (
@@ -42,20 +42,11 @@ PROMPT = (
     + "USER: What describes {entity_type} in the text? ASSISTANT:"
 )
 _LEADING_LIST = re.compile(r"\[(.*?)\]")
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCTUATION = set(string.punctuation)
 
 
 def prompt(text: str, entity_type: str) -> str:
     """The ``ie_as_qa`` prompt of UniNER's authors for one text and entity type."""
     return PROMPT.format(text=text, entity_type=entity_type)
-
-
-def normalize_answer(entity: str) -> str:
-    """SQuAD's normalisation, as UniNER's evaluation applies it: lower case, punctuation deleted, articles
-    removed, whitespace collapsed."""
-    text = "".join(ch for ch in entity.lower() if ch not in _PUNCTUATION)
-    return " ".join(_ARTICLES.sub(" ", text).split())
 
 
 def parse_answer(answer: str) -> list[str] | None:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from graphctx.metrics.choice import ScorerChoice, choose_entity_scorer
-from graphctx.metrics.entries.facts_section import FactsSectionEntry
+from graphctx.metrics.entries.facts_section import SCORING, FactsSectionEntry
 from graphctx.metrics.entry_defaults import ByteCounter, library_versions
 from graphctx.metrics.registry import GoldScored, RowScorer, device_of, stand_in_tag
 from graphctx.metrics.settings import ENTITY_TYPES_NOTE
@@ -50,7 +50,7 @@ class EntityJaccardEntry(FactsSectionEntry):
             }
         name = facts.spacy_model
         model = model_identity(name) if Path(name).exists() else library_versions((name,))[name]
-        return {"model": {name: model}, "libraries": library_versions(("spacy",))}
+        return {"model": {name: model}, "libraries": library_versions(("spacy",)), "scoring": SCORING}
 
     def models(self) -> list[ModelUse]:
         return [self.use] if self.method == "uniner" else []

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from graphctx.knowledge.extractors import selected_extractors, uses_generation_model
 from graphctx.metrics.choice import ScorerChoice, choose_fact_scorer
-from graphctx.metrics.entries.facts_section import FactsSectionEntry
+from graphctx.metrics.entries.facts_section import SCORING, FactsSectionEntry
 from graphctx.metrics.entry_defaults import ByteCounter
 from graphctx.metrics.registry import GoldScored, RowScorer, device_of, stand_in_tag
 from graphctx.model_use import ModelUse, model_identity, model_use
@@ -58,7 +58,7 @@ class FactScoreEntry(FactsSectionEntry):
                 "relation": model_identity(facts.relation_model),
             }
             return {"models": models, **libraries, "label": self.label}
-        return {"extractor": self._extractor(), **libraries, "label": self.label}
+        return {"extractor": self._extractor(), **libraries, "label": self.label, "scoring": SCORING}
 
     def _libraries(self) -> dict[str, str | None]:
         from graphctx.metrics.entry_defaults import library_versions

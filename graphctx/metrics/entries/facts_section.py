@@ -9,6 +9,12 @@ from typing import Any, ClassVar
 from graphctx.metrics.choice import ScorerChoice
 from graphctx.metrics.registry import MetricEntry
 
+SCORING = 2
+"""Version of the offline scoring in :mod:`graphctx.metrics.facts` (the triplet fact score, spaCy's entity
+sets), in those methods' fingerprints: bump it when a change there changes scores, so no cached score or
+gold value of the old code is reused (2: auxiliary verbs lemmatised, the triplet score's 0 rows counted
+after FactSumm's filter; spaCy entities of the prose only, value types dropped, SQuAD-normalised)."""
+
 
 class FactsSectionEntry(MetricEntry):
     """A metric of the ``facts`` section: subclasses choose their scorer (:meth:`choose`) and name the
