@@ -1,6 +1,9 @@
 """graphctx serve, on a real server on 127.0.0.1 (one per module): the answer equals ``graphctx answer``'s,
 the pool follows adds, edits and deletes (persisted, and retrieval equals a rebuild's), keys and limits
-refuse bad requests with one clear message, and nothing a client sends breaks the server or the pool."""
+refuse bad requests with one clear message, and nothing a client sends breaks the server or the pool:
+malformed, fuzzed (Hypothesis, tests/test_serve_requests.py's requests), chunked over the limit, stalled
+(408 within the body timeout); the page carries its CSP and runs in headless Chromium without a CSP
+violation, showing a stored script as text."""
 
 from __future__ import annotations
 
@@ -12,12 +15,18 @@ import socket
 import subprocess
 import sys
 import time
+from urllib.parse import quote
 
 import httpx
 import pytest
 from evaluation_workspace import write_workspace
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_serve_requests import in_digits, malformed_requests
 
 from graphctx.cli import main as cli_main
+from graphctx.serve.headers import page_policy
+from graphctx.serve.requests import Limits
 
 pytestmark = pytest.mark.slow
 
@@ -191,6 +200,32 @@ def test_pool_follows_adds_edits_deletes_and_equals_a_rebuild(served):
         ("POST", "/v1/questions", {"json": {"id": "x", "question": "q"}}, KEY, 400, "positive integer"),
         ("POST", "/v1/questions", {"json": {"id": 7, "question": "  "}}, KEY, 400, "'question' is empty"),
         ("PUT", "/v1/questions/10", {"json": {"title": "t"}}, KEY, 400, "unknown field 'title' for edit"),
+        (
+            "POST",
+            "/v1/questions",
+            {"content": b'{"id": 12, "question": "How do I stake?", "answer": "\\ud800"}'},
+            KEY,
+            400,
+            "'answer' holds a NUL or an unpaired surrogate",
+        ),
+        (
+            "POST",
+            "/v1/questions",
+            {"content": b'{"id": 12, "question": "How?", "question": "Why?"}'},
+            KEY,
+            400,
+            "duplicate key 'question'",
+        ),
+        (
+            "POST",
+            "/v1/questions",
+            {"content": b'{"id": 1' + b"0" * 5000 + b', "question": "How?"}'},
+            KEY,
+            400,
+            "5001-digit integer",
+        ),
+        ("DELETE", "/v1/questions/%C2%B2", {}, KEY, 400, "not '²'"),  # superscript two: isdigit, not int()
+        ("DELETE", "/v1/questions/123456789012", {}, None, 401, "missing or wrong API key"),
     ],
 )
 def test_bad_writes_get_one_clear_4xx(served, method, path, options, key, status, message):
@@ -211,10 +246,15 @@ def test_bad_writes_get_one_clear_4xx(served, method, path, options, key, status
         (b'{"question": "ok", "variant": "Nope"}', 400, "unknown variant 'Nope'"),
         (b'{"question": "a' + b"a" * 9000 + b'"}', 400, "over the limit of 8000"),
         (b'{"question": "' + b"stake pool " * 300 + b'"}', 400, "tokens, over the limit of 200"),
-        (b'{"question": "a' + b"a" * 70000 + b'"}', 413, "over 65536 bytes"),
+        (b'{"question": "a' + b"a" * 70000 + b'"}', 413, "over the limit of 65536"),
         (b"[1, 2]", 400, "must be a JSON object"),
         (b'{"question": "x"', 400, "request body is not JSON"),
         (b'{"question": "\\ud800"}', 400, "unpaired surrogate"),
+        (b'{"question": "ok", "\\udc00": 1}', 400, "field name '\\udc00' holds"),
+        (b'{"question": ' + b"[" * 30000 + b"]" * 30000 + b"}", 400, "nests arrays or objects too deep"),
+        (b'{"question": "ok", "variant": ["GraphContextGen"]}', 400, "'variant' is an array"),
+        (b'{"question": "ok", "variant": 5}', 400, "'variant' must be a string"),
+        (b'{"question": "a", "question": "b"}', 400, "duplicate key 'question'"),
     ],
 )
 def test_bad_questions_get_one_clear_4xx_and_the_server_keeps_answering(served, content, status, message):
@@ -227,35 +267,225 @@ def test_bad_questions_get_one_clear_4xx_and_the_server_keeps_answering(served, 
     assert httpx.get(f"{url}/health", timeout=10).status_code == 200
 
 
-def test_page_answers_in_headless_chromium_with_graph_and_links(served, tmp_path):
-    """Debian's Chromium loads ``/?q=…`` (the page asks on load), runs its JS against the server and dumps
-    the DOM: the answer, the citation links to the site, the graph (query node and one node per hit, sized
-    by score), the timings; and a screenshot of it."""
+def test_a_form_body_gets_415(served):
+    """LitServe reads a form body as a form: only JSON (or no Content-Type) is taken."""
+    url, _, _ = served
+    headers = {"Content-Type": "application/x-www-form-urlencoded"}
+    response = httpx.post(f"{url}/v1/answer", content=b'{"question": "ok"}', headers=headers, timeout=60)
+    assert response.status_code == 415 and "must be application/json" in response.json()["detail"]
+
+
+def existing_ids(pool_dir) -> list[int]:
+    return [json.loads(line)["id"] for line in (pool_dir / "pool.jsonl").read_text().splitlines()[:3]]
+
+
+def test_ids_in_other_digits_never_reach_a_question(served):
+    """A pool question's id in Arabic-Indic or fullwidth digits (which ``int()`` reads as that id) is
+    refused, in the path or the body: no edit, no delete, no 409."""
+    url, _, pool_dir = served
+    before = (pool_dir / "pool.jsonl").read_bytes()
+    qid = existing_ids(pool_dir)[0]
+    for zero in ("\u0660", "\uff10", "\u0966"):  # Arabic-Indic, fullwidth, Devanagari
+        other = in_digits(qid, zero)
+        edit = write(url, "PUT", f"/v1/questions/{quote(other)}", json={"answer": "overwritten"})
+        assert edit.status_code == 400 and "question id must be a positive integer" in edit.json()["detail"]
+        assert write(url, "DELETE", f"/v1/questions/{quote(other)}").status_code == 400
+        add = write(url, "POST", "/v1/questions", json={"id": other, "question": "How do I stake?"})
+        assert add.status_code == 400 and "'id' must be a positive integer" in add.json()["detail"]
+    assert (pool_dir / "pool.jsonl").read_bytes() == before
+
+
+def test_a_lower_case_bearer_scheme_is_accepted(served):
+    """RFC 7235: the auth scheme is case-insensitive (the key is then checked: 404 for an unknown id)."""
+    url, _, _ = served
+    for scheme in ("bearer", "BEARER", "Bearer"):
+        headers = {"Authorization": f"{scheme} {KEY}"}
+        response = httpx.delete(f"{url}/v1/questions/123456789012", headers=headers, timeout=60)
+        assert response.status_code == 404, (scheme, response.text)
+    wrong = httpx.delete(f"{url}/v1/questions/1", headers={"Authorization": "bearer x"}, timeout=60)
+    assert wrong.status_code == 401
+
+
+def test_a_chunked_body_over_the_limit_gets_413(served):
+    url, _, pool_dir = served
+    before = (pool_dir / "pool.jsonl").read_bytes()
+
+    def pieces(count: int):  # httpx sends an iterator chunked, without a Content-Length
+        yield b'{"question": "'
+        yield from (b"a" * 8000 for _ in range(count))
+        yield b'"}'
+
+    for path, headers in (("/v1/answer", {}), ("/v1/questions", {"X-API-Key": KEY})):
+        response = httpx.post(f"{url}{path}", content=pieces(9), headers=headers, timeout=60)
+        assert response.status_code == 413, response.text
+        assert "over the limit of 65536 bytes" in response.json()["detail"]
+    under = httpx.post(f"{url}/v1/answer", content=pieces(1), timeout=60)  # chunked, under: read whole
+    assert under.status_code == 400 and "over the limit of 200" in under.json()["detail"]
+    assert (pool_dir / "pool.jsonl").read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("path", "framing", "sent"),
+    [
+        ("/v1/answer", "Content-Length: 100", b'{"question": "How'),
+        ("/v1/questions", "Content-Length: 100", b'{"id": 77, "question": "How'),
+        ("/v1/answer", "Transfer-Encoding: chunked", b'5\r\n{"que\r\n'),
+    ],
+)
+def test_a_stalled_upload_gets_408_within_the_body_timeout(served, path, framing, sent):
+    """Headers and part of the body, then nothing: 408 once ``Limits.body_timeout_s`` (the default, 10 s)
+    has passed since the headers, and the connection closed; the server keeps answering."""
+    url, _, pool_dir = served
+    before = (pool_dir / "pool.jsonl").read_bytes()
+    timeout = Limits().body_timeout_s
+    port = int(url.rsplit(":", 1)[1])
+    head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: {KEY}\r\n"
+    head += f"Content-Type: application/json\r\n{framing}\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout + 20) as client:
+        start = time.monotonic()
+        client.sendall(head.encode() + sent)
+        answer = b""
+        while chunk := client.recv(65536):  # until the server closes the connection
+            answer += chunk
+        waited = time.monotonic() - start
+    assert answer.startswith(b"HTTP/1.1 408 "), answer[:200]
+    assert b"not received within 10 s" in answer
+    assert timeout - 1 < waited < timeout + 5, waited
+    assert (pool_dir / "pool.jsonl").read_bytes() == before
+    assert httpx.get(f"{url}/health", timeout=10).status_code == 200
+
+
+def sent_as(url: str, kind: str, body: bytes, qid: str, chunked: bool) -> httpx.Response:
+    """The request :func:`test_serve_requests.malformed_requests` drew, over HTTP (chunked or not)."""
+    method, path = {
+        "answer": ("POST", "/v1/answer"),
+        "add": ("POST", "/v1/questions"),
+        "edit": ("PUT", f"/v1/questions/{quote(qid)}"),
+        "delete": ("DELETE", f"/v1/questions/{quote(qid)}"),
+    }[kind]
+    content = iter([body[: len(body) // 2], body[len(body) // 2 :]]) if chunked else body
+    headers = {"X-API-Key": KEY, "Content-Type": "application/json"}
+    return httpx.request(method, f"{url}{path}", content=content, headers=headers, timeout=60)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(data=st.data())
+def test_fuzzed_malformed_requests_get_a_4xx_and_leave_the_pool(served, data):
+    """The readers' fuzz (one defect in a valid request: unencodable text in any field, wrong types, ids
+    of other digit systems aimed at pool questions, duplicate keys, deep nesting), sent to the server with
+    the write key, chunked or not: each gets a 4xx with one JSON error, and the pool file is unchanged."""
+    url, _, pool_dir = served
+    kind, body, qid = data.draw(malformed_requests(existing_ids(pool_dir)))
+    before = (pool_dir / "pool.jsonl").read_bytes()
+    response = sent_as(url, kind, body, qid, data.draw(st.booleans()))
+    assert 400 <= response.status_code < 500, response.text
+    assert set(response.json()) == {"detail"} and "\n" not in response.json()["detail"]
+    assert (pool_dir / "pool.jsonl").read_bytes() == before
+
+
+def test_every_response_is_hardened_and_the_api_pages_are_off(served):
+    """The page: a CSP allowing only its own inline script and style (by hash), no framing, nosniff, no
+    referrer; an API response (a refusal too): ``default-src 'none'``; ``/docs`` and ``/openapi.json``
+    are off (``--docs`` turns them on)."""
+    from graphctx.serve.server import PAGE
+
+    url, _, _ = served
+    page = httpx.get(f"{url}/", timeout=10)
+    refused = httpx.post(f"{url}/v1/answer", content=b"[]", timeout=10)
+    for response in (page, refused):
+        assert response.headers["x-content-type-options"] == "nosniff"
+        assert response.headers["x-frame-options"] == "DENY"
+        assert response.headers["referrer-policy"] == "no-referrer"
+    policy = page.headers["content-security-policy"]
+    assert policy == page_policy(PAGE.read_text(encoding="utf-8")) and "unsafe" not in policy
+    assert "script-src 'sha256-" in policy and "frame-ancestors 'none'" in policy
+    assert refused.headers["content-security-policy"] == "default-src 'none'; frame-ancestors 'none'"
+    for path in ("/docs", "/redoc", "/openapi.json"):
+        assert httpx.get(f"{url}{path}", timeout=10).status_code == 404, path
+
+
+def test_the_docs_flag_serves_the_api_pages(served, tmp_path):
+    """``graphctx serve --docs`` adds FastAPI's ``/docs``, ``/redoc`` and ``/openapi.json`` (the server
+    as built, not started: its routes)."""
+    from graphctx.cli import subcommand_parser
+    from graphctx.command_line import parse
+    from graphctx.serve.server import ServeSettings, build_server
+
+    _, config, _ = served
+    api_pages = {"/docs", "/redoc", "/openapi.json"}
+    for flags, shown in (([], set()), (["--docs"], api_pages)):
+        args = parse(subcommand_parser("serve"), ["--config", str(config), *flags])
+        server = build_server(ServeSettings(args, str(tmp_path / "pool"), docs=args.docs))
+        assert api_pages & {getattr(route, "path", None) for route in server.app.routes} == shown
+
+
+def chromium_page(chromium: str, url: str, profile) -> tuple[str, str]:
+    """Debian's Chromium, headless, loads ``url`` (the page asks on load) and runs its JS against the server:
+    the DOM it dumps and its log (the page's console messages, CSP violations among them)."""
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=120000"]
+    flags += [f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0"]
+    done = subprocess.run(
+        [chromium, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=300, check=True
+    )
+    return done.stdout, done.stderr
+
+
+def find_chromium() -> str:
     import shutil
-    from urllib.parse import quote
 
     chromium = shutil.which("chromium")
     if chromium is None:
         if os.environ.get("CI") == "true":
             pytest.fail("CI=true but Debian's chromium is not installed (.ci/run installs it)")
         pytest.skip("Debian's chromium is not installed (.ci/run installs it)")
+    return chromium
+
+
+def test_page_answers_in_headless_chromium_with_graph_and_links(served, tmp_path):
+    """The page in headless Chromium: the answer, the citation links to the site, the graph (query node and
+    one node per hit, sized by score), the timings, no CSP violation (its script and style run by their
+    hashes); and a screenshot of it."""
+    import shutil
+
+    chromium = find_chromium()
     url, _, _ = served
     page = f"{url}/?q={quote(QUESTION)}"
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=120000"]
-    flags += [f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1000,1500"]
-    dom = subprocess.run(
-        [chromium, *flags, "--dump-dom", page], capture_output=True, text=True, timeout=300, check=True
-    ).stdout
+    dom, log = chromium_page(chromium, page, tmp_path / "profile")
     assert 'data-answered="yes"' in dom, dom[-2000:]
+    assert "Content Security Policy" not in log, log[-3000:]
     expected = httpx.post(f"{url}/v1/answer", json={"question": QUESTION}, timeout=300).json()
     assert 'data-node="query"' in dom
     for hit in expected["hits"]:
         assert f'data-node="{hit["id"]}"' in dom and f'href="{hit["link"]}"' in dom
     assert "generation" in dom and "retrieval_and_kg" in dom
     shot = tmp_path / "page.png"
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=120000"]
+    flags += [f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1000,1500"]
     subprocess.run(
         [chromium, *flags, f"--screenshot={shot}", page], capture_output=True, timeout=300, check=True
     )
     assert shot.stat().st_size > 10_000
     if os.environ.get("GRAPHCTX_KEEP_SCREENSHOT"):
         shutil.copy(shot, os.environ["GRAPHCTX_KEEP_SCREENSHOT"])
+
+
+STORED_ID = 10**9 + 7
+STORED = (
+    '<script>document.body.dataset.stored = "script"</script>'
+    "<img src=x onerror=\"document.body.dataset.stored = 'img'\"> How do I delegate my ADA to a pool?"
+)
+
+
+def test_a_stored_script_shows_as_text_under_the_page_csp(served, tmp_path):
+    """A question holding a script and an ``onerror`` handler, stored through the API and retrieved for
+    the page: Chromium shows it as text (the neighbour's title and citation), runs none of it, and logs no
+    CSP violation (the page's own script ran: it marked the page answered)."""
+    url, _, _ = served
+    assert write(url, "POST", "/v1/questions", json={"id": STORED_ID, "question": STORED}).status_code == 200
+    hits = httpx.post(f"{url}/v1/answer", json={"question": STORED}, timeout=300).json()["hits"]
+    assert STORED_ID in [hit["id"] for hit in hits]
+    dom, log = chromium_page(find_chromium(), f"{url}/?q={quote(STORED)}", tmp_path / "profile")
+    assert 'data-answered="yes"' in dom, dom[-2000:]
+    assert "&lt;script&gt;document.body.dataset.stored" in dom and "&lt;img src=x onerror=" in dom
+    assert "data-stored" not in dom and "<img src=" not in dom
+    assert "Content Security Policy" not in log, log[-3000:]

@@ -25,6 +25,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-question-chars", type=int, default=8000, help="question length limit")
     parser.add_argument("--max-question-tokens", type=int, default=1024, help="question token limit")
     parser.add_argument(
+        "--body-timeout", type=float, default=10.0, help="seconds a request body may take to arrive (10)"
+    )
+    parser.add_argument(
+        "--docs", action="store_true", help="serve /docs and /openapi.json (their pages load a CDN's scripts)"
+    )
+    parser.add_argument(
         "--read-key", action="store_true", help="reads need the API key too (GRAPHCTX_API_KEY)"
     )
 
@@ -50,7 +56,9 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
         raise ConfigError("--read-key: set GRAPHCTX_API_KEY")
     if args.max_batch_size < 1 or args.batch_timeout < 0:
         raise ConfigError("--max-batch-size: at least 1; --batch-timeout: not negative")
-    limits = Limits(args.max_body_bytes, args.max_question_chars, args.max_question_tokens)
+    if not args.body_timeout > 0:
+        raise ConfigError(f"--body-timeout: a positive number of seconds, not {args.body_timeout}")
+    limits = Limits(args.max_body_bytes, args.max_question_chars, args.max_question_tokens, args.body_timeout)
     settings = ServeSettings(
         args,
         args.pool_dir,
@@ -60,6 +68,7 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
         key if args.read_key else None,
         args.max_batch_size,
         args.batch_timeout,
+        args.docs,
     )
     signal.signal(signal.SIGTERM, stop)
     guard_children()

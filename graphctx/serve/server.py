@@ -8,7 +8,11 @@ thread): it checks every body before the worker sees it (:class:`BodyCheck`), an
 batch.
 
 Keys: ``api_key`` guards the write endpoints (without one they are off: 403); with ``read_key`` set,
-``/v1/answer`` needs that key too (header ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``).
+``/v1/answer`` needs that key too (header ``Authorization: Bearer <key>``, the scheme in any case, or
+``X-API-Key: <key>``).
+
+Hardening: every response carries the headers of :mod:`graphctx.serve.headers` (the page's CSP among
+them); FastAPI's ``/docs`` and ``/openapi.json`` are served only with ``docs``.
 """
 
 from __future__ import annotations
@@ -23,9 +27,19 @@ import litserve as ls
 from fastapi import HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.concurrency import run_in_threadpool
-from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from graphctx.serve.requests import Limits, RequestError, answer_request, read_body, write_request
+from graphctx.serve.headers import DOCS_PAGES, SecurityHeaders, page_policy
+from graphctx.serve.requests import (
+    Limits,
+    RequestError,
+    answer_request,
+    quoted,
+    read_body,
+    receive_body,
+    write_request,
+)
 
 PAGE = Path(__file__).with_name("page.html")
 
@@ -44,6 +58,8 @@ class ServeSettings:
     read_key: str | None = None
     max_batch_size: int = 4
     batch_timeout: float = 0.05
+    docs: bool = False
+    """Serve FastAPI's API pages (``/docs``, ``/redoc``, ``/openapi.json``); off by default."""
 
 
 def load(settings: ServeSettings) -> Any:
@@ -62,12 +78,10 @@ def pool_folder(settings: ServeSettings, config: Any) -> Path:
 
 
 def presented_key(request: Request) -> str:
-    header = request.headers.get("authorization", "")
-    return (
-        header.removeprefix("Bearer ").strip()
-        if header.startswith("Bearer ")
-        else request.headers.get("x-api-key", "")
-    )
+    """The key in ``Authorization: Bearer <key>`` (the scheme in any case: RFC 7235), else in
+    ``X-API-Key``."""
+    scheme, _, credentials = request.headers.get("authorization", "").partition(" ")
+    return credentials.strip() if scheme.lower() == "bearer" else request.headers.get("x-api-key", "")
 
 
 def check_key(request: Request, key: str | None) -> None:
@@ -132,22 +146,53 @@ class AnswerAPI(ls.LitAPI):
         return output
 
 
-class BodyCheck(BaseHTTPMiddleware):
-    """Every ``/v1/`` body with content is read and checked before a route sees it: size, UTF-8, one JSON
-    object (:func:`~graphctx.serve.requests.read_body`); a refusal is a 4xx with ``{"detail": message}``."""
+class BodyCheck:
+    """ASGI middleware: every ``/v1/`` POST or PUT body is received whole and checked before a route sees
+    it: JSON (Content-Type, when given, ``application/json``), size (chunked too), time to arrive, UTF-8,
+    one JSON object (:func:`~graphctx.serve.requests.receive_body`,
+    :func:`~graphctx.serve.requests.read_body`); a refusal is a 4xx with ``{"detail": message}``."""
 
-    limits = Limits()
+    def __init__(self, app: ASGIApp, limits: Limits) -> None:
+        self.app = app
+        self.limits = limits
 
-    async def dispatch(self, request: Request, call_next: Any) -> Any:
-        if request.url.path.startswith("/v1/") and request.method in ("POST", "PUT"):
-            declared = request.headers.get("content-length", "0")
-            if declared.isdigit() and int(declared) > self.limits.max_body_bytes:
-                return JSONResponse({"detail": f"request body over {self.limits.max_body_bytes} bytes"}, 413)
-            try:
-                read_body(await request.body(), self.limits)
-            except RequestError as error:
-                return JSONResponse({"detail": error.message}, error.status)
-        return await call_next(request)
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        checked = scope["type"] == "http" and scope["method"] in ("POST", "PUT")
+        if not checked or not scope["path"].startswith("/v1/"):
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        try:
+            json_body(headers.get("content-type"))
+            body = await receive_body(receive, headers.get("content-length"), self.limits)
+            read_body(body, self.limits)
+        except RequestError as error:
+            # the rest of a refused body is not read: the connection closes after the answer
+            refusal = JSONResponse({"detail": error.message}, error.status, {"Connection": "close"})
+            await refusal(scope, receive, send)
+            return
+        await self.app(scope, replay(body, receive), send)
+
+
+def json_body(content_type: str | None) -> None:
+    """415 unless the Content-Type is missing or ``application/json`` (LitServe reads a form body as a
+    form)."""
+    if content_type is not None and content_type.split(";")[0].strip().lower() != "application/json":
+        raise RequestError(415, f"Content-Type must be application/json, not {quoted(content_type)}")
+
+
+def replay(body: bytes, receive: Receive) -> Receive:
+    """``receive`` with ``body`` (already received) as its first message."""
+    sent = False
+
+    async def replayed() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replayed
 
 
 class Writes:
@@ -202,21 +247,23 @@ def build_server(settings: ServeSettings) -> Server:
     """The LitServer: the answer API, the write endpoints, the page at ``/``."""
     config = load(settings)
     writes = Writes(settings, config)
-    BodyCheck.limits = settings.limits
+    page_text = PAGE.read_text(encoding="utf-8")
+    headers = {"policy": page_policy(page_text), "docs": DOCS_PAGES if settings.docs else ()}
     server = Server(
         AnswerAPI(settings),
         accelerator="cpu" if config.generation.device in (None, "cpu") else "auto",
         devices=1,
         timeout=600,
-        max_payload_size=settings.limits.max_body_bytes,
-        middlewares=[BodyCheck],
+        max_payload_size=None,  # BodyCheck counts the body (LitServe's check answers a chunked one 500)
+        disable_openapi_url=not settings.docs,
+        middlewares=[(BodyCheck, {"limits": settings.limits}), (SecurityHeaders, headers)],
     )
     app = server.app
     app.router.routes = [route for route in app.router.routes if getattr(route, "path", None) != "/"]
 
     @app.get("/")
     async def page() -> HTMLResponse:
-        return HTMLResponse(PAGE.read_text(encoding="utf-8"))
+        return HTMLResponse(page_text)
 
     async def write(request: Request, operation: str, qid: Any = None) -> JSONResponse:
         if settings.api_key is None:
