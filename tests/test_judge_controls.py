@@ -10,7 +10,12 @@ import numpy as np
 import pytest
 from scipy.stats import mannwhitneyu
 
-from graphctx.evaluation.matrix.judge_controls import JudgeControls, JudgeReport, constant_columns
+from graphctx.evaluation.matrix.judge_controls import (
+    JudgeControls,
+    JudgeReport,
+    constant_columns,
+    near_constant_columns,
+)
 from graphctx.evaluation.matrix.metric_fingerprints import metric_parts
 from graphctx.evaluation.matrix.scorer import Scorer
 from graphctx.evaluation.matrix.table import VariantScores, build_table, to_markdown
@@ -210,6 +215,35 @@ def test_constant_columns_ignore_unscored_rows_and_need_one_value_everywhere():
         variant_scores("GraphGen", {"a": [1, 1], "b": [0.5, 0.6]}),
     ]
     assert constant_columns(results, ["a", "b"]) == {"a": (1.0, 3)}
+
+
+def test_a_column_with_one_value_on_most_rows_is_marked_no_signal(cardano_rows, tmp_path):
+    """The tiny default's triplet fact score: 0 on all but one row of the matrix tells nothing; a column
+    that is one value on 9 of 10 rows is marked (at least 90%), and one on 8 of 10 is not."""
+    fact = [0.0] * 19 + [0.5]
+    results = [
+        variant_scores(
+            "TextGen", {"fact": fact[:10], "mostly": [0.0] * 9 + [1.0], "some": [0.0] * 8 + [1, 1]}
+        ),
+        variant_scores(
+            "GraphGen", {"fact": fact[10:], "mostly": [0.0] * 9 + [1.0], "some": [0.0] * 8 + [1, 1]}
+        ),
+    ]
+    assert near_constant_columns(results, ["fact", "mostly", "some"]) == {
+        "fact": (0.0, 19, 20),
+        "mostly": (0.0, 18, 20),
+    }
+    columns = {"fact": "Fact score", "mostly": "Mostly", "some": "Some"}
+    table = build_table(results, 20, 0, columns=columns)
+    controls = controls_of(cardano_rows[:3], [SaysYes(context())], tmp_path)
+    report = JudgeReport.of(controls, [], table, results)  # no judge among the metrics
+    table.marks = report.marks()
+    assert table.marks == {"fact": "no signal", "mostly": "no signal"}
+    assert "| Fact score (no signal) | Mostly (no signal) | Some |" in to_markdown(table)
+    section = report.markdown(columns)
+    assert "Columns with one value on at least 90% of their rows (marked no signal): 2." in section
+    assert "- Fact score: 0.0000 on 19 of 20 rows" in section
+    assert report.as_json()["near_constant_columns"]["fact"] == {"value": 0.0, "rows": 19, "scored_rows": 20}
 
 
 def test_autoais_controls_are_cached_under_the_judges_fingerprint(cardano_rows, tiny_t5, tmp_path):

@@ -39,6 +39,9 @@ from graphctx.metrics.registry import MetricEntry
 
 FORMAT = 2
 """Bump when the cached pair scores change meaning (2: the hard kinds of unsupported pair)."""
+NEAR_CONSTANT = 0.9
+"""Share of a column's scored rows (every variant's) at one value from which the column, not constant, is
+marked ``no signal``: it tells at most one row in ten from the rest (graphctx's choice)."""
 
 
 @dataclass
@@ -158,6 +161,24 @@ def constant_columns(results: Sequence[VariantScores], keys: Sequence[str]) -> d
     return constant
 
 
+def near_constant_columns(
+    results: Sequence[VariantScores], keys: Sequence[str]
+) -> dict[str, tuple[float, int, int]]:
+    """The shown keys, not constant, with one value on at least :data:`NEAR_CONSTANT` of their scored rows
+    of every variant: key → (that value, its rows, scored rows)."""
+    found = {}
+    for key in keys:
+        values = np.concatenate([np.asarray(r.scores.get(key, []), dtype=float) for r in results] or [[]])
+        values = values[~np.isnan(values)]
+        if not values.size:
+            continue
+        distinct, counts = np.unique(values, return_counts=True)
+        top = int(np.argmax(counts))
+        if len(distinct) > 1 and counts[top] >= NEAR_CONSTANT * values.size:
+            found[key] = (float(distinct[top]), int(counts[top]), int(values.size))
+    return found
+
+
 @dataclass
 class JudgeReport:
     """What results.md and ``judges.json`` say about the judges and the constant columns."""
@@ -168,6 +189,8 @@ class JudgeReport:
     keys: dict[str, list[str]]
     """Judge metric → its shown score keys."""
     constant: dict[str, tuple[float, int]]
+    near_constant: dict[str, tuple[float, int, int]]
+    """Columns with one value on most rows (:func:`near_constant_columns`)."""
 
     @classmethod
     def of(
@@ -185,11 +208,13 @@ class JudgeReport:
             name = column_name(shown[0], table.columns) if shown else entry.title or entry.name
             checks[entry.name] = (name, controls.checks(entry))
             keys[entry.name] = shown
-        return cls(controls, checks, keys, constant_columns(results, table.keys))
+        constant, near = constant_columns(results, table.keys), near_constant_columns(results, table.keys)
+        return cls(controls, checks, keys, constant, near)
 
     def marks(self) -> dict[str, str]:
         """Score key → its mark in the table's header: ``no signal`` (a judge that cannot tell), ``topic
-        only`` (it cannot tell facts apart) and/or ``constant``."""
+        only`` (it cannot tell facts apart) and/or ``constant``; ``no signal`` also for a column with one
+        value on most rows."""
         marks: dict[str, list[str]] = {}
         for metric, (_, checks) in self.checks.items():
             said = verdict(checks) if checks is not None else "not measured"
@@ -198,6 +223,9 @@ class JudgeReport:
                     marks.setdefault(key, []).append(said)
         for key in self.constant:
             marks.setdefault(key, []).append("constant")
+        for key in self.near_constant:
+            if "no signal" not in marks.setdefault(key, []):
+                marks[key].append("no signal")
         return {key: ", ".join(names) for key, names in marks.items()}
 
     def as_json(self) -> dict[str, Any]:
@@ -213,6 +241,10 @@ class JudgeReport:
             "thresholds": {"min_auc": MIN_AUC, "min_accept_gap": MIN_ACCEPT_GAP},
             "judges": {metric: _judge_json(name, checks) for metric, (name, checks) in self.checks.items()},
             "constant_columns": {key: {"value": v, "rows": n} for key, (v, n) in self.constant.items()},
+            "near_constant_columns": {
+                key: {"value": v, "rows": k, "scored_rows": n}
+                for key, (v, k, n) in self.near_constant.items()
+            },
         }
 
     def markdown(self, columns: Mapping[str, str]) -> str:
@@ -262,6 +294,14 @@ class JudgeReport:
         lines += ["", f"Constant columns (one value on every row of every variant): {len(self.constant)}."]
         for key, (value, rows) in self.constant.items():
             lines.append(f"- {column_name(key, columns)}: {value:.4f} on all {rows} rows")
+        share = f"{NEAR_CONSTANT:.0%}"
+        lines += [
+            "",
+            f"Columns with one value on at least {share} of their rows (marked no signal): "
+            f"{len(self.near_constant)}.",
+        ]
+        for key, (value, rows, scored) in self.near_constant.items():
+            lines.append(f"- {column_name(key, columns)}: {value:.4f} on {rows} of {scored} rows")
         return "\n".join(lines) + "\n"
 
 
