@@ -22,6 +22,11 @@ METHOD_FIELDS: dict[str, tuple[str, ...]] = {
 """The fields of the shared ``facts`` section each entity method reads."""
 UNINER_PAPER = f"UniversalNER ({UNINER.name})"
 SPACY_KEY = "evaluation.metrics.facts.spacy_model"
+SPACY_ENTITIES = (
+    "graphctx's choices: the prose only (fenced code removed), value types (numbers, ordinals, dates, "
+    "times, money, quantities, percentages) dropped, matched as UniversalNER's evaluation (SQuAD-normalised)"
+)
+"""What the spaCy entity Jaccard's description (results.md's model lines) says of its entity sets."""
 
 
 class EntityJaccardEntry(FactsSectionEntry):
@@ -99,7 +104,7 @@ class EntityJaccardEntry(FactsSectionEntry):
         text = (
             f"UniversalNER {entity.model} (entity types {', '.join(facts.entity_types)}: {ENTITY_TYPES_NOTE})"
             if entity.method == "uniner"
-            else f"spaCy {entity.model} NER"
+            else f"spaCy {entity.model} NER ({SPACY_ENTITIES})"
         )
         return text + stand_in_tag(entity.label)
 

@@ -23,6 +23,11 @@ METHOD_FIELDS: dict[str, tuple[str, ...]] = {
 METHOD_LIBRARIES = {"factsumm": ("pysbd", "torch", "transformers"), "triplets": ("nltk",)}
 EXTRACTOR_FIELDS = ("extractors", "spacy_model")
 EXTRACTOR_PREFIXES = ("rebel_", "llm_")
+TRIPLET_MATCHING = (
+    "graphctx's matching: NFKC, lower case, punctuation and articles dropped, auxiliaries lemmatised, "
+    "Porter-stemmed, then FactSumm's exact match after its (head, relation) filter; 0 when no fact compares"
+)
+"""What the triplet fact score's description (results.md's model lines) says of its matching."""
 FACTSUMM_PAPER = f"FactSumm {FACTSUMM_VERSION} ({FACTSUMM_NER.name} + {FACTSUMM_RELATION.name})"
 
 
@@ -128,7 +133,7 @@ class FactScoreEntry(FactsSectionEntry):
         text = (
             f"FactSumm {FACTSUMM_VERSION} ({self.choice.model})"
             if self.method == "factsumm"
-            else f"triplets by {' + '.join(self.context.knowledge.extractors)}"
+            else f"triplets by {' + '.join(self.context.knowledge.extractors)} ({TRIPLET_MATCHING})"
         )
         return text + stand_in_tag(self.label)
 
