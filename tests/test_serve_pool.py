@@ -43,7 +43,8 @@ def test_updates_commit_whole_and_survive_a_restart(tmp_path):
 
 
 def test_keys_are_checked_from_either_header():
-    """``check_key``: no key set lets all in; else the Bearer or X-API-Key header must hold it (401)."""
+    """``check_key``: no key set lets all in; else the Bearer (any case) or X-API-Key header must hold it
+    (401)."""
     from fastapi import HTTPException
     from starlette.requests import Request
 
@@ -55,12 +56,15 @@ def test_keys_are_checked_from_either_header():
 
     check_key(request(), None)
     check_key(request(authorization="Bearer k1"), "k1")
+    check_key(request(authorization="bearer k1"), "k1")  # RFC 7235: the scheme in any case
+    check_key(request(authorization="BEARER k1"), "k1")
     check_key(request(x_api_key="k1"), "k1")
     for wrong in (
         request(),
         request(authorization="Bearer k2"),
         request(x_api_key="k"),
         request(authorization="k1"),
+        request(authorization="Basic k1"),
     ):
         with pytest.raises(HTTPException, match="401"):
             check_key(wrong, "k1")
