@@ -2,6 +2,8 @@
 
 * ``generate``: ``model.generate`` on left-padded batches of ``batch_size`` prompts. Every step computes all
   rows of the batch, padding included, until its longest answer ends.
+* ``prefix``: the same padded batches, each prompt prefilled alone (no pads) from the longest prefix it
+  shares with an earlier prompt (:mod:`graphctx.prefill`), then decoded together.
 * ``continuous``: transformers' continuous batching (``model.generate_batch``): all prompts go to one
   scheduler over a paged KV cache; no pad is computed, and a finished answer's cache pages go to the next
   prompt at once.
@@ -17,8 +19,9 @@ import math
 from collections.abc import Sequence
 from typing import Any, Literal
 
-Backend = Literal["generate", "continuous"]
-"""The decoding engine: ``generate`` (padded static batches) or ``continuous`` (continuous batching)."""
+Backend = Literal["generate", "prefix", "continuous"]
+"""The decoding engine: ``generate`` (padded static batches), ``prefix`` (the same batches prefilled per
+prompt from shared prefixes) or ``continuous`` (continuous batching)."""
 
 CPU_PAGE_TOKENS = 64
 """Continuous batching on the CPU: tokens per KV-cache page (the cache is sized to the prompts, see
@@ -115,17 +118,25 @@ def greedy_new_tokens(
     pad_id: int,
     batch_size: int,
 ) -> list[list[int]]:
-    """Each prompt's greedy new token ids through its first EOS, in the prompts' order: ``generate`` in
-    batches of ``batch_size`` longest first (so a batch pads little), ``continuous`` all at once."""
+    """Each prompt's greedy new token ids through its first EOS, in the prompts' order: ``generate`` and
+    ``prefix`` in batches of ``batch_size`` longest first (so a batch pads little), ``continuous`` all at
+    once."""
     if not prompts:
         return []
     if backend == "continuous":
         return continuous_greedy(model, prompts, max_new_tokens, eos_ids)
+    cache = None
+    if backend == "prefix":
+        from graphctx.prefill import PrefixCache, prefilled
+
+        cache = PrefixCache()
     order = sorted(range(len(prompts)), key=lambda i: (-len(prompts[i]), i))
     answers: list[list[int]] = [[] for _ in prompts]
     for start in range(0, len(order), batch_size):
         batch = order[start : start + batch_size]
-        decoded = padded_greedy(model, [prompts[i] for i in batch], max_new_tokens, eos_ids, pad_id)
+        rows = [prompts[i] for i in batch]
+        past = {"cache": prefilled(model, rows, cache)} if cache is not None else {}
+        decoded = padded_greedy(model, rows, max_new_tokens, eos_ids, pad_id, **past)
         for index, ids in zip(batch, decoded, strict=True):
             answers[index] = ids
     return answers

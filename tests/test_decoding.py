@@ -88,6 +88,55 @@ def test_the_llm_extractor_replies_alike_with_either_backend(llama, one_torch_th
     assert replies["generate"] == replies["continuous"] and all(replies["generate"])
 
 
+def test_prefilling_from_shared_prefixes_gives_the_padded_batches_tokens(llama, one_torch_thread):
+    """backend: prefix prefills each prompt alone from the longest prefix an earlier prompt shares (here:
+    the second round repeats every prompt with text appended, as TextContextGen extends TextGen's pairs),
+    then decodes the batch from the stacked caches: the same tokens as the padded batch, with the shared
+    tokens taken from the cache instead of computed again."""
+    model, tokenizer, prompts = llama
+    longer = [ids + tokenizer(" Knowledge: Cardano is a blockchain.")["input_ids"][1:] for ids in prompts]
+    settings = GenerationSettings(max_new_tokens=10, batch_size=4, device="cpu")
+    padded = Generator(model, tokenizer, settings)
+    prefix = Generator(model, tokenizer, replace(settings, backend="prefix"))
+    eos = padded.generate_ids(prompts[:1], stop_strings=())[0].token_ids[3]  # an EOS mid-answer too
+    for generator in (padded, prefix):
+        generator.eos_ids = [eos]
+    reused = []
+    for batch in (prompts, longer, prompts[:1] + longer[:3]):
+        assert prefix.generate_ids(batch, stop_strings=()) == padded.generate_ids(batch, stop_strings=())
+        reused.append(prefix.prefixes.reused_tokens - sum(reused))
+    # round two reuses each prompt of round one whole (all but its last token), round three all of it
+    assert reused[1] == sum(len(ids) - 1 for ids in prompts)
+    assert reused[2] == len(prompts[0]) - 1 + sum(len(ids) - 1 for ids in longer[:3])
+    assert decode(model, longer, "prefix", [2]) == decode(model, longer, "generate", [2])
+
+
+def test_a_prefix_cache_keeps_the_most_recently_used_within_its_budget():
+    from graphctx.prefill import PrefixCache
+
+    layer = (torch.zeros(1, 1, 4, 2), torch.zeros(1, 1, 4, 2))  # 64 bytes a prompt
+    cache = PrefixCache(max_bytes=128)
+    cache.add(torch.tensor([1, 2, 3, 4]), [layer])
+    cache.add(torch.tensor([5, 6, 7, 8]), [layer])
+    assert cache.longest(torch.tensor([1, 2, 9]))[0] == 2  # a hit makes [1, 2, 3, 4] the most recent
+    cache.add(torch.tensor([9, 9, 9, 9]), [layer])
+    assert cache.bytes == 128 and cache.longest(torch.tensor([5, 6]))[0] == 0
+    assert cache.longest(torch.tensor([1, 2, 3, 4, 5]))[0] == 4
+
+
+def test_fastest_is_bfloat16_only_where_the_cpu_multiplies_it(tmp_path):
+    from graphctx.generation.loading import native_bf16, resolve_dtype
+
+    cpuinfo = tmp_path / "cpuinfo"
+    for flags, native in (("fpu avx512f avx512_bf16", True), ("fpu amx_bf16", True), ("fpu avx512f", False)):
+        cpuinfo.write_text(f"processor : 0\nflags\t\t: {flags}\n")
+        assert native_bf16(cpuinfo) is native
+    assert native_bf16(tmp_path / "absent") is False
+    here = torch.bfloat16 if native_bf16() else torch.float32
+    assert resolve_dtype(GenerationSettings(dtype="fastest"), torch.device("cpu")) == here
+    assert resolve_dtype(GenerationSettings(), torch.device("cpu")) == torch.float32
+
+
 def test_static_cache_and_continuous_batching_exclude_each_other():
     with pytest.raises(ConfigError, match="static_cache needs backend: generate"):
         GenerationSettings(static_cache=True, backend="continuous")

@@ -28,6 +28,7 @@ LAYERS = {
             "citations",
             "paths",
             "decoding",
+            "prefill",
             "progress",
         ),
         0,

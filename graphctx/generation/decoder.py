@@ -11,6 +11,9 @@ Speed comes from three things (``benchmarks/generate_throughput.py`` measures th
 * optionally on CUDA, a static KV cache with the decoding step compiled into CUDA graphs
   (``static_cache``); prompt lengths and batch sizes are rounded up to fixed buckets so that only a few
   shapes are ever compiled;
+* with ``backend: prefix``, each prompt of a batch prefilled alone, without pads, from the longest prefix
+  it shares with an earlier prompt of the same model (:mod:`graphctx.prefill`; the variants of a question
+  share most of their prompt), then the batch decoded together;
 * or, with ``backend: continuous``, transformers' continuous batching (:mod:`graphctx.decoding`): no pads,
   and a finished answer's cache slot goes to the next prompt of the batch at once.
 
@@ -35,6 +38,7 @@ from transformers.generation.configuration_utils import CompileConfig
 
 from graphctx.decoding import continuous_greedy
 from graphctx.generation.settings import GenerationSettings
+from graphctx.prefill import PrefixCache, prefilled
 from graphctx.prompts import EncodedPrompt, Prompt, encode_prompt
 
 
@@ -92,6 +96,8 @@ class Generator:
         eos = model.generation_config.eos_token_id
         eos = [eos] if isinstance(eos, int) else list(eos or [])
         self.eos_ids = sorted({*eos, tokenizer.eos_token_id} - {None})
+        self.prefixes = PrefixCache()
+        """With ``backend: prefix``: the keys and values of the prompts decoded so far, for reuse."""
 
     @property
     def static(self) -> bool:
@@ -143,9 +149,11 @@ class Generator:
             new = continuous_greedy(self.model, prompts, self.settings.max_new_tokens, self.eos_ids)
             return [self.answer(ids, stop_strings) for ids in new]
         input_ids, attention_mask = self._padded_batch(prompts)
+        past = prefilled(self.model, prompts, self.prefixes) if self.settings.backend == "prefix" else None
         output = self.model.generate(
             input_ids=input_ids,
             attention_mask=attention_mask,
+            cache=past,
             generation_config=self.generation_config(stop_strings),
             tokenizer=self.tokenizer,
         )

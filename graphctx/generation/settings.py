@@ -23,9 +23,9 @@ class GenerationSettings:
 
     def __post_init__(self) -> None:
         check_own_fields(self)
-        if self.backend == "continuous" and self.static_cache:
+        if self.backend != "generate" and self.static_cache:
             raise ConfigError(
-                "generation: static_cache needs backend: generate (continuous batching pages its own cache)"
+                f"generation: static_cache needs backend: generate ({self.backend} keeps its own cache)"
             )
 
     max_new_tokens: int = 128
@@ -49,10 +49,13 @@ class GenerationSettings:
     (the 4-bit NF4 base under QLoRA). True: those weights are dequantised once to ``dtype`` and the adapter is
     merged into them, W + (alpha/r)·B·A (several times faster, same model up to ``dtype`` rounding); false:
     the 4-bit base with the adapter applied on the fly (see ``base_weights`` for the base-model rows)."""
-    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
+    dtype: Literal["auto", "fastest", "bfloat16", "float16", "float32"] = "auto"
     """With ``merge_adapter``: the dtype of the merged model (the dequantised NF4 weights, or the
     ``compute_dtype`` weights of plain LoRA, are cast to it before merging), and of the released base
-    weights; ``auto``: bfloat16 on CUDA, float32 on the CPU."""
+    weights; ``auto``: bfloat16 on CUDA, float32 on the CPU; ``fastest``: bfloat16 on CUDA and on a CPU with
+    bfloat16 instructions (AVX512-BF16 or AMX, read at run time), else float32. On the CPU bfloat16 changes
+    the greedy tokens of many rows (rounding), so ``auto`` keeps float32 there and ``fastest`` is asked for
+    (tiny.yaml; ``benchmarks/generation_engines.py`` counts the rows that differ)."""
     static_cache: bool = False
     """CUDA only: static KV cache and the decoding step compiled into CUDA graphs. Prompts are padded to
     multiples of ``cache_bucket_tokens`` and batches to ``batch_size`` so few shapes compile (each costs

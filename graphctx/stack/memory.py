@@ -39,6 +39,7 @@ from graphctx.errors import ConfigError
 from graphctx.knowledge.extractors import selected_extractors
 from graphctx.model.settings import TinyLlamaSettings
 from graphctx.pipeline.run_config import RunConfig
+from graphctx.prefill import PREFIX_CACHE_BYTES
 from graphctx.stack.model_shapes import Shape
 from graphctx.stack.shape_table import source_shape
 
@@ -119,6 +120,8 @@ class MemoryEstimate:
             tokens = generation.max_prompt_tokens + generation.max_new_tokens
             decode = base.params * width + kv_cache_bytes(base, tokens, generation.batch_size)
             decode += prefill_bytes(base, generation.max_prompt_tokens, generation.batch_size)
+            if generation.backend == "prefix":  # earlier prompts' keys and values, kept for reuse
+                decode += PREFIX_CACHE_BYTES
         embedder = self.weight_bytes(
             config.retrieval.embedding_model, dtype_bytes(config.retrieval.embedding_dtype)
         )

@@ -13,8 +13,12 @@ from graphctx.prompts import VARIANTS
 
 
 def decoding_dtype(generation: GenerationSettings) -> str:
-    """The dtype evaluate.py decodes in, ``auto`` spelt out."""
-    return generation.dtype if generation.dtype != "auto" else "auto (bfloat16 on CUDA, float32 on CPU)"
+    """The dtype evaluate.py decodes in, ``auto`` and ``fastest`` spelt out."""
+    spelt = {
+        "auto": "auto (bfloat16 on CUDA, float32 on CPU)",
+        "fastest": "fastest (bfloat16 on CUDA and on CPUs with AVX512-BF16 or AMX, else float32)",
+    }
+    return spelt.get(generation.dtype, generation.dtype)
 
 
 def weights(config: RunConfig) -> tuple[str, str]:

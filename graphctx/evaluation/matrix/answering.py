@@ -114,6 +114,8 @@ class AnswerStage:
                 for unit in units
                 if by_name[unit.variant].model == kind and (missing := self.unanswered(unit))
             ]
+            todo.sort(key=lambda work: work[0].number)  # batch by batch across the variants, so the
+            # variants of a question follow each other (generation.backend prefix reuses what they share)
             if not todo:
                 continue
             if kind == "none":  # the baselines: answers without the LLM
