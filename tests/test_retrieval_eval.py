@@ -211,6 +211,25 @@ def test_a_tabular_source_has_no_links(tmp_path, capsys):
     assert "a tabular or Hugging Face source has no PostLinks.xml" in one_error_line(tmp_path, table, capsys)
 
 
+def test_one_linked_query_prints_its_metrics_with_p_one_where_methods_differ(tmp_path, capsys):
+    # one query: 70 (closed as a duplicate of 40, so the filters drop it), which graph and BM25 rank apart
+    site = write_site(tmp_path / "one", links=[(70, 40, 3)])
+    out = tmp_path / "report"
+    argv = ["retrieval-eval", "--config", str(small_config(tmp_path, site)), "--json", "--thresholds", "0.5"]
+    assert main([*argv, "--evaluation.retrieval_eval_dir", str(out)]) == 0
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)
+    assert "warning: only 1 test question(s)" in captured.err and "Traceback" not in captured.err
+    assert document["queries"] == 1 and json.loads((out / "results.json").read_text()) == document
+    metrics = ("recall@2", "recall@10", "mrr@10", "ndcg@10")
+    versus = [
+        document["methods"][m][name]["minus_graph"] for m in ("dense", "bm25", "hybrid") for name in metrics
+    ]
+    assert any(v["mean"] != 0 for v in versus)  # a difference over one query: the case scipy refuses
+    # one paired difference d: its two sign flips, +d and -d, are equally extreme, so p = 1
+    assert all(v["p"] == 1.0 and v["low"] == v["mean"] == v["high"] for v in versus)
+
+
 def test_train_is_not_an_evaluated_split_and_thresholds_are_checked(site, tmp_path, capsys):
     with pytest.raises(ConfigError, match=r"evaluation\.split='train'"):
         check_link_source(settings_for(site), "train")

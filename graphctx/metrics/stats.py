@@ -77,7 +77,8 @@ def paired_test(
     Under the null each row's two scores are exchangeable, so the test flips the sign of each row's
     difference d_i at random, ``n_permutations`` times (default ``n_resamples``; scipy ``permutation_test``
     with ``permutation_type="samples"``, exact when 2^n is fewer); the interval is a percentile bootstrap
-    of mean(d) with ``n_resamples`` resamples.
+    of mean(d) with ``n_resamples`` resamples. One row gives p = 1: its two flips, +d and -d, are equally
+    extreme (scipy refuses a sample of one).
     """
     a = np.asarray(scores_a, dtype=np.float64)
     b = np.asarray(scores_b, dtype=np.float64)
@@ -89,7 +90,7 @@ def paired_test(
         return PairedComparison(float("nan"), float("nan"), float("nan"), float("nan"), 0)
     differences = a - b
     low, high = _mean_interval(differences, confidence, n_resamples, seed)
-    if np.ptp(differences) == 0 and differences[0] == 0:
+    if a.size == 1 or (np.ptp(differences) == 0 and differences[0] == 0):
         p_value = 1.0
     else:
         p_value = stats.permutation_test(
