@@ -3,6 +3,7 @@ bytes per dtype, the KV cache, and the start-up refusal on a GPU that is too sma
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from transformers import AutoModelForCausalLM, BertConfig, DynamicCache
 from graphctx.errors import ConfigError
 from graphctx.model import ModelSpec, load_base_model, resolve_source
 from graphctx.pipeline.config_file import load_config
+from graphctx.prefill import PREFIX_CACHE_BYTES
 from graphctx.stack.memory import (
     GIB,
     MemoryEstimate,
@@ -95,10 +97,34 @@ def test_the_answers_stage_counts_the_prefill_beside_the_kv_cache():
     # by hand: the widest moment of one block per prompt token in bf16, and the last position's logits
     by_hand = (h + max(3 * h + 2 * kv, h + 3 * i)) * prompt * batch * 2 + batch * vocab * 4
     assert prefill_bytes(shape, prompt, batch) == by_hand
-    stages = MemoryEstimate(config).evaluate_stages()
     weights = shape.params * dtype_bytes(generation.dtype)
     kv_cache = kv_cache_bytes(shape, prompt + generation.max_new_tokens, batch)
-    assert stages["answers"] == weights + kv_cache + by_hand
+    padded = replace(config, generation=replace(generation, backend="generate"))
+    assert MemoryEstimate(padded).evaluate_stages()["answers"] == weights + kv_cache + by_hand
+    # backend prefix (tiny.yaml's): one prompt prefilled at a time, earlier prompts' keys and values kept
+    assert generation.backend == "prefix"
+    one_prompt = prefill_bytes(shape, prompt, 1)
+    expected = weights + kv_cache + one_prompt + PREFIX_CACHE_BYTES
+    assert MemoryEstimate(config).evaluate_stages()["answers"] == expected
+
+
+def test_a_plan_asks_the_hub_nothing():
+    """A model id that is neither known nor in the HF cache has no shape here, said at once: asked of the
+    Hub, transformers retries for about 23 s where the Hub cannot be reached, before every plan (the
+    tiny default's judge name lexical-containment was asked for so). In a process of its own: the tests'
+    own process has the Hub switched off at import."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    probe = (
+        "import time; from graphctx.stack.model_shapes import model_config; "
+        "model_config('warm-up'); t = time.monotonic(); "  # the first call imports transformers' configs
+        "assert model_config('no-such-model') is None; print(time.monotonic() - t)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert float(done.stdout.split()[-1]) < 2.0
 
 
 def test_the_plan_states_memory_per_stage_for_the_paper_configs():

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from graphctx.errors import ConfigError
 from graphctx.knowledge.extractors import selected_extractors
-from graphctx.model.settings import TinyLlamaSettings
+from graphctx.model.settings import LEXICAL_JUDGE, TinyLlamaSettings
 from graphctx.pipeline.run_config import RunConfig
 from graphctx.prefill import PREFIX_CACHE_BYTES
 from graphctx.stack.model_shapes import Shape
@@ -88,7 +88,10 @@ class MemoryEstimate:
         return self._shapes[source]
 
     def weight_bytes(self, source: str, per_param: float) -> float | None:
-        """Bytes of ``source``'s weights at ``per_param`` bytes each (None: shape unknown here)."""
+        """Bytes of ``source``'s weights at ``per_param`` bytes each (None: shape unknown here; the lexical
+        judge has no weights)."""
+        if source == LEXICAL_JUDGE:
+            return 0.0
         shape = self.shape(source)
         return shape.params * per_param if shape is not None else None
 
@@ -119,9 +122,10 @@ class MemoryEstimate:
         if base is not None:
             tokens = generation.max_prompt_tokens + generation.max_new_tokens
             decode = base.params * width + kv_cache_bytes(base, tokens, generation.batch_size)
-            decode += prefill_bytes(base, generation.max_prompt_tokens, generation.batch_size)
-            if generation.backend == "prefix":  # earlier prompts' keys and values, kept for reuse
-                decode += PREFIX_CACHE_BYTES
+            if generation.backend == "prefix":  # one prompt prefilled at a time, earlier ones' keys kept
+                decode += prefill_bytes(base, generation.max_prompt_tokens, 1) + PREFIX_CACHE_BYTES
+            else:
+                decode += prefill_bytes(base, generation.max_prompt_tokens, generation.batch_size)
         embedder = self.weight_bytes(
             config.retrieval.embedding_model, dtype_bytes(config.retrieval.embedding_dtype)
         )

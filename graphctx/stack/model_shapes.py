@@ -160,7 +160,7 @@ def model_config(source: str, tiny: TinyLlamaSettings | None = None) -> Pretrain
         values = dict(KNOWN_CONFIGS[source])
         return AutoConfig.for_model(values.pop("model_type"), **values)
     try:
-        return AutoConfig.from_pretrained(source)  # the HF cache (offline: never downloads)
+        return AutoConfig.from_pretrained(source, local_files_only=True)  # the HF cache, never the Hub
     except (OSError, ValueError, json.JSONDecodeError):
         return None
 
