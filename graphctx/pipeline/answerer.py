@@ -35,7 +35,12 @@ from graphctx.knowledge.extractors import build_extractor, uses_generation_model
 from graphctx.knowledge.llm import GenerationModel
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.model.loading import release_memory
-from graphctx.pipeline.contexts import ContextBuilder, RetrievedContext, knowledge_with_cache
+from graphctx.pipeline.contexts import (
+    ContextBuilder,
+    RetrievedContext,
+    SilentSourceWarning,
+    knowledge_with_cache,
+)
 from graphctx.pipeline.processes import Processes
 from graphctx.prompts import EncodedPrompt, ModelKind, Prompt, Variant, build_prompt, encode_prompt
 from graphctx.retrieval.settings import RetrievalSettings
@@ -138,6 +143,8 @@ class Answerer:
         self.processes = processes or Processes()
         self.log = log or _silent
         self._held: tuple[str, GenerationModel, Generator] | None = None
+        self.silent_warning = SilentSourceWarning()
+        """Given once by all this Answerer's builders (:class:`SilentSourceWarning`)."""
 
     @classmethod
     def from_config(
@@ -198,6 +205,7 @@ class Answerer:
             tokenizer=self.tokenizer,
             processes=self.processes,
             encoder=encoder,
+            silent_warning=self.silent_warning,
         )
 
     def contexts(
@@ -213,9 +221,6 @@ class Answerer:
             f"contexts ready: retrieved {builder.queries_retrieved} and enhanced "
             f"{builder.queries_enhanced} queries here{summary if self.processes.is_zero else ''}"
         )
-        if self.processes.is_zero:
-            for line in builder.silent_sources():
-                self.log(line)
         return contexts
 
     def enhanced(self, questions: Sequence[str]) -> list[EnhancedContext]:

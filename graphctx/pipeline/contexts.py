@@ -17,6 +17,7 @@ cache); the shares are gathered, so every process ends with every query's contex
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -65,6 +66,26 @@ def pairs_for_hits(hits: Sequence[Hit], pool: Mapping[int, Mapping[str, Any]]) -
     return [QAPair(pool[hit.id]["question"], pool[hit.id]["answer"], hit.id) for hit in hits]
 
 
+class SilentSourceWarning:
+    """The warning line of each knowledge source whose facts reach none of the contexts
+    (:meth:`ContextBuilder.silent_sources`), printed on stderr by rank 0, once: after the first call of
+    :meth:`ContextBuilder.for_variants` or :meth:`ContextBuilder.enhanced_contexts` that enhanced a context.
+    Every command that enhances goes through one of them; an :class:`~graphctx.pipeline.answerer.Answerer`
+    gives all its builders one warning, so ``graphctx serve`` warns on its first answers with KG sentences,
+    not on every request or pool version."""
+
+    def __init__(self) -> None:
+        self.given = False
+
+    def check(self, builder: ContextBuilder) -> None:
+        if self.given or not builder.contexts_enhanced:
+            return
+        self.given = True
+        if builder.processes.is_zero:
+            for line in builder.silent_sources():
+                print(line, file=sys.stderr, flush=True)
+
+
 def knowledge_with_cache(settings: KnowledgeSettings, cache_dir: str | None) -> KnowledgeSettings:
     """``settings`` with the pipeline's cache folder when it names none."""
     if settings.cache_dir or not cache_dir:
@@ -82,6 +103,7 @@ class ContextBuilder:
     :meth:`for_variants` and :meth:`knowledge_summary` with the same arguments). ``enhancer`` and
     ``encoder``: a knowledge stage and a query encoder already loaded (``graphctx serve`` keeps both when
     the pool changes); otherwise each loads on first use, the encoder once for every embedding retriever.
+    ``silent_warning``: the silent-source warning this builder shares (default its own).
     """
 
     def __init__(
@@ -96,6 +118,7 @@ class ContextBuilder:
         encoder: SentenceEncoder | None = None,
         tokenizer: PreTrainedTokenizerBase,
         processes: Processes | None = None,
+        silent_warning: SilentSourceWarning | None = None,
     ) -> None:
         self.pool = {int(row["id"]): row for row in pool}
         self.retrieval = retrieval
@@ -118,6 +141,7 @@ class ContextBuilder:
         """KG facts (τ') of every enhanced context, every process's, per source (``kg:<name>``)."""
         self.contexts_enhanced = 0
         """Enhanced contexts, every process's."""
+        self.silent_warning = silent_warning or SilentSourceWarning()
 
     @property
     def enhancer(self) -> Enhancer:
@@ -195,7 +219,9 @@ class ContextBuilder:
     def enhanced_contexts(self, queries: Sequence[str]) -> list[EnhancedContext]:
         """Every query's context C ⊕ S: the pairs ``retrieval.method`` retrieves, and their KG sentences."""
         hits = self.hits(queries, self.retrieval.method)
-        return self.enhance(queries, [pairs_for_hits(h, self.pool) for h in hits])
+        contexts = self.enhance(queries, [pairs_for_hits(h, self.pool) for h in hits])
+        self.silent_warning.check(self)
+        return contexts
 
     def contexts(
         self, queries: Sequence[str], hits: list[list[Hit]], with_knowledge: bool
@@ -252,4 +278,5 @@ class ContextBuilder:
                 result[variant.name] = [RetrievedContext([], [], []) for _ in queries]
             else:
                 result[variant.name] = needed[(variant.retrieval, variant.knowledge)]
+        self.silent_warning.check(self)
         return result
