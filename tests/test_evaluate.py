@@ -66,7 +66,10 @@ def test_table_compares_each_graph_variant_with_its_text_twin_holm_corrected(tmp
         _scores("GraphContextGen", ids, rouge1=graph, **{"autoais[causal-lm-judge]": judged}),
     ]
     results[3].retrieval_fallbacks = fallbacks
+    results[2].prompts = {i: f"text {i}" for i in ids}  # the graph rows 0-2 had the dense hits: same prompt
+    results[3].prompts = {i: f"text {i}" if i < 3 else f"graph {i}" for i in ids}
     table = build_table(results, n_resamples=200, seed=0, n_permutations=500)
+    assert table.rows[3].same_prompts == (3, 8) and table.rows[1].same_prompts is None
     assert table.keys == ["rouge1", "autoais[causal-lm-judge]"]
     graph_row = table.rows[3]
     assert graph_row.baseline == "TextContextGen"
@@ -89,14 +92,15 @@ def test_table_compares_each_graph_variant_with_its_text_twin_holm_corrected(tmp
         "| AutoAIS (whole context) [causal-lm-judge] |"
     )
     assert header in markdown
-    assert "| Variant | vs | ROUGE-1 | AutoAIS (whole context) [causal-lm-judge] |" in markdown
+    assert "| Variant | vs | same prompt | ROUGE-1 | AutoAIS (whole context) [causal-lm-judge] |" in markdown
+    assert "| GraphContextGen | TextContextGen | 3/8 | " in markdown
     mid = evaluate_mid({"rouge1": graph}, seed=0)["rouge1"]
     assert graph_row.evaluate_mids == {"rouge1": mid}
     assert f"| GraphContextGen | {graph_row.intervals['rouge1'].mean:.4f} [" in markdown
     assert f"(n=8) | {mid:.4f} | " in markdown
     assert "| Zero-shot | 0.1875 [" in markdown and "| n/a |" in markdown
     assert "Holm-corrected across the table's 2 tests" in markdown
-    assert "| GraphContextGen | TextContextGen | +0.2875 (p=" in markdown
+    assert "| GraphContextGen | TextContextGen | 3/8 | +0.2875 (p=" in markdown
     assert "- GraphContextGen: 7 of 8 queries (87.5%) link to the graph; 1 with no edge above T" in markdown
     csv_lines = to_csv(table).splitlines()
     header = "variant,label,model,retrieval,knowledge,pairs,compared_with,answered,prompts_truncated,"

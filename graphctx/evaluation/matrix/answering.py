@@ -132,19 +132,38 @@ class AnswerStage:
         return [i for i in unit.rows if int(self.rows[i]["id"]) not in done]
 
     def with_model(self, kind: str, todo: Work) -> None:
-        """``todo``'s rows answered by the generation model of ``kind``, loaded once before its batches."""
+        """``todo``'s rows answered by the generation model of ``kind``, loaded once before its batches.
+
+        A prompt decoded once is not decoded again: a row whose prompt (token ids and stop strings) is one
+        this model already answered in this run gets that answer (GraphGen's prompt is TextGen's on
+        every query the graph does not link, TextContextGen's is TextGen's where no fact fits), so
+        identical prompts get identical answers, whatever batch their rows fell in."""
         self.answerer.model(kind)  # type: ignore[arg-type]
         by_name = {v.name: v for v in self.variants}
+        answered: dict[tuple[tuple[int, ...], tuple[str, ...]], Answer] = {}
+        copied = 0
         with Progress(f"answers ({kind} model)", sum(len(missing) for _, missing in todo)) as progress:
             for number, (unit, missing) in enumerate(todo, start=1):
                 if self.stop.requested:
                     self.log("stop requested: no further batches")
                     break
                 variant = by_name[unit.variant]
-                answers = self.answerer.answer(variant, [self.encoded[variant.name][i] for i in missing])
-                self.write(variant, unit, missing, answers)
+                keys = [(tuple(self.encoded[variant.name][i].ids), variant.stop_strings) for i in missing]
+                first: dict[tuple[tuple[int, ...], tuple[str, ...]], int] = {}
+                for i, key in zip(missing, keys, strict=True):
+                    if key not in answered:
+                        first.setdefault(key, i)  # each new prompt decoded once
+                if first:
+                    fresh = self.answerer.answer(
+                        variant, [self.encoded[variant.name][i] for i in first.values()]
+                    )
+                    answered.update(zip(first, fresh, strict=True))
+                copied += len(missing) - len(first)
+                self.write(variant, unit, missing, [answered[key] for key in keys])
                 self.log(f"{variant.name}: batch {unit.number + 1} answered ({number}/{len(todo)} {kind})")
                 progress.advance(len(missing), f"{variant.name} batch {unit.number + 1} done")
+        if copied:
+            self.log(f"{copied} rows ({kind} model) had a prompt answered before: its answer reused")
 
     def without_llm(self, todo: Work) -> None:
         """The baseline variants' answers (:mod:`graphctx.baselines`) for ``todo``'s rows, a batch at a time;

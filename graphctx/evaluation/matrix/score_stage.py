@@ -7,6 +7,7 @@ scored yet is scored and its line appended; a stop request is honoured before ea
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,4 +153,9 @@ def _variant_scores(variant: Variant, run_files: RunFiles, ids: list[int]) -> Va
         kg_lost_entities=sum(len(p.get("kg_lost_entities", ())) for p in answered),
         baseline_fallbacks=sum(p.get("stop") == FALLBACK for p in answered),
         retrieval_fallbacks=[p.get("retrieval_fallback", []) for p in answered],
+        prompts={
+            i: hashlib.sha1(p["prompt"].encode()).hexdigest()
+            for i, p in zip(scored, answered, strict=True)
+            if "prompt" in p
+        },
     )

@@ -76,6 +76,8 @@ class VariantScores:
     """Baseline rows where the baseline gave up and answered with the top retrieved answer."""
     retrieval_fallbacks: list[list[bool]] = field(default_factory=list)
     """Per scored row, its hits' ``retrieval_fallback`` flags (graph variants: cosine top-ups)."""
+    prompts: dict[int, str] = field(default_factory=dict)
+    """Per scored row, a digest of the prompt its answer was decoded from (empty: not known)."""
 
     def linkage(self) -> dict[str, float] | None:
         """:func:`~graphctx.retrieval.graph.linkage_stats` of a graph variant's rows; None otherwise."""
@@ -126,6 +128,9 @@ class TableRow:
     """Graph variants: rows whose query had no edge above T, and rows topped up by cosine."""
     evaluate_mids: dict[str, float] = field(default_factory=dict)
     """Per key of :data:`EVALUATE_MIDS` shown, the value ``evaluate`` reports (NaN: no rows)."""
+    same_prompts: tuple[int, int] | None = None
+    """Compared variants: (rows whose prompt is the baseline's, rows compared); None: not known. Such rows
+    get the same answer (a prompt is decoded once per model), so they differ by nothing."""
 
 
 @dataclass
@@ -184,6 +189,11 @@ def build_table(
                 n_permutations=n_permutations,
             )
             tests.append((row, key))
+    for result, row in zip(results, rows, strict=True):
+        if row.baseline is not None and result.prompts:
+            other = by_name[row.baseline].prompts
+            both = [i for i in result.ids if i in other]
+            row.same_prompts = (sum(result.prompts[i] == other[i] for i in both), len(both))
     adjusted = holm([row.comparisons[key].p_value for row, key in tests])
     for (row, key), p_holm in zip(tests, adjusted, strict=True):
         row.comparisons[key] = dataclasses.replace(row.comparisons[key], p_holm=float(p_holm))
@@ -325,10 +335,13 @@ def to_markdown(table: ResultsTable, title: str = "Results") -> str:
     lines += [
         "",
         "Difference from the baseline fixed for each variant (evaluation.comparisons; paired permutation "
-        f"test p, and p Holm-corrected across the table's {table.comparisons} tests).",
+        f"test p, and p Holm-corrected across the table's {table.comparisons} tests). Same prompt: the "
+        "rows whose prompt is the baseline's, token for token (a graph query with no edge above T gets "
+        "the dense hits; no fact may fit the budget); each prompt is decoded once, so those rows have the "
+        "same answer and differ by nothing.",
         "",
     ]
-    lines += ["| Variant | vs | " + " | ".join(names) + " |", "|---" * (len(names) + 2) + "|"]
+    lines += ["| Variant | vs | same prompt | " + " | ".join(names) + " |", "|---" * (len(names) + 3) + "|"]
     for row in table.rows:
         if row.baseline is None:
             continue
@@ -341,7 +354,8 @@ def to_markdown(table: ResultsTable, title: str = "Results") -> str:
                 p, p_holm = comparison.p_value, comparison.p_holm
                 cells.append(f"{comparison.mean_difference:+.4f} (p={p:.3g}, Holm {p_holm:.3g})")
         baseline = _label_of(table, row.baseline)
-        lines.append(f"| {row.variant.label} | {baseline} | " + " | ".join(cells) + " |")
+        same = f"{row.same_prompts[0]}/{row.same_prompts[1]}" if row.same_prompts else "n/a"
+        lines.append(f"| {row.variant.label} | {baseline} | {same} | " + " | ".join(cells) + " |")
     lines += _too_few_rows_lines(table)
     lines += ["", *_coverage_lines(table), *_linkage_lines(table)]
     if table.models:
