@@ -80,7 +80,9 @@ def test_the_llm_extractor_replies_alike_with_either_backend(llama, one_torch_th
     model, tokenizer, _ = llama
     settings = KnowledgeSettings(llm_model="", llm_max_new_tokens=6, batch_size=2)
     replies = {  # the generation model lent with its backend, as evaluate.py lends it
-        backend: LLMExtractor.from_settings(settings, GenerationModel(model, tokenizer, backend=backend))
+        backend: LLMExtractor.from_settings(
+            settings, GenerationModel(model, tokenizer, backend=backend, source_identity=None)
+        )
         for backend in ("generate", "continuous")
     }
     assert replies["continuous"].backend == "continuous"

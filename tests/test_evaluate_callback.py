@@ -23,6 +23,7 @@ from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.metrics import MetricSettings
 from graphctx.metrics.settings import AutoAISSettings, BertScoreSettings, FactSettings
 from graphctx.model import InstructionTuner, LoraSettings, ModelSpec, TunerSettings, load_tokenizer
+from graphctx.model_use import model_identity
 from graphctx.pipeline.run_config import RunConfig
 from graphctx.retrieval.embeddings import PACKAGED_MINILM
 from graphctx.retrieval.settings import RetrievalSettings
@@ -120,7 +121,8 @@ def test_the_llm_extractor_is_the_training_model_without_its_adapter(tmp_path):
     module = InstructionTuner(TunerSettings(spec=spec, lora=LoraSettings(r=4, alpha=8)))
     module.configure_model()
     model, base = module.model, module.model.get_base_model()
-    lent = GenerationModel(model, load_tokenizer(spec), functools.partial(decoding, module, adapter=False))
+    session = functools.partial(decoding, module, adapter=False)
+    lent = GenerationModel(model, load_tokenizer(spec), session, source_identity=model_identity(spec.source))
     extractor = build_extractor(KnowledgeSettings(extractors=["llm"], llm_max_new_tokens=3), lent)
     assert extractor.model is model  # the training model itself, no second copy
 

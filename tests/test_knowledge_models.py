@@ -21,6 +21,7 @@ from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.knowledge.triplets import ExtractorUnion, Triplet, TripletExtractor
 from graphctx.model.loading import TINY_RANDOM, load_tokenizer, resolve_source
 from graphctx.model.settings import ModelSpec
+from graphctx.model_use import model_identity
 
 WORDS = [
     "Docker",
@@ -155,7 +156,7 @@ def _lent_tiny_llama(tmp_path: Path) -> GenerationModel:
 
     spec = ModelSpec(source=TINY_RANDOM, cache_dir=str(tmp_path))
     model = AutoModelForCausalLM.from_pretrained(resolve_source(spec)).eval()
-    return GenerationModel(model, load_tokenizer(spec))
+    return GenerationModel(model, load_tokenizer(spec), source_identity=model_identity(TINY_RANDOM))
 
 
 def test_union_of_rebel_and_llm_lists_a_shared_triplet_once(tmp_path: Path) -> None:
@@ -220,3 +221,24 @@ def test_build_extractor_lends_the_generation_model_to_the_llm_extractor(tmp_pat
     assert llm.model is lent.model and llm.tokenizer is lent.tokenizer  # no second copy
     union.extract(["Docker runs on Linux."])
     assert lent.tokenizer.padding_side == "right"  # the lent tokenizer is not changed
+
+
+def test_the_lent_models_cache_key_stays_when_its_converted_folder_moves(tmp_path: Path) -> None:
+    """The enhanced-context key names the lent generation model by what it is, not where its converted
+    folder lies: moving the cache (and the folder in it) keeps every cached context."""
+    from graphctx.pipeline.answerer import LoadedModels
+    from graphctx.pipeline.config_file import load_config
+
+    tiny = Path(__file__).resolve().parents[1] / "configs" / "tiny.yaml"
+
+    def lent(cache: Path) -> GenerationModel:
+        config = load_config(tiny, ["--model.spec.source", TINY_RANDOM, "--cache_dir", str(cache)])
+        return LoadedModels(config, load_tokenizer(config.model.spec)).load("base")
+
+    first, moved = tmp_path / "first", tmp_path / "moved"
+    before = lent(first)
+    assert Path(before.model.name_or_path).is_relative_to(first)
+    first.rename(moved)
+    after = lent(moved)
+    assert Path(after.model.name_or_path).is_relative_to(moved)  # read from its new place
+    assert after.identity == before.identity and str(tmp_path) not in after.identity

@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -129,18 +129,23 @@ class GenerationModel:
     ``session`` is entered around every extraction pass and must leave the model as it found it; the
     validation callback uses it to run the training model in eval mode, SDPA attention, without its adapter.
     ``backend``: how the extractor decodes with it (``generation.backend``, :mod:`graphctx.decoding`).
+    ``source_identity``: what the model's source is wherever it lies, as the lender knows it
+    (:func:`graphctx.model_use.model_identity` of ``model.spec.source``: a packaged model by its package's
+    version, a folder by its files), never the path the weights were read from.
     """
 
     model: Any
     tokenizer: Any
     session: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext
     backend: Backend = "generate"
+    source_identity: Any = field(kw_only=True)
 
     @property
     def identity(self) -> str:
-        """Source, dtype and quantisation of the model: what its triplets depend on (a cache key part)."""
+        """Source identity, dtype and quantisation of the model: what its triplets depend on (a cache key
+        part, the same wherever the model's folder, the cache or the environment lies)."""
         quantization = getattr(self.model.config, "quantization_config", None)
-        return f"{self.model.name_or_path} {self.model.dtype} {quantization}"
+        return f"{json.dumps(self.source_identity, sort_keys=True)} {self.model.dtype} {quantization}"
 
 
 class LLMExtractor:

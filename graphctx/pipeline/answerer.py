@@ -35,6 +35,7 @@ from graphctx.knowledge.extractors import build_extractor, uses_generation_model
 from graphctx.knowledge.llm import GenerationModel
 from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.model.loading import release_memory
+from graphctx.model_use import model_identity
 from graphctx.pipeline.contexts import (
     ContextBuilder,
     RetrievedContext,
@@ -90,7 +91,8 @@ class LoadedModels:
             + (f" with the adapter {adapter}" if adapter else "")
         )
         model = load_generation_model(self.config.model.spec, adapter, generation, self.device, weights)
-        return GenerationModel(model, self.tokenizer, backend=generation.backend)
+        identity = model_identity(self.config.model.spec.source)
+        return GenerationModel(model, self.tokenizer, backend=generation.backend, source_identity=identity)
 
 
 @dataclass(frozen=True)

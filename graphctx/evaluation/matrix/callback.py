@@ -29,6 +29,7 @@ from graphctx.errors import ConfigError
 from graphctx.evaluation.matrix.scorer import Scorer
 from graphctx.knowledge.llm import GenerationModel
 from graphctx.metrics.registry import entries_named
+from graphctx.model_use import model_identity
 from graphctx.pipeline.answerer import Answerer, AnswerSettings
 from graphctx.pipeline.contexts import RetrievedContext
 from graphctx.pipeline.run_config import RunConfig
@@ -67,6 +68,8 @@ class TrainingModel:
 
     pl_module: L.LightningModule
     tokenizer: Any
+    source: str
+    """Its base's ``model.spec.source`` (what the LLM extractor's cache key names it by)."""
     compiled: bool = False
     """Its blocks were compiled for training (``model.spec.compile``)."""
 
@@ -74,7 +77,8 @@ class TrainingModel:
         session = functools.partial(
             decoding, self.pl_module, adapter=kind == "adapter", compiled=self.compiled
         )
-        return GenerationModel(self.pl_module.model, self.tokenizer, session)
+        identity = model_identity(self.source)
+        return GenerationModel(self.pl_module.model, self.tokenizer, session, source_identity=identity)
 
 
 class ValidationGeneration(L.Callback):
@@ -125,7 +129,7 @@ class ValidationGeneration(L.Callback):
         dataset = load_qa_dataset(config.data.dataset, config.cache_dir, tokenizer)
         validation = sorted(dataset["validation"], key=lambda row: int(row["id"]))
         self.rows = validation[: self.settings.callback_examples]
-        models = TrainingModel(pl_module, tokenizer, config.model.spec.compile)
+        models = TrainingModel(pl_module, tokenizer, config.model.spec.source, config.model.spec.compile)
         # generate, whatever generation.backend: continuous batching would size its paged cache from the
         # memory training holds
         settings = AnswerSettings.of(config)
