@@ -142,10 +142,10 @@ class GenerationModel:
 
     @property
     def identity(self) -> str:
-        """Source identity, dtype and quantisation of the model: what its triplets depend on (a cache key
-        part, the same wherever the model's folder, the cache or the environment lies)."""
-        quantization = getattr(self.model.config, "quantization_config", None)
-        return f"{json.dumps(self.source_identity, sort_keys=True)} {self.model.dtype} {quantization}"
+        """Source identity, config (quantisation included) and dtype of the model: what its triplets depend
+        on (a cache key part, the same wherever the model's folder, the cache or the environment lies)."""
+        config = {k: v for k, v in self.model.config.to_dict().items() if k != "_name_or_path"}
+        return json.dumps([self.source_identity, config, str(self.model.dtype)], sort_keys=True, default=str)
 
 
 class LLMExtractor:
