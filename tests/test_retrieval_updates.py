@@ -1,6 +1,6 @@
 """Edits and deletions of a cached index (graphctx.retrieval.scale.updates): after any sequence of updates the
-graph is the rebuild's on the resulting pool (exact build, capped or not), and a k-NN build stays a
-subgraph of the exact graph, exact around every update."""
+graph is the rebuild's on the resulting pool (exact build, capped or not), a deletion recomputes pairs only
+under a cap, and a k-NN build stays a subgraph of the exact graph, exact around every fresh node."""
 
 import pytest
 import torch
@@ -9,7 +9,7 @@ from tiny_config import recent_pool_config
 
 from graphctx.errors import DataError
 from graphctx.pipeline.config_file import load_config
-from graphctx.retrieval.graph import build_question_graph
+from graphctx.retrieval.graph import build_question_graph, similarity_edges
 from graphctx.retrieval.index import build_index
 from graphctx.retrieval.retriever import build_retriever
 from graphctx.retrieval.scale.knn import build_knn_graph
@@ -71,6 +71,32 @@ def test_updated_knn_graph_is_a_subgraph_exact_around_the_updates():
     fresh = torch.tensor([7, 298, 299])
     around = torch.isin(exact.edge_index, fresh).any(0)
     assert around.any() and torch.isin(exact_keys[around], keys).all()
+
+
+@pytest.mark.parametrize(("cap", "recomputed"), [(None, 0), (2, "neighbours")])
+def test_a_deletion_recomputes_pairs_only_under_a_cap(cap, recomputed, monkeypatch):
+    """Without a cap the pairs among the survivors are the old ones, so deleting recomputes none (the cost
+    of a delete is then that of filtering the edges, below an add's one similarity row); under a cap the
+    deleted node's neighbours are re-ranked, their top-m may now take a pair the cap dropped."""
+    import graphctx.retrieval.scale.updates as updates
+
+    rows = []
+
+    def recorded(left, right, threshold, **options):
+        rows.append(len(left))
+        return similarity_edges(left, right, threshold, **options)
+
+    monkeypatch.setattr(updates, "similarity_edges", recorded)
+    settings = RetrievalSettings(device="cpu", threshold=0.75, max_neighbors=cap)
+    start = clustered(300, seed=1)
+    graph = build_question_graph(start, 0.75, max_neighbors=cap)
+    neighbours = int((graph.edge_index[0] == 3).sum())
+    kept = [i - (i > 3) if i != 3 else -1 for i in range(300)]
+    updated, embeddings = apply(graph, start, kept, {}, settings)
+    assert neighbours > 0 and rows == [neighbours if recomputed == "neighbours" else 0]
+    rebuilt = build_question_graph(embeddings, 0.75, max_neighbors=cap)
+    assert torch.equal(updated.edge_index, rebuilt.edge_index)
+    assert torch.equal(updated.edge_weight, rebuilt.edge_weight)
 
 
 def test_update_index_then_query_equals_rebuild_then_query(tmp_path):

@@ -4,18 +4,23 @@ A pool update maps the old pool to the new one: old node ``i`` goes to new node 
 embedding unchanged, or is gone (``-1``: deleted, or edited and so re-embedded); the *fresh* nodes (edited
 or added) carry new embeddings. Only the fresh questions are embedded.
 
-The new graph is rebuilt around the *dirty* nodes :math:`D`: the fresh ones and every surviving neighbour
-of a node that went. Candidates are the cached edges between two clean nodes, and every pair above T with
-an end in :math:`D` (weights by :func:`~graphctx.retrieval.graph.exact_dot`, the bits a rebuild computes).
+The new graph is rebuilt around the *dirty* nodes :math:`D`: the fresh ones and, with ``max_neighbors``
+set, every surviving neighbour of a node that went. Candidates are the cached edges between two clean
+nodes, and every pair above T with an end in :math:`D` (weights by
+:func:`~graphctx.retrieval.graph.exact_dot`, the bits a rebuild computes).
 
-Exact build: the result is the rebuild's graph. Without a cap the above-T pairs among clean nodes are
-unchanged. With ``max_neighbors`` = m, a clean node :math:`c` had no edge to a node that went, so that node
-was not in :math:`\mathrm{top}_m(c)`; :math:`c`'s new :math:`\mathrm{top}_m` is then drawn from its old one
+Exact build: the result is the rebuild's graph. Without a cap the above-T pairs among the surviving nodes
+are unchanged (a pair's cosine depends on its two ends alone), so only the fresh nodes' pairs are computed
+and a deletion computes none: it costs the edge filtering, less than an add's one similarity row. With
+``max_neighbors`` = m, a neighbour of a node that went may now take into its :math:`\mathrm{top}_m` a pair
+the cap dropped, so it is dirty; a clean node :math:`c` had no edge to a node that went, so that node was
+not in :math:`\mathrm{top}_m(c)`; :math:`c`'s new :math:`\mathrm{top}_m` is then drawn from its old one
 (all kept edges) and its pairs with fresh nodes (all computed), so capping the candidates equals capping
 all pairs of the new pool (:func:`~graphctx.retrieval.graph.cap_neighbors`).
 
-k-NN build: the clean part keeps its approximate edges and the dirty nodes get all their above-T pairs, so
-the graph stays a subgraph of the exact one, exact around every update.
+k-NN build: the surviving part keeps its approximate edges (less those to nodes that went, which the exact
+graph loses too) and the fresh nodes get all their above-T pairs, so the graph stays a subgraph of the
+exact one, exact around every fresh node.
 """
 
 from __future__ import annotations
@@ -39,9 +44,12 @@ from graphctx.retrieval.numerics import pinned_threads, resolve_device
 from graphctx.retrieval.settings import RetrievalSettings
 
 
-def dirty_nodes(graph: Data, kept: Tensor, fresh: Tensor) -> Tensor:
-    """New indices of the nodes whose edges are recomputed: ``fresh`` and the surviving neighbours (in
-    ``graph``, the old pool's) of every old node that went (``kept == -1``)."""
+def dirty_nodes(graph: Data, kept: Tensor, fresh: Tensor, capped: bool) -> Tensor:
+    """New indices of the nodes whose edges are recomputed: ``fresh`` and, when the graph is ``capped``
+    (``max_neighbors``), the surviving neighbours (in ``graph``, the old pool's) of every old node that went
+    (``kept == -1``); see the module for why an uncapped graph needs no more than ``fresh``."""
+    if not capped:
+        return torch.unique(fresh)
     source, target = graph.edge_index
     gone = kept < 0
     touched = target[gone[source]]
@@ -57,7 +65,7 @@ def update_graph(
     (see the module)."""
     cap = check_max_neighbors(settings.max_neighbors)
     total = len(embeddings)
-    dirty = dirty_nodes(graph, kept, fresh)
+    dirty = dirty_nodes(graph, kept, fresh, capped=cap is not None)
     is_dirty = torch.zeros(total, dtype=torch.bool, device=embeddings.device)
     is_dirty[dirty] = True
     source, target = kept[graph.edge_index[0]], kept[graph.edge_index[1]]
