@@ -3,7 +3,7 @@
 
     python scripts/readme_figures.py               # the figures and the pages' phrases, one JSON line
     python scripts/readme_figures.py --retrieval   # also the T sweep of `graphctx retrieval-eval` (minutes)
-    python scripts/readme_figures.py --results runs/tiny/eval/results.md   # the README's results table
+    python scripts/readme_figures.py --results docs/results/tiny-test-split.md   # the README's results tables
 
 tests/test_docs.py checks on every CI run that the pages state them: the rows per split of the tiny
 config's dataset (:func:`split_sizes`, :func:`split_phrases`; docs/configuration.md) and the T-sweep
@@ -100,6 +100,19 @@ def results_table(results_md: str) -> str:
     return "\n".join(out)
 
 
+def paired_table(results_md: str) -> str:
+    """The README's paired tests from an evaluate.py ``results.md``: its table of differences from each
+    variant's baseline, as results.md gives it (same prompt, then per metric the difference with p and
+    Holm's p)."""
+    start = results_md.index("| Variant | vs |")
+    return results_md[start:].split("\n\n", 1)[0].strip()
+
+
+def readme_results(results_md: str) -> str:
+    """The README's two results tables (means, then paired tests), as rendered from ``results_md``."""
+    return results_table(results_md) + "\n\n" + paired_table(results_md)
+
+
 def retrieval_document(config_path: str) -> dict[str, Any]:
     """``graphctx retrieval-eval --json`` on the config (its embeddings cached as the command caches them)."""
     import contextlib
@@ -119,10 +132,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=TINY)
     parser.add_argument("--retrieval", action="store_true", help="also run the T sweep (minutes on a CPU)")
-    parser.add_argument("--results", type=Path, help="print the README's results table from this results.md")
+    parser.add_argument("--results", type=Path, help="print the README's results tables from this results.md")
     args = parser.parse_args()
     if args.results:
-        print(results_table(args.results.read_text()))
+        print(readme_results(args.results.read_text()))
         return
     from graphctx.pipeline.config_file import load_config
 
