@@ -272,11 +272,13 @@ def write_latency(size: int, operations: int) -> dict[str, object]:
                 fresh = torch.tensor([], dtype=torch.long)
             graph = update_graph(graph, kept, embeddings, fresh, settings)
             timings[name].append(time.perf_counter() - start)
+    medians = {name: sorted(times)[len(times) // 2] for name, times in timings.items()}
     return {
         "pool": size,
         "graph_build": settings.scale.graph_build,
         "build_s": built,
-        **{f"{name}_median_s": sorted(times)[len(times) // 2] for name, times in timings.items()},
+        **{f"{name}_median_s": seconds for name, seconds in medians.items()},
+        "delete_over_add": medians["delete"] / medians["add"],
     }
 
 
