@@ -1,20 +1,24 @@
 """Progress of one long stage a person can read: what runs, done/total, elapsed and time left.
 
 On a terminal (the stream is a tty) one line is redrawn in place (``\\r``) at most every ``tty_every_s``
-seconds and finished with a newline; in a plain log (a pipe, a file, a SLURM ``.out``) a plain line is
-written at most every ``every_s`` seconds, and always at the start and at the end::
+seconds and finished with a newline; in a plain log (a pipe, a file, a SLURM ``.out``) a ``progress:`` line
+is written at most every ``every_s`` seconds, and always at the start and at the end (the end's line only
+when it differs from the last one written)::
 
-    answers (adapter): 12/96 rows (12%), elapsed 0:00:41, left ~0:04:47, FineTuned batch 2
+    progress: answers (adapter model): 12/96 rows (12%), elapsed 0:00:41, left ~0:04:47, FineTuned batch 2
 
 Time left is the rate so far extrapolated: left = elapsed · (total − done) / done (unknown before the
-first step is done). ``clock`` is injectable so tests are deterministic.
+first step is done). Where the items' durations are known beforehand (``expected_s``, e.g. a stage's
+recorded seconds), it is their sum over the items not done, left = Σ_{i ≥ done} e_i, each unknown e_i
+taken as elapsed / done. ``redraw=False`` writes plain lines on a terminal too (for a stream that other
+processes write to between the lines). ``clock`` is injectable so tests are deterministic.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import TextIO
 
@@ -42,18 +46,27 @@ class Progress:
         every_s: float = EVERY_S,
         tty_every_s: float = TTY_EVERY_S,
         clock: Callable[[], float] = time.monotonic,
+        expected_s: Sequence[float | None] | None = None,
+        redraw: bool | None = None,
     ) -> None:
+        """``expected_s``: each item's expected seconds (None: unknown), ``total`` of them; ``redraw``:
+        redraw one line in place (default: when ``stream`` is a terminal)."""
         if total < 0:
             raise ValueError(f"progress of {what}: total must be >= 0, got {total}")
+        if expected_s is not None and len(expected_s) != total:
+            raise ValueError(f"progress of {what}: {len(expected_s)} expected durations for {total} items")
         self.what, self.total, self.unit = what, total, unit
+        self.expected_s = expected_s
         self.stream = stream if stream is not None else sys.stderr
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        terminal = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.tty = terminal if redraw is None else redraw
         self.every_s = tty_every_s if self.tty else every_s
         self.clock = clock
         self.start = clock()
         self.done = 0
         self.note = ""
         self._written_at: float | None = None
+        self._written = ""
         self._closed = False
         self._write(force=True)
 
@@ -64,13 +77,21 @@ class Progress:
         left = "?"
         if self.done >= self.total:
             left = "0:00:00"
-        elif self.done:
-            left = "~" + clock_text(elapsed * (self.total - self.done) / self.done)
+        elif (seconds := self.left_s(elapsed)) is not None:
+            left = "~" + clock_text(seconds)
         note = f", {self.note}" if self.note else ""
         return (
             f"{self.what}: {self.done}/{self.total} {self.unit}{share}, elapsed {clock_text(elapsed)}, "
             f"left {left}{note}"
         )
+
+    def left_s(self, elapsed: float) -> float | None:
+        """Seconds left (module docstring); None while unknown."""
+        per_item = elapsed / self.done if self.done else None
+        if self.expected_s is None:
+            return None if per_item is None else per_item * (self.total - self.done)
+        rest = [per_item if seconds is None else seconds for seconds in self.expected_s[self.done :]]
+        return None if None in rest else sum(rest)  # type: ignore[arg-type]
 
     def advance(self, n: int = 1, note: str | None = None) -> None:
         """``n`` more done; ``note``: what is running now (e.g. the variant and batch)."""
@@ -84,7 +105,8 @@ class Progress:
         if self._closed:
             return
         self._closed = True
-        self._write(force=True)
+        if self.tty or self.line() != self._written:
+            self._write(force=True)
         if self.tty:
             self.stream.write("\n")
             self.stream.flush()
@@ -99,9 +121,9 @@ class Progress:
         now = self.clock()
         if not force and self._written_at is not None and now - self._written_at < self.every_s:
             return
-        self._written_at = now
+        self._written_at, self._written = now, self.line()
         if self.tty:
-            self.stream.write("\r\x1b[K" + self.line())
+            self.stream.write("\r\x1b[K" + self._written)
         else:
-            self.stream.write(self.line() + "\n")
+            self.stream.write(f"progress: {self._written}\n")
         self.stream.flush()
