@@ -43,6 +43,7 @@ from graphctx.pipeline.contexts import (
     knowledge_with_cache,
 )
 from graphctx.pipeline.processes import Processes
+from graphctx.progress import Progress
 from graphctx.prompts import EncodedPrompt, ModelKind, Prompt, Variant, build_prompt, encode_prompt
 from graphctx.retrieval.settings import RetrievalSettings
 
@@ -211,13 +212,14 @@ class Answerer:
         )
 
     def contexts(
-        self, variants: Sequence[Variant], questions: Sequence[str]
+        self, variants: Sequence[Variant], questions: Sequence[str], progress: Progress | None = None
     ) -> dict[str, list[RetrievedContext]]:
         """Per variant name, per question: what the variant's retrieval gives (retrieval and enhancement
         once, shared by the processes; each ends with every context). The stage's models (the embedder,
-        REBEL, spaCy) go on return; the lent base model stays held until :meth:`release`."""
+        REBEL, spaCy) go on return; the lent base model stays held until :meth:`release`. ``progress``:
+        advanced by the :func:`~graphctx.pipeline.contexts.context_steps` of ``variants``."""
         builder = self.context_builder()
-        contexts = builder.for_variants(variants, questions)
+        contexts = builder.for_variants(variants, questions, progress)
         summary = builder.knowledge_summary()  # every rank's KG requests (a collective)
         self.log(
             f"contexts ready: retrieved {builder.queries_retrieved} and enhanced "

@@ -33,6 +33,7 @@ from graphctx.knowledge.settings import KnowledgeSettings
 from graphctx.knowledge.verbalise import Sentence
 from graphctx.pipeline.pool import pool_index
 from graphctx.pipeline.processes import Processes
+from graphctx.progress import Progress
 from graphctx.prompts import Variant
 from graphctx.retrieval.builders import build_encoder
 from graphctx.retrieval.encoder import SentenceEncoder
@@ -84,6 +85,16 @@ class SilentSourceWarning:
         if builder.processes.is_zero:
             for line in builder.silent_sources():
                 print(line, file=sys.stderr, flush=True)
+
+
+def context_steps(variants: Sequence[Variant]) -> int:
+    """The steps :meth:`ContextBuilder.for_variants` reports to its progress: per retrieval method its pool
+    index (or retriever) and its retrieval, the knowledge stage's load when a variant adds KG sentences,
+    and each set of contexts (a method with or without KG sentences)."""
+    retrieving = [v for v in variants if v.retrieval != "none"]
+    methods = {v.retrieval for v in retrieving}
+    knowledge = any(v.knowledge for v in retrieving)
+    return 2 * len(methods) + knowledge + len({(v.retrieval, v.knowledge) for v in retrieving})
 
 
 def knowledge_with_cache(settings: KnowledgeSettings, cache_dir: str | None) -> KnowledgeSettings:
@@ -172,16 +183,19 @@ class ContextBuilder:
             self._retrievers[method] = entry.build(pool)
         return self._retrievers[method]
 
-    def prepare(self, variants: Sequence[Variant]) -> None:
+    def prepare(self, variants: Sequence[Variant], progress: Progress | None = None) -> None:
         """Rank 0 builds (or reads) the pool index of every method ``variants`` retrieve with and, when one
         adds KG sentences, the knowledge stage (its KG store), while the other processes wait: they then
-        read them from the caches, never building them a second time."""
+        read them from the caches, never building them a second time. ``progress``: a step per index and
+        one for the knowledge stage."""
         if self.processes.is_zero:
-            for method in {v.retrieval for v in variants if v.retrieval != "none"}:
+            for method in sorted({v.retrieval for v in variants if v.retrieval != "none"}):
                 entry = entry_named(self.retrievers, method, "retrieval")
                 _ = self.index(method) if entry.shards else self.retriever(method)
+                _step(progress, f"pool index ({method}) ready")
             if any(v.knowledge and v.retrieval != "none" for v in variants):
                 _ = self.enhancer
+                _step(progress, "knowledge stage loaded")
         self.processes.barrier()
 
     def hits(self, queries: Sequence[str], method: str) -> list[list[Hit]]:
@@ -258,20 +272,24 @@ class ContextBuilder:
         return text
 
     def for_variants(
-        self, variants: Sequence[Variant], queries: Sequence[str]
+        self, variants: Sequence[Variant], queries: Sequence[str], progress: Progress | None = None
     ) -> dict[str, list[RetrievedContext]]:
         """Per variant name, per query: what the variant's retrieval gave (the prompt shows what the variant
-        adds, see :func:`graphctx.prompts.build_prompt`)."""
-        self.prepare(variants)
+        adds, see :func:`graphctx.prompts.build_prompt`). ``progress``: advanced by a step after each of
+        :func:`context_steps` (on rank 0 only, where the indexes are built)."""
+        self.prepare(variants, progress)
         hits: dict[str, list[list[Hit]]] = {}
         needed: dict[tuple[str, bool], list[RetrievedContext]] = {}
         for variant in variants:
             if variant.retrieval != "none":
                 if variant.retrieval not in hits:
                     hits[variant.retrieval] = self.hits(queries, variant.retrieval)
+                    _step(progress, f"{len(queries)} queries retrieved ({variant.retrieval})")
                 key = (variant.retrieval, variant.knowledge)
                 if key not in needed:
                     needed[key] = self.contexts(queries, hits[variant.retrieval], variant.knowledge)
+                    kind = "enhanced with KG facts" if variant.knowledge else "fitted to the budget"
+                    _step(progress, f"{len(queries)} contexts {kind} ({variant.retrieval})")
         result = {}
         for variant in variants:
             if variant.retrieval == "none":
@@ -280,3 +298,8 @@ class ContextBuilder:
                 result[variant.name] = needed[(variant.retrieval, variant.knowledge)]
         self.silent_warning.check(self)
         return result
+
+
+def _step(progress: Progress | None, note: str) -> None:
+    if progress is not None:
+        progress.advance(1, note)

@@ -36,6 +36,7 @@ from graphctx.metrics.judge_check import (
     control_pairs,
 )
 from graphctx.metrics.registry import MetricEntry
+from graphctx.progress import Progress
 
 FORMAT = 2
 """Bump when the cached pair scores change meaning (2: the hard kinds of unsupported pair)."""
@@ -88,33 +89,44 @@ class JudgeControls:
 
     def score(self, entry: MetricEntry, scorer: Scorer) -> None:
         """Score the pairs with ``entry``'s loaded ``scorer`` and cache the accept values and scores: the
-        supported side and each kind of unsupported pair (a kind's missing premises stay null)."""
-        accept_base, score_base = entry.judge_keys
+        supported side and each kind of unsupported pair (a kind's missing premises stay null); its
+        progress is a line per side."""
         pairs = self.pairs
         sides = {"supported": list(pairs.supported)} | {kind: pairs.premises(kind) for kind in KINDS}
+        judged = sum(premise is not None for premises in sides.values() for premise in premises)
         out = {}
-        for side, premises in sides.items():
-            rows_at = [i for i, premise in enumerate(premises) if premise is not None]
-            accept_values: list[float | None] = [None] * len(premises)
-            score_values: list[float | None] = [None] * len(premises)
-            if rows_at:
-                chosen = [premises[i] for i in rows_at]
-                questions = [pairs.questions[i] for i in rows_at]
-                supported = [pairs.supported[i] for i in rows_at]
-                sentences = [pairs.sentences[i] for i in rows_at]
-                if entry.passages:  # a citation judge: the claim cites its premise as its one passage
-                    claims = [f"{sentence} [1]" for sentence in sentences]
-                    rows = scorer.score(questions, claims, supported, chosen, [[p] for p in chosen])
-                else:
-                    rows = scorer.score(questions, sentences, supported, chosen)
-                keys = list(rows[0])
-                accept, soft = metric_key(keys, accept_base), metric_key(keys, score_base)
-                if accept is None:
-                    raise ValueError(f"metric {entry.name!r} wrote no {accept_base!r} on its control pairs")
-                for i, row in zip(rows_at, rows, strict=True):
-                    accept_values[i], score_values[i] = _or_none(row[accept]), _or_none(row[soft or accept])
-            out[side] = {"accept": accept_values, "score": score_values}
+        with Progress(f"judge controls ({entry.name})", judged, "pairs") as progress:
+            for side, premises in sides.items():
+                out[side] = self.score_side(entry, scorer, premises)
+                progress.advance(sum(p is not None for p in premises), f"{side} pairs judged")
         write_json_atomic(self.path(entry.name), {"pairs": pairs.as_json(), **out})
+
+    def score_side(
+        self, entry: MetricEntry, scorer: Scorer, premises: Sequence[str | None]
+    ) -> dict[str, list[float | None]]:
+        """The accept values and scores of one side's pairs (None where the side has no premise)."""
+        accept_base, score_base = entry.judge_keys
+        pairs = self.pairs
+        rows_at = [i for i, premise in enumerate(premises) if premise is not None]
+        accept_values: list[float | None] = [None] * len(premises)
+        score_values: list[float | None] = [None] * len(premises)
+        if rows_at:
+            chosen = [premises[i] for i in rows_at]
+            questions = [pairs.questions[i] for i in rows_at]
+            supported = [pairs.supported[i] for i in rows_at]
+            sentences = [pairs.sentences[i] for i in rows_at]
+            if entry.passages:  # a citation judge: the claim cites its premise as its one passage
+                claims = [f"{sentence} [1]" for sentence in sentences]
+                rows = scorer.score(questions, claims, supported, chosen, [[p] for p in chosen])
+            else:
+                rows = scorer.score(questions, sentences, supported, chosen)
+            keys = list(rows[0])
+            accept, soft = metric_key(keys, accept_base), metric_key(keys, score_base)
+            if accept is None:
+                raise ValueError(f"metric {entry.name!r} wrote no {accept_base!r} on its control pairs")
+            for i, row in zip(rows_at, rows, strict=True):
+                accept_values[i], score_values[i] = _or_none(row[accept]), _or_none(row[soft or accept])
+        return {"accept": accept_values, "score": score_values}
 
     def checks(self, entry: MetricEntry) -> dict[str, JudgeCheck] | None:
         """``entry``'s verdict per kind of unsupported pair (:data:`KINDS`) from its cached pair scores;

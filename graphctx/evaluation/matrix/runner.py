@@ -33,6 +33,7 @@ the split is moved aside.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -64,9 +65,10 @@ from graphctx.metrics.paper_settings import unlike_paper
 from graphctx.metrics.registry import column_order, entries_named
 from graphctx.model import load_tokenizer
 from graphctx.pipeline.answerer import Answerer
-from graphctx.pipeline.contexts import RetrievedContext
+from graphctx.pipeline.contexts import RetrievedContext, context_steps
 from graphctx.pipeline.processes import Preempted, Processes, StopRequest
 from graphctx.pipeline.run_config import RunConfig
+from graphctx.progress import Progress
 from graphctx.prompts import EncodedPrompt, Variant, get_variants, retriever_twin
 from graphctx.stack.descriptions import model_descriptions
 from graphctx.stack.memory import check_memory
@@ -143,8 +145,9 @@ class MatrixEvaluation:
             with self.timings.stage("contexts"):
                 rows = self.load_rows()
                 self.log(f"{len(rows)} {self.settings.split} questions, {len(self.variants)} variants")
-                contexts = self.build_contexts(rows)
-                encoded = self.encode_all(rows, contexts)
+                with self.contexts_progress() as progress:
+                    contexts = self.build_contexts(rows, progress)
+                    encoded = self.encode_all(rows, contexts, progress)
                 mine = self.my_units(rows, encoded)
             self.log(f"{len(mine)} batches to answer and score here")
             with self.timings.stage("answers"):
@@ -241,20 +244,31 @@ class MatrixEvaluation:
         )
         return rows
 
-    def build_contexts(self, rows: Rows) -> Contexts:
+    def contexts_progress(self) -> contextlib.AbstractContextManager[Progress | None]:
+        """The contexts stage's progress on rank 0 (None on the others): a step per index, retrieval and
+        set of contexts (:func:`context_steps`), and per variant its prompts fitted."""
+        if not self.processes.is_zero:
+            return contextlib.nullcontext()
+        return Progress("contexts", context_steps(self.variants) + len(self.variants), "steps")
+
+    def build_contexts(self, rows: Rows, progress: Progress | None = None) -> Contexts:
         """Every variant's contexts; the stage's models (the embedder, REBEL, and the LLM extractor: the
         base model) are freed before the answers' load."""
-        contexts = self.answerer.contexts(self.variants, [row["question"] for row in rows])
+        contexts = self.answerer.contexts(self.variants, [row["question"] for row in rows], progress)
         self.answerer.release()
         return contexts
 
-    def encode_all(self, rows: Rows, contexts: Contexts) -> Encoded:
-        """Each variant's prompts of ``rows``, fitted to ``max_prompt_tokens``."""
+    def encode_all(self, rows: Rows, contexts: Contexts, progress: Progress | None = None) -> Encoded:
+        """Each variant's prompts of ``rows``, fitted to ``max_prompt_tokens`` (``progress``: a step per
+        variant)."""
         questions = [row["question"] for row in rows]
         answerer = self.answerer
-        return {
-            v.name: answerer.encode(answerer.prompts(v, questions, contexts[v.name])) for v in self.variants
-        }
+        encoded = {}
+        for v in self.variants:
+            encoded[v.name] = answerer.encode(answerer.prompts(v, questions, contexts[v.name]))
+            if progress is not None:
+                progress.advance(1, f"{len(questions)} prompts fitted ({v.name})")
+        return encoded
 
     # ---- the work order ------------------------------------------------------------------------------
     def batches(self, encoded: Sequence[EncodedPrompt]) -> list[list[int]]:
