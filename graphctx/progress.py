@@ -43,14 +43,15 @@ class Progress:
         unit: str = "rows",
         *,
         stream: TextIO | None = None,
-        every_s: float = EVERY_S,
+        every_s: float | None = None,
         tty_every_s: float = TTY_EVERY_S,
         clock: Callable[[], float] = time.monotonic,
         expected_s: Sequence[float | None] | None = None,
         redraw: bool | None = None,
     ) -> None:
-        """``expected_s``: each item's expected seconds (None: unknown), ``total`` of them; ``redraw``:
-        redraw one line in place (default: when ``stream`` is a terminal)."""
+        """``every_s``: the plain lines' interval (None: :data:`EVERY_S` as it is now); ``expected_s``: each
+        item's expected seconds (None: unknown), ``total`` of them; ``redraw``: redraw one line in place
+        (default: when ``stream`` is a terminal)."""
         if total < 0:
             raise ValueError(f"progress of {what}: total must be >= 0, got {total}")
         if expected_s is not None and len(expected_s) != total:
@@ -60,7 +61,7 @@ class Progress:
         self.stream = stream if stream is not None else sys.stderr
         terminal = bool(getattr(self.stream, "isatty", lambda: False)())
         self.tty = terminal if redraw is None else redraw
-        self.every_s = tty_every_s if self.tty else every_s
+        self.every_s = tty_every_s if self.tty else (EVERY_S if every_s is None else every_s)
         self.clock = clock
         self.start = clock()
         self.done = 0

@@ -12,7 +12,8 @@ and trains it to write the answer (Hsu et al., Sec. 3). Here:
   the paper's k = 2 decides the number here).
 - **Model.** The authors fine-tune T5 / BART; their checkpoint is not public, so GenQA is trained here
   with ``graphctx genqa`` from :data:`DEFAULT_BASE` (any seq2seq model) with the Lightning stack,
-  the cross-entropy of the gold answer, AdamW. The trained folder is a stand-in, named in ``graphctx plan``.
+  the cross-entropy of the gold answer, AdamW, its steps shown as a :class:`~graphctx.progress.Progress`
+  line. The trained folder is a stand-in, named in ``graphctx plan``.
 - **Decoding.** Greedy, up to ``generation.max_new_tokens`` tokens, every rule stated (:data:`GREEDY`):
   the model folder's saved generation config (BART's beams and n-gram rule) is replaced, not inherited.
 """
@@ -35,6 +36,7 @@ from transformers import (
 
 from graphctx.baselines.candidates import Candidate
 from graphctx.errors import ConfigError
+from graphctx.progress import Progress
 
 DEFAULT_BASE = "facebook/bart-large"
 """The seq2seq model ``graphctx genqa`` fine-tunes by default (Hsu et al.'s BART-large)."""
@@ -78,6 +80,29 @@ def collate(examples: Sequence[dict[str, list[int]]], pad_id: int) -> dict[str, 
         "attention_mask": (input_ids != pad_id).long(),
         "labels": pad("labels", -100),
     }
+
+
+class StepProgress(L.Callback):
+    """The training's :class:`~graphctx.progress.Progress`: optimiser steps done of the steps the
+    ``Trainer`` will run (``estimated_stepping_batches``: ``max_steps``, or the epochs' batches), with the
+    last loss."""
+
+    def __init__(self) -> None:
+        self.progress: Progress | None = None
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.progress = Progress("genqa training", int(trainer.estimated_stepping_batches), "steps")
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any) -> None:
+        if self.progress is None:
+            return
+        loss = trainer.callback_metrics.get("train_loss")
+        note = None if loss is None else f"epoch {trainer.current_epoch}, train_loss {float(loss):.4f}"
+        self.progress.advance(trainer.global_step - self.progress.done, note)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.progress is not None:
+            self.progress.close()
 
 
 class GenQAModule(L.LightningModule):
@@ -126,6 +151,7 @@ def train(
         enable_progress_bar=False,
         enable_model_summary=False,
         deterministic=True,
+        callbacks=[StepProgress()],
     )
     trainer.fit(module, loader)
     with atomic_path(output_dir) as tmp:

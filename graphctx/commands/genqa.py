@@ -2,7 +2,8 @@
 
 Each training question is paired with the accepted answers of its ``retrieval.top_k`` nearest training
 questions (dense retrieval, itself left out); the model learns to write its accepted answer from them
-(:mod:`graphctx.baselines.genqa`). The trained folder goes to ``evaluation.genqa_model`` (default
+(:mod:`graphctx.baselines.genqa`). Its progress on stderr: the inputs (pool index, retrieval, encoding),
+then the training steps. The trained folder goes to ``evaluation.genqa_model`` (default
 ``<trainer.default_root_dir>/genqa``), where ``evaluate.py --variants GenQA`` reads it.
 """
 
@@ -70,6 +71,7 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
     from graphctx.paper import availability, how_to_get
     from graphctx.pipeline.config_file import run_config
     from graphctx.pipeline.pool import pool_retriever
+    from graphctx.progress import Progress
 
     check_arguments(args)
     config = run_config(args)
@@ -80,20 +82,25 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
     pool = config.load_dataset()["train"]
     rows = sorted(pool, key=lambda row: int(row["id"]))[: args.limit]
     settings = dataclasses.replace(config.retrieval, method="dense", top_k=config.retrieval.top_k + 1)
-    hits = pool_retriever(pool, settings, config.cache_dir).retrieve([row["question"] for row in rows])
-    by_id = {int(row["id"]): row for row in pool}
-    candidates = [
-        [by_id[h.id]["answer"] for h in found if h.id != int(row["id"])][: config.retrieval.top_k]
-        for row, found in zip(rows, hits, strict=True)
-    ]
-    from transformers import AutoTokenizer
+    with Progress("genqa inputs", 3, "steps") as progress:
+        retriever = pool_retriever(pool, settings, config.cache_dir)
+        progress.advance(1, "pool index ready")
+        hits = retriever.retrieve([row["question"] for row in rows])
+        progress.advance(1, f"{len(rows)} questions retrieved")
+        by_id = {int(row["id"]): row for row in pool}
+        candidates = [
+            [by_id[h.id]["answer"] for h in found if h.id != int(row["id"])][: config.retrieval.top_k]
+            for row, found in zip(rows, hits, strict=True)
+        ]
+        from transformers import AutoTokenizer
 
-    examples = encode_examples(
-        AutoTokenizer.from_pretrained(base),
-        [row["question"] for row in rows],
-        candidates,
-        [row["answer"] for row in rows],
-    )
+        examples = encode_examples(
+            AutoTokenizer.from_pretrained(base),
+            [row["question"] for row in rows],
+            candidates,
+            [row["answer"] for row in rows],
+        )
+        progress.advance(1, f"{len(examples)} examples encoded")
     output = config.genqa_dir
     train(base, examples, output, args.epochs, args.batch_size, args.learning_rate, args.max_steps)
     print(f"GenQA: trained {base} on {len(examples)} questions; saved to {output}", file=out)

@@ -5,8 +5,9 @@ Subprocesses rather than in-process calls: each stage then is exactly its comman
 parsing, ``error:`` line, exit status, and lock on its output folder), the models one stage loads are freed
 when it ends instead of piling up in one process, and a local run and a SLURM run execute the same thing.
 The cost is one interpreter start per stage (a few seconds). A stage's stdout output is written atomically;
-its stderr passes through. A stage that fails stops the run with one line naming it; its record is not
-written, so the next ``graphctx reproduce`` starts again from it.
+its stderr passes through, between reproduce's own ``progress:`` lines (:func:`stage_progress`). A stage
+that fails stops the run with one line naming it; its record is not written, so the next
+``graphctx reproduce`` starts again from it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import IO, TextIO
 
 from graphctx.cache import atomic_path
 from graphctx.errors import GraphctxError
+from graphctx.progress import Progress
 from graphctx.reproduce.stages import Stage
 from graphctx.reproduce.state import State
 
@@ -85,9 +87,9 @@ def argv(stage: Stage) -> list[str]:
 
 
 def run_local(stages: Sequence[Stage], state: State, done: dict[str, str], out: TextIO) -> None:
-    """Run every stage not in ``done`` in order and record it; ``done`` stages are reported as skipped.
-    Stopped (SIGTERM, SIGINT): one :class:`Stopped` line naming the stage, whose processes are ended and
-    partial output removed; nothing of it is recorded."""
+    """Run every stage not in ``done`` in order and record it; ``done`` stages are reported as skipped,
+    first. Stopped (SIGTERM, SIGINT): one :class:`Stopped` line naming the stage, whose processes are
+    ended and partial output removed; nothing of it is recorded."""
     try:
         with stops_as_errors():
             _run_stages(stages, state, done, out)
@@ -103,20 +105,40 @@ def _run_stages(stages: Sequence[Stage], state: State, done: dict[str, str], out
     for stage in stages:
         if stage.name in done:
             print(f"skip {stage.name}: up to date ({done[stage.name]})", file=out, flush=True)
-            continue
-        print(f"run {stage.name}: {' '.join(stage.command)}", file=out, flush=True)
-        state.plan(stage)
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        started = time.monotonic()
-        if stage.stdout is None:
-            code = run_stage(argv(stage), env, sys.stderr)
-        else:
-            with atomic_path(stage.stdout) as tmp, open(tmp, "w") as handle:
-                code = run_stage(argv(stage), env, handle)
-                check_status(stage, code)  # before the output is renamed into place
-        check_status(stage, code)
-        seconds = time.monotonic() - started
-        print(f"done {stage.name}: {state.record(stage.name)} ({seconds:.1f} s)", file=out, flush=True)
+    todo = [stage for stage in stages if stage.name not in done]
+    if not todo:
+        return
+    with stage_progress(todo, state) as progress:
+        for number, stage in enumerate(todo, start=1):
+            print(f"run {stage.name}: {' '.join(stage.command)}", file=out, flush=True)
+            progress.advance(0, f"running {stage.name} (stage {number} of {len(todo)})")
+            seconds = _run_one(stage, state)
+            record = state.record(stage.name, seconds)
+            print(f"done {stage.name}: {record} ({seconds:.1f} s)", file=out, flush=True)
+            progress.advance(1, f"{stage.name} done")
+
+
+def _run_one(stage: Stage, state: State) -> float:
+    """Run ``stage`` (planned first); the seconds it took. :class:`StageFailed` when its command fails."""
+    state.plan(stage)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    started = time.monotonic()
+    if stage.stdout is None:
+        code = run_stage(argv(stage), env, sys.stderr)
+    else:
+        with atomic_path(stage.stdout) as tmp, open(tmp, "w") as handle:
+            code = run_stage(argv(stage), env, handle)
+            check_status(stage, code)  # before the output is renamed into place
+    check_status(stage, code)
+    return time.monotonic() - started
+
+
+def stage_progress(todo: Sequence[Stage], state: State) -> Progress:
+    """The run's progress on stderr: a plain line as each stage starts and ends (which of how many,
+    elapsed, and time left from the seconds each stage took when last recorded here, a stage never
+    recorded counted at the rate so far). Plain lines on a terminal too: the stages write between them."""
+    expected = [state.recorded_seconds(stage.name) for stage in todo]
+    return Progress("reproduce", len(todo), "stages", every_s=0, expected_s=expected, redraw=False)
 
 
 def check_status(stage: Stage, code: int) -> None:

@@ -14,6 +14,8 @@ folder: every file in it), hashed with :mod:`graphctx.cache`'s :func:`~graphctx.
 :func:`~graphctx.cache.file_digest`. A stage is up to date when its needs are, its record's input equals
 the one computed now, and every output still hashes as recorded: so a changed setting, a changed dump or
 a rebuilt upstream output reruns it and everything after it, and a deleted or edited output reruns it.
+A local run's record also keeps the stage's ``seconds``, from which the next run's progress tells the time
+left (:func:`graphctx.reproduce.local.stage_progress`).
 """
 
 from __future__ import annotations
@@ -127,8 +129,19 @@ class State:
                 f"which the {stage.name} job would resume from; move the hpc_ckpt_*.ckpt files aside"
             )
 
-    def record(self, name: str) -> str:
-        """Record a stage that ended well; its fingerprint. A ``DataError`` when an output is missing."""
+    def recorded_seconds(self, name: str) -> float | None:
+        """The seconds the stage took when it was last recorded here (up to date or not); None when no
+        record says (never run here, run under SLURM, or an unreadable record)."""
+        try:
+            found = json.loads(self.record_path(name).read_text())
+        except (OSError, ValueError):
+            return None
+        seconds = found.get("seconds") if isinstance(found, dict) else None
+        return float(seconds) if isinstance(seconds, int | float) and seconds >= 0 else None
+
+    def record(self, name: str, seconds: float | None = None) -> str:
+        """Record a stage that ended well (``seconds``: how long it ran, when known); its fingerprint. A
+        ``DataError`` when an output is missing."""
         planned = self._read(self.plan_path(name))
         if planned is None:
             raise DataError(f"{self.plan_path(name)}: stage {name} was never planned in this state folder")
@@ -137,6 +150,8 @@ class State:
             raise DataError(f"stage {name}: a stage it needs ({', '.join(planned['needs'])}) has no record")
         outputs = output_digests(planned["outputs"])
         record = {"stage": name, "input": own, "outputs": outputs, "fingerprint": fingerprint(own, outputs)}
+        if seconds is not None:
+            record["seconds"] = round(seconds, 1)
         write_json_atomic(self.record_path(name), record)
         return record["fingerprint"]
 
