@@ -3,7 +3,7 @@
 On a terminal (the stream is a tty) one line is redrawn in place (``\\r``) at most every ``tty_every_s``
 seconds and finished with a newline; in a plain log (a pipe, a file, a SLURM ``.out``) a ``progress:`` line
 is written at most every ``every_s`` seconds, and always at the start and at the end (the end's line only
-when it differs from the last one written)::
+when the count or the note changed since the last one)::
 
     progress: answers (adapter model): 12/96 rows (12%), elapsed 0:00:41, left ~0:04:47, FineTuned batch 2
 
@@ -67,7 +67,8 @@ class Progress:
         self.done = 0
         self.note = ""
         self._written_at: float | None = None
-        self._written = ""
+        self._written: tuple[int, str] | None = None
+        """(done, note) of the last line written."""
         self._closed = False
         self._write(force=True)
 
@@ -106,7 +107,7 @@ class Progress:
         if self._closed:
             return
         self._closed = True
-        if self.tty or self.line() != self._written:
+        if self.tty or (self.done, self.note) != self._written:
             self._write(force=True)
         if self.tty:
             self.stream.write("\n")
@@ -122,9 +123,9 @@ class Progress:
         now = self.clock()
         if not force and self._written_at is not None and now - self._written_at < self.every_s:
             return
-        self._written_at, self._written = now, self.line()
+        self._written_at, self._written = now, (self.done, self.note)
         if self.tty:
-            self.stream.write("\r\x1b[K" + self._written)
+            self.stream.write("\r\x1b[K" + self.line())
         else:
-            self.stream.write(f"progress: {self._written}\n")
+            self.stream.write(f"progress: {self.line()}\n")
         self.stream.flush()

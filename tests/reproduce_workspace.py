@@ -89,12 +89,13 @@ def outputs(folder: Path) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class LocalRun:
-    """The first local ``graphctx reproduce`` of the whole protocol: its config, state folder and output,
-    and its :func:`outputs` as they were when it ended."""
+    """The first local ``graphctx reproduce`` of the whole protocol: its config, state folder, stdout and
+    stderr, and its :func:`outputs` as they were when it ended."""
 
     config: Path
     state: Path
     stdout: str
+    stderr: str
     outputs: dict[str, str]
 
 
@@ -103,7 +104,7 @@ def run_locally(folder: Path, cardano_dir: Path, tiny_bert: Path, cache: Path) -
     config, state = reproduce_config(folder, cardano_dir, tiny_bert, cache), folder / "state"
     done = reproduce("--config", str(config), "--state", str(state), "--human-questions", "2")
     assert done.returncode == 0, done.stderr[-3000:]
-    return LocalRun(config, state, done.stdout, outputs(folder))
+    return LocalRun(config, state, done.stdout, done.stderr, outputs(folder))
 
 
 def environment(**extra: str) -> dict[str, str]:
