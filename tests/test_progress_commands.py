@@ -71,7 +71,7 @@ def test_evaluate_py_shows_each_long_stage(tmp_path, cardano_dir, tiny_bert, eve
     config = write_workspace(
         tmp_path, cardano_dir, tiny_bert, "tiny.yaml", {"limit": 4}, generation=generation
     )
-    variants = ["ZeroShot", "GraphContextGen"]
+    variants = ["ZeroShot", "GraphContextGen", "RetrievedAnswer-Graph"]
     argv = [
         "--config",
         str(config),
@@ -85,17 +85,19 @@ def test_evaluate_py_shows_each_long_stage(tmp_path, cardano_dir, tiny_bert, eve
 
     # contexts: the graph index, the knowledge stage, graph retrieval, KG contexts, each variant's prompts
     contexts = stages.pop("contexts")
-    check_stage(contexts, 6, "steps")
+    check_stage(contexts, 8, "steps")
     assert [line.note for line in contexts[1:]] == [
         "pool index (graph) ready",
         "knowledge stage loaded",
         "4 queries retrieved (graph)",
         "4 contexts enhanced with KG facts (graph)",
+        "4 contexts fitted to the budget (graph)",  # the baseline's: pairs without KG facts
         "4 prompts fitted (ZeroShot)",
         "4 prompts fitted (GraphContextGen)",
+        "4 prompts fitted (RetrievedAnswer-Graph)",
     ]
-    for kind in ("base", "adapter"):  # a line per batch of 2
-        answers = stages.pop(f"answers ({kind} model)")
+    for stage in ("no LLM", "base model", "adapter model"):  # a line per batch of 2
+        answers = stages.pop(f"answers ({stage})")
         check_stage(answers, 4, "rows")
         assert [line.done for line in answers] == [0, 2, 4]
     judged = stages.pop("judge controls (autoais)")  # the tiny judge: the supported pairs, then each kind
@@ -103,8 +105,8 @@ def test_evaluate_py_shows_each_long_stage(tmp_path, cardano_dir, tiny_bert, eve
     assert judged[1].note == "supported pairs judged" and len(judged) >= 3
     for metric in ("rouge", "bertscore", "fact_score", "entity_jaccard", "autoais"):
         scores = stages.pop(f"scores ({metric})")
-        check_stage(scores, 8, "rows")
-        assert [line.done for line in scores] == [0, 2, 4, 6, 8]  # a line per batch
+        check_stage(scores, 12, "rows")
+        assert [line.done for line in scores] == list(range(0, 13, 2))  # a line per batch
     assert not stages  # no other stage
 
 

@@ -174,20 +174,22 @@ class AnswerStage:
             for unit, missing in todo
             for i in missing
         }
-        for unit, missing in todo:
-            if self.stop.requested:
-                self.log("stop requested: no further batches")
-                return
-            make, variant = makers[unit.variant], next(v for v in self.variants if v.name == unit.variant)
-            gives_up = FALLBACKS.get(unit.variant, lambda question, candidates: False)
-            answers = []
-            for i in missing:
-                question, found = self.rows[i]["question"], candidates[unit.variant, i]
-                answers.append(
-                    Answer(make(question, found), [], FALLBACK if gives_up(question, found) else "no_llm")
-                )
-            self.write(variant, unit, missing, answers)
-            self.log(f"{variant.name}: batch {unit.number + 1} answered (no LLM)")
+        with Progress("answers (no LLM)", sum(len(missing) for _, missing in todo)) as progress:
+            for unit, missing in todo:
+                if self.stop.requested:
+                    self.log("stop requested: no further batches")
+                    return
+                make = makers[unit.variant]
+                variant = next(v for v in self.variants if v.name == unit.variant)
+                gives_up = FALLBACKS.get(unit.variant, lambda question, candidates: False)
+                answers = []
+                for i in missing:
+                    question, found = self.rows[i]["question"], candidates[unit.variant, i]
+                    stop = FALLBACK if gives_up(question, found) else "no_llm"
+                    answers.append(Answer(make(question, found), [], stop))
+                self.write(variant, unit, missing, answers)
+                self.log(f"{variant.name}: batch {unit.number + 1} answered (no LLM)")
+                progress.advance(len(missing), f"{variant.name} batch {unit.number + 1} done")
 
     def write(self, variant: Variant, unit: Unit, missing: list[int], answers: Sequence[Answer]) -> None:
         """Append the lines of ``missing``'s rows of ``unit`` to this process's predictions of ``variant``."""
