@@ -19,8 +19,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--variant", default="GraphContextGen", choices=list(VARIANTS), help="a request's default variant"
     )
-    parser.add_argument("--max-batch-size", type=int, default=4, help="requests answered together (4)")
-    parser.add_argument("--batch-timeout", type=float, default=0.05, help="seconds a batch waits to fill")
+    parser.add_argument(
+        "--max-batch-size", type=int, help="requests answered together (default: generation.batch_size)"
+    )
+    parser.add_argument(
+        "--batch-timeout",
+        type=float,
+        default=0.5,
+        help="seconds a batch waits to fill (0.5; a lone request waits that long)",
+    )
     parser.add_argument("--max-body-bytes", type=int, default=65536, help="request body limit (65536)")
     parser.add_argument("--max-question-chars", type=int, default=8000, help="question length limit")
     parser.add_argument("--max-question-tokens", type=int, default=1024, help="question token limit")
@@ -54,7 +61,7 @@ def execute(args: argparse.Namespace, out: TextIO) -> int:
     key = os.environ.get("GRAPHCTX_API_KEY") or None  # the writes' key; never on the command line
     if args.read_key and key is None:
         raise ConfigError("--read-key: set GRAPHCTX_API_KEY")
-    if args.max_batch_size < 1 or args.batch_timeout < 0:
+    if (args.max_batch_size is not None and args.max_batch_size < 1) or args.batch_timeout < 0:
         raise ConfigError("--max-batch-size: at least 1; --batch-timeout: not negative")
     if not args.body_timeout > 0:
         raise ConfigError(f"--body-timeout: a positive number of seconds, not {args.body_timeout}")
