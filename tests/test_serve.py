@@ -52,7 +52,8 @@ def served(tmp_path_factory, cardano_dir, tiny_bert):
     port = free_port()
     pool_dir = root / "pool"
     argv = [sys.executable, "-m", "graphctx.cli", "serve", "--config", str(config), "--port", str(port)]
-    argv += ["--pool-dir", str(pool_dir), "--max-question-tokens", "200"]
+    argv += ["--pool-dir", str(pool_dir), "--max-question-tokens", "200", "--max-batch-size", "4"]
+    argv += ["--batch-timeout", "0.05"]
     env = {**os.environ, "GRAPHCTX_API_KEY": KEY}
     log = open(root / "server.log", "w")  # noqa: SIM115 - the server's whole life
     server = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -417,6 +418,21 @@ def test_the_docs_flag_serves_the_api_pages(served, tmp_path):
         args = parse(subcommand_parser("serve"), ["--config", str(config), *flags])
         server = build_server(ServeSettings(args, str(tmp_path / "pool"), docs=args.docs))
         assert api_pages & {getattr(route, "path", None) for route in server.app.routes} == shown
+
+
+def test_a_batch_holds_generation_batch_size_requests_unless_told(served, tmp_path):
+    """LitServe gathers ``generation.batch_size`` requests into a batch (one decoding batch), or
+    ``--max-batch-size`` when given (the server as built, not started)."""
+    from graphctx.cli import subcommand_parser
+    from graphctx.command_line import parse
+    from graphctx.serve.server import ServeSettings, build_server
+
+    _, config, _ = served  # generation.batch_size: 1
+    cases = (([], 1), (["--generation.batch_size", "16"], 16), (["--max-batch-size", "3"], 3))
+    for flags, size in cases:
+        args = parse(subcommand_parser("serve"), ["--config", str(config), *flags])
+        settings = ServeSettings(args, str(tmp_path / "pool"), max_batch_size=args.max_batch_size)
+        assert build_server(settings).lit_api.max_batch_size == size
 
 
 def chromium_page(chromium: str, url: str, profile) -> tuple[str, str]:
