@@ -3,7 +3,7 @@
 
     python scripts/readme_figures.py               # the figures and the pages' phrases, one JSON line
     python scripts/readme_figures.py --retrieval   # also the T sweep of `graphctx retrieval-eval` (minutes)
-    python scripts/readme_figures.py --results docs/results/tiny-test-split.md   # the README's results tables
+    python scripts/readme_figures.py --results docs/results/tiny-20.md   # the README's results tables
 
 tests/test_docs.py checks on every CI run that the pages state them: the rows per split of the tiny
 config's dataset (:func:`split_sizes`, :func:`split_phrases`; docs/configuration.md) and the T-sweep

@@ -65,3 +65,18 @@ def test_the_readme_results_table_is_rendered_from_a_results_file(monkeypatch):
         "|---|---|---|",
         "| TextGen | 0.19 [0.15, 0.23] | 20 |",
     ]
+
+
+def test_the_readme_results_are_the_committed_run_of_the_whole_test_split(monkeypatch):
+    """The README's two tables (means, paired tests) are scripts/readme_figures.py's rendering of the
+    committed results.md of the whole default matrix on the tiny config's first 20 test questions."""
+    monkeypatch.syspath_prepend(str(REPO_ROOT / "scripts"))
+    import readme_figures
+
+    results = (REPO_ROOT / "docs" / "results" / "tiny-20.md").read_text()
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert readme_figures.readme_results(results) in readme
+    rows = readme_figures.results_table(results).splitlines()[2:]
+    assert len(rows) == 12  # the paper's variants
+    assert all("20" in row.rsplit("|", 2)[1].strip().split("/") for row in rows)  # evaluation.limit
+    assert "docs/results/tiny-20.md" in readme
