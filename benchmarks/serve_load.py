@@ -15,12 +15,13 @@ servers compare on equal terms on a shared machine); ``--clients`` asyncio clien
 The servers (:data:`SERVERS`): ``before``, serve as ``benchmarks/serve_load.py`` ran it at ff8500a (padded
 batches, ``generation.backend: generate``, float32, batches of 8 requests); ``fast_float32``,
 ``generation.backend: prefix`` with requests batched by ``generation.batch_size`` (16, gathered for up to
-0.5 s), float32;
-``fast_bfloat16``, the same with ``generation.dtype: fastest`` (bfloat16 where the CPU has it, tiny.yaml's
-settings). Measured per server: throughput (answers/s), p50/p99 latency, errors (non-200 or transport
-failures), the server's resident memory (all its processes) at start and end, where a batch's time went
-(the stage times serve returns, averaged over batches, and the rest of a request's latency: HTTP, JSON,
-LitServe's queue), and the answers that differ from ``before``'s to the same request.
+0.5 s), float32; ``fast_bfloat16``, the same with ``generation.dtype: fastest`` (bfloat16 where the CPU has
+it, tiny.yaml's settings). Measured per server: throughput (answers/s), p50/p99 latency, errors (non-200 or
+transport failures), the CPU seconds its processes used per answer (``cpu_efficiency_over_before``:
+``before``'s over this server's; less sensitive than answers/s to other jobs on a shared machine), the
+server's resident memory (all its processes) at start and end, where a batch's time went (the stage times
+serve returns, averaged over batches, and the rest of a request's latency: HTTP, JSON, LitServe's queue),
+and the answers that differ from ``before``'s to the same request.
 
 The naive server (left out with ``--skip-naive``): one ``Answerer`` per request, the whole of
 ``graphctx answer``'s recipe (config, models, index read from the cache, contexts, prompt, answer), requests
@@ -174,6 +175,12 @@ def memory(process: subprocess.Popen) -> int:
     return sum(p.memory_info().rss for p in [parent, *parent.children(recursive=True)])
 
 
+def cpu_seconds(process: subprocess.Popen) -> float:
+    """User + system CPU seconds of ``process`` and its children so far."""
+    parent = psutil.Process(process.pid)
+    return sum(sum(p.cpu_times()[:2]) for p in [parent, *parent.children(recursive=True)])
+
+
 def wait_ready(url: str, process: subprocess.Popen, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -287,8 +294,10 @@ def run_server(
     try:
         wait_ready(url, process, args.startup_seconds)
         asyncio.run(load(url, QUESTIONS, 1, 1, args.seconds))  # warm, on a question not in the load
-        start = memory(process)
+        start, cpu = memory(process), cpu_seconds(process)
         result, answers = asyncio.run(load(url, questions, args.clients, args.requests, args.seconds))
+        used = cpu_seconds(process) - cpu
+        result["cpu_s_per_answer"] = used / result["answered"] if result["answered"] else None
         result |= {"rss_start_mb": start / 2**20, "rss_end_mb": memory(process) / 2**20}
         result |= http_writes(url, writes) if writes else {}
         log(json.dumps(result))
@@ -405,6 +414,8 @@ def main() -> None:
         if "before" in answers and name != "before":
             before = report["before"]["throughput_per_s"]
             report[name]["throughput_over_before"] = report[name]["throughput_per_s"] / before
+            cpu = report["before"]["cpu_s_per_answer"], report[name]["cpu_s_per_answer"]
+            report[name]["cpu_efficiency_over_before"] = cpu[0] / cpu[1] if all(cpu) else None
             report[name] |= differing(answers[name], answers["before"])
     if not args.skip_naive:
         shutil.rmtree(root / "cache" / "enhanced", ignore_errors=True)
