@@ -41,6 +41,7 @@ def bad_invocations(missing: Path) -> dict[str, tuple]:
         "export": (cli_main, ["export", "--run", str(missing), "--to", str(missing.parent / "dataset")]),
         "reproduce": (cli_main, ["reproduce", *config, "--state", str(missing.parent / "state")]),
         "serve": (cli_main, ["serve", *config, "--port", "0"]),
+        "cache": (cli_main, ["cache", *config]),
         "train.py": (train.main, config),
         "evaluate.py": (evaluate.main, config),
     }
@@ -197,8 +198,9 @@ HELP_INVOCATIONS: dict[str, tuple] = {
     "train.py": (train.main, []),
     "evaluate.py": (evaluate.main, []),
 }
-NO_CONFIG = {"export", "annotate import", "reproduce"}
-"""Commands that take no ``--section.key`` settings (reproduce: its site configs are read by its stages)."""
+NO_CONFIG = {"export", "annotate import", "reproduce", "cache"}
+"""Commands that take no ``--section.key`` settings (reproduce: its site configs are read by its stages;
+cache: each --config as the stages read it)."""
 
 
 def test_every_graphctx_subcommand_is_walked():
