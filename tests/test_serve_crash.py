@@ -87,6 +87,7 @@ def test_kill_9_leaves_no_process_and_the_port_restarts(tmp_path, cardano_dir, t
         rows = {row["id"]: row for row in map(json.loads, (pool / "pool.jsonl").read_text().splitlines())}
         assert rows[10**9] == added and rows[edited]["answer"] == "acknowledged before the kill"
         asked = httpx.post(f"{url}/v1/answer", json={"question": added["question"]}, timeout=300)
+        assert asked.status_code == 200, asked.text
         assert 10**9 in [hit["id"] for hit in asked.json()["hits"]]  # the restarted worker serves it
         third = start(config, port, pool, tmp_path / "third.log")  # the port is taken: no "serving on"
         assert third.wait(timeout=START_S) != 0

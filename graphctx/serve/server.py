@@ -108,6 +108,8 @@ class AnswerAPI(ls.LitAPI):
             api_path="/v1/answer",
         )
         self.settings = settings
+        self.batched = max_batch_size > 1
+        """LitServe calls ``predict`` with one request, not a list, when a batch holds one."""
 
     def setup(self, device: str) -> None:
         from graphctx.serve.lifetime import in_spawned_child
@@ -143,7 +145,9 @@ class AnswerAPI(ls.LitAPI):
     def batch(self, inputs: list[tuple[str, str]]) -> list[tuple[str, str]]:
         return list(inputs)
 
-    def predict(self, requests: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    def predict(self, requests: Any) -> Any:
+        if not self.batched:  # one (question, variant) request, answered alone
+            return self.served.answer([requests])[0]
         return self.served.answer(requests)
 
     def unbatch(self, output: list[dict[str, Any]]) -> list[dict[str, Any]]:
