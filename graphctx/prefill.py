@@ -57,7 +57,7 @@ class PrefixCache:
         """The longest prefix of ``ids`` cached (its length and layers; 0 and None when none is)."""
         best, layers, key = 0, None, None
         for entry_key, (entry_ids, entry_layers) in self.entries.items():
-            shared = min(common_prefix(ids, entry_ids), len(entry_ids))
+            shared = common_prefix(ids, entry_ids)
             if shared > best:
                 best, layers, key = shared, entry_layers, entry_key
         if key is not None:
